@@ -1,0 +1,196 @@
+package corral
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cache is a stampede-safe read-through cache over Redis. It is safe for
+// concurrent use. Create it with New and stop it with Close.
+type Cache struct {
+	rdb    redis.UniversalClient
+	opts   Options
+	store  *store
+	notify *notifier
+	stats  counters
+
+	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
+	cancel context.CancelFunc
+
+	refreshSlots chan struct{} // semaphore: background refreshes running
+
+	mu      sync.Mutex         // guards flights, closed, and wg.Add
+	flights map[string]*flight // the in-process flight of each key
+	closed  bool
+	wg      sync.WaitGroup // flights and background refreshes; Close waits for them
+}
+
+// New returns a Cache that keeps its entries in rdb: a *redis.Client, a
+// failover (Sentinel) client or a *redis.ClusterClient. opts may be nil for
+// all defaults. New does not talk to Redis, so it succeeds while Redis is
+// down; it returns an error wrapping ErrInvalidOptions for options that make
+// no sense. Close the Cache when done; Close does not close rdb.
+func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		rdb:          rdb,
+		opts:         o,
+		ctx:          ctx,
+		cancel:       cancel,
+		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
+		flights:      make(map[string]*flight),
+	}
+	c.store = &store{rdb: rdb, timeout: o.RedisTimeout, inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub}
+	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
+	return c, nil
+}
+
+// Must returns c, or panics with err. It is for set-up code:
+// cache := corral.Must(corral.New(rdb, nil)).
+func Must(c *Cache, err error) *Cache {
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Get returns key's cached value without loading it: fresh or, inside the
+// stale window, stale. It returns ErrMiss when there is no entry and
+// ErrNotFound when the entry caches a loader's ErrNotFound.
+func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := c.check(key); err != nil {
+		return nil, err
+	}
+	v, negative, ok, err := c.store.get(ctx, newNames(c.opts.Prefix, key))
+	switch {
+	case err != nil:
+		c.stats.redisErrors.Add(1)
+		return nil, err
+	case !ok:
+		return nil, ErrMiss
+	case negative:
+		return nil, ErrNotFound
+	}
+	return v, nil
+}
+
+// Set stores value under key for ttl (the soft TTL, spread by Jitter; the
+// entry lives StaleTTL longer). It revokes any lease on key, so a load that
+// started before Set can never overwrite value, and wakes the waiters.
+// A nil or empty value is a real value.
+func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := c.check(key); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	_, err := c.store.commit(ctx, newNames(c.opts.Prefix, key), "", c.entry(value, false, ttl, 0))
+	if err != nil {
+		c.stats.redisErrors.Add(1)
+	}
+	return err
+}
+
+// Delete invalidates key: it removes the entry, revokes any lease (a load
+// that started before Delete can never store its result afterwards) and
+// tells waiters to re-check. Deleting a missing key is not an error.
+func (c *Cache) Delete(ctx context.Context, key string) error {
+	if err := c.check(key); err != nil {
+		return err
+	}
+	err := c.store.delete(ctx, newNames(c.opts.Prefix, key))
+	if err != nil {
+		c.stats.redisErrors.Add(1)
+	}
+	return err
+}
+
+// Stats returns a snapshot of the Cache's counters.
+func (c *Cache) Stats() Stats {
+	return c.stats.snapshot()
+}
+
+// Close stops the Cache: calls in progress return ErrClosed, running loads
+// get their context cancelled and, once they return, release their leases;
+// Close waits for that, then closes its pub/sub connections. A loader that
+// ignores its context is abandoned after LoadTimeout rather than waited for.
+// Close does not close the Redis client. Later calls return ErrClosed; a
+// second Close returns nil.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return c.notify.close()
+}
+
+func (c *Cache) check(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// entry builds the write of value: its soft TTL spread by ±Jitter, its hard
+// TTL StaleTTL longer (negative entries have no stale window).
+func (c *Cache) entry(value []byte, negative bool, ttl, took time.Duration) entryWrite {
+	if j := c.opts.Jitter; j > 0 {
+		ttl = time.Duration(float64(ttl) * (1 + j*(2*c.opts.Rand()-1)))
+	}
+	w := entryWrite{value: value, negative: negative, soft: max(ttl, time.Millisecond), took: took}
+	w.hard = w.soft
+	if !negative {
+		w.hard += c.opts.StaleTTL
+	}
+	return w
+}
+
+// earlyFactor draws XFetch's x = Beta * -ln(U), U uniform in (0, 1]; 0 when
+// early refresh is off.
+func (c *Cache) earlyFactor() float64 {
+	if c.opts.DisableEarlyRefresh {
+		return 0
+	}
+	return c.opts.Beta * -math.Log(1-c.opts.Rand())
+}
+
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// isClosed reports whether err comes from Close cancelling work.
+func (c *Cache) closedErr(err error) error {
+	if c.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,63 @@
+package corral
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is: corral wraps them with context
+// (the key, the Redis error, the caller's context error).
+var (
+	// ErrNotFound is what a loader returns, or wraps, to say "no such
+	// record". Fetch caches it as a negative entry for Options.NegativeTTL
+	// and returns it to every caller until that entry expires. It is never
+	// confused with an empty value.
+	ErrNotFound = errors.New("corral: not found")
+
+	// ErrMiss is returned by Get when the key has no entry.
+	ErrMiss = errors.New("corral: cache miss")
+
+	// ErrClosed is returned by every method called after Close, and by
+	// calls that Close interrupted.
+	ErrClosed = errors.New("corral: cache closed")
+
+	// ErrInvalidKey is returned for an empty key.
+	ErrInvalidKey = errors.New("corral: invalid key")
+
+	// ErrInvalidTTL is returned for a ttl that is zero or negative.
+	ErrInvalidTTL = errors.New("corral: invalid ttl")
+
+	// ErrNilLoader is returned by Fetch when load is nil.
+	ErrNilLoader = errors.New("corral: nil loader")
+
+	// ErrInvalidOptions is wrapped by the error New returns for options
+	// that make no sense (a prefix with braces, a negative duration, ...).
+	ErrInvalidOptions = errors.New("corral: invalid options")
+
+	// ErrLoadTimeout is returned to the callers of a load that ran past
+	// Options.LoadTimeout. It is joined with context.DeadlineExceeded.
+	ErrLoadTimeout = errors.New("corral: load timed out")
+
+	// ErrRemoteLoad is wrapped by the error returned to callers that waited
+	// on a load run by another process when that load failed. The error
+	// text carries the remote error's message; its type is not preserved.
+	ErrRemoteLoad = errors.New("corral: remote load failed")
+)
+
+// PanicError is the error every caller of a flight gets when the loader
+// panicked. The lease is released and nothing is stored.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the loader goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("corral: loader panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error, so errors.Is and
+// errors.As see through the panic.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,197 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Fetch returns key's value: from Redis when an entry is there, else from
+// load, run once per key across every process sharing the Redis, however
+// many callers ask at once. Concurrent callers in one process share one
+// flight; callers in other processes wait for the lease holder's completion
+// notice. ttl is the soft TTL of what load returns (spread by Jitter).
+//
+// load runs detached from ctx (under context.WithoutCancel of the first
+// caller's context, bounded by LoadTimeout), so ctx bounds only this call's
+// wait: when it ends, Fetch returns ctx.Err() and the load carries on for
+// the others. When load returns ErrNotFound (or wraps it), that is cached for
+// NegativeTTL and every caller gets ErrNotFound. Any other error reaches every
+// caller of that load (errors.Is works in this process; callers in other
+// processes get an error wrapping ErrRemoteLoad) and is not cached. A panic in
+// load becomes a *PanicError. When Redis fails, Fetch calls load directly
+// (fail-open, still one load per key in this process) unless
+// DisableFailOpen is set.
+//
+// The returned slice may be shared with no one: Fetch hands each caller its
+// own. A nil or empty value from load is a real value, cached like any other.
+//
+// Errors: ErrInvalidKey, ErrInvalidTTL, ErrNilLoader, ErrClosed, ErrNotFound,
+// ErrLoadTimeout, ErrRemoteLoad, *PanicError, ctx.Err(), the loader's own
+// errors, and with DisableFailOpen wrapped Redis errors.
+func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if err := c.check(key); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+	}
+	if load == nil {
+		return nil, ErrNilLoader
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, joined, ok := c.join(ctx, key, ttl, load)
+	if !ok {
+		return nil, ErrClosed
+	}
+	if joined {
+		c.stats.coalesced.Add(1)
+	}
+	return c.await(ctx, f)
+}
+
+// Fetch is the typed form of Cache.Fetch: values are encoded with the
+// Cache's Codec (JSON by default). It returns T's zero value with any error,
+// and an error wrapping the codec's when a cached value does not decode.
+func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if load == nil {
+		return zero, ErrNilLoader
+	}
+	b, err := c.Fetch(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
+		v, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.opts.Codec.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("corral: encode %T: %w", v, err)
+		}
+		return b, nil
+	})
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := c.opts.Codec.Unmarshal(b, &v); err != nil {
+		return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+	}
+	return v, nil
+}
+
+// run is a flight's goroutine: resolve the key, answer the callers, then run
+// the background refresh the answer may have committed this process to.
+func (c *Cache) run(f *flight) {
+	defer c.wg.Done()
+	val, err, out, refresh := c.resolve(f)
+	c.finish(f, val, err, out)
+	if refresh != nil {
+		c.refreshInBackground(f, refresh)
+	}
+}
+
+// resolve asks Redis what to do about f's key (fetch.lua) until it has an
+// answer: a cached value, a load of its own, or another process's load.
+// Every iteration but the first waits for a notice or a timer, and all of
+// them end with f's context, so the loop is bounded.
+func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh *lease) {
+	token := newToken()
+	var sub *subscription
+	defer func() {
+		if sub != nil {
+			sub.close()
+		}
+	}()
+	for {
+		if err := f.ctx.Err(); err != nil {
+			return nil, c.closedErr(err), outNone, nil
+		}
+		r, err := c.store.fetch(context.WithoutCancel(f.ctx), f.names, token, c.opts.LeaseTTL, c.earlyFactor())
+		if err != nil {
+			c.stats.redisErrors.Add(1)
+			val, err = c.failOpen(f, err)
+			return val, err, outFailOpen, nil
+		}
+		switch r.kind {
+		case replyHit, replyStale:
+			out := outHit
+			if r.kind == replyStale {
+				out = outStale
+			}
+			if r.refresh {
+				refresh = &lease{token: token, serverNow: r.now, at: time.Now(), early: r.kind == replyHit}
+			}
+			if r.negative {
+				return nil, ErrNotFound, outNegative, refresh
+			}
+			return r.value, nil, out, refresh
+		case replyLoad:
+			l := &lease{token: token, serverNow: r.now, at: time.Now()}
+			if !c.startLoading(f) {
+				// Every caller left while fetch.lua ran: hand the lease back.
+				c.releaseLease(f.names, l.token, noticeRecheck)
+				return nil, context.Canceled, outNone, nil
+			}
+			val, err := c.loadAndCommit(f.ctx, f.names, f.ttl, f.load, l)
+			return val, err, outMiss, nil
+		}
+		// WAIT: another process holds the lease.
+		if sub == nil {
+			// Subscribe, then fetch again: the notice may have gone out
+			// between the first fetch and the subscription.
+			c.stats.waits.Add(1)
+			sub = c.notify.subscribe(f.ctx, f.names.notice)
+			continue
+		}
+		val, err, done := c.awaitNotice(f, sub, r.pttl)
+		if done {
+			return val, err, outMiss, nil
+		}
+	}
+}
+
+// awaitNotice waits for the lease holder's notice, or for the lease's
+// remaining time (with jitter) to pass. done is false when the caller
+// should fetch again.
+func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (val []byte, err error, done bool) {
+	timer := time.NewTimer(c.recheckDelay(pttl))
+	defer timer.Stop()
+	select {
+	case n := <-sub.notices:
+		switch n.kind {
+		case noticeValue:
+			return n.value, nil, true
+		case noticeNotFound:
+			return nil, ErrNotFound, true
+		case noticeFailed:
+			return nil, fmt.Errorf("%w: %s", ErrRemoteLoad, n.message), true
+		}
+		return nil, nil, false // committed out of line, revoked or released: fetch again
+	case <-timer.C:
+		return nil, nil, false
+	case <-f.ctx.Done():
+		return nil, c.closedErr(f.ctx.Err()), true
+	}
+}
+
+// recheckDelay is how long a waiter waits for a notice before fetching
+// again: the lease's remaining time, at most LeaseTTL, plus up to a quarter
+// of it at random, so waiters of many processes do not re-check together.
+// Notices, not this timer, are how waiters normally wake.
+func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
+	d := min(max(pttl, time.Millisecond), c.opts.LeaseTTL)
+	return d + time.Duration(c.opts.Rand()*float64(d/4+time.Millisecond))
+}
+
+// failOpen answers f when Redis failed: with DisableFailOpen the error,
+// otherwise the loader's result, uncached.
+func (c *Cache) failOpen(f *flight, redisErr error) ([]byte, error) {
+	if c.opts.DisableFailOpen {
+		return nil, redisErr
+	}
+	c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+	val, err, _ := c.runLoader(f.ctx, f.load)
+	return val, err
+}

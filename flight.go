@@ -1,0 +1,148 @@
+package corral
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// A flight is the one in-process conversation with Redis about a key:
+// concurrent Fetch calls for the key join it, so a process sends Redis one
+// fetch per key however many goroutines ask, and runs at most one load.
+//
+// The flight runs in its own goroutine, detached from its callers: a caller
+// whose context ends stops waiting and leaves; the last caller to leave
+// cancels a flight that is only waiting, but never one that holds a lease
+// and is loading, whose result other callers and processes are owed.
+type flight struct {
+	key   string
+	names names
+	ttl   time.Duration
+	load  func(context.Context) ([]byte, error)
+	ctx    context.Context // values of the first caller; cancelled as below and by Close
+	stop   context.CancelFunc
+	unhook func() bool // unregisters the cancellation by Close
+
+	// guarded by Cache.mu:
+	callers int  // callers still waiting
+	loading bool // holds a lease: keeps running when callers leave
+
+	// set before done is closed, read after:
+	done    chan struct{}
+	val     []byte
+	err     error
+	outcome outcome
+	given   atomic.Bool // the value was handed to one caller; others get copies
+}
+
+// outcome is how a flight answered, for Stats.
+type outcome int
+
+const (
+	outNone      outcome = iota // cancelled or failed before an answer
+	outHit                      // fresh entry
+	outStale                    // stale entry
+	outNegative                 // negative entry
+	outMiss                     // a load's result, here or in another process
+	outFailOpen                 // the loader ran directly: Redis failed
+)
+
+// join returns the key's flight, starting one if there is none. ok is false
+// when the Cache is closed.
+func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) (f *flight, joined, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false, false
+	}
+	if f := c.flights[key]; f != nil {
+		f.callers++
+		return f, true, true
+	}
+	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	f = &flight{
+		key: key, names: newNames(c.opts.Prefix, key), ttl: ttl, load: load,
+		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
+		callers: 1, done: make(chan struct{}),
+	}
+	c.flights[key] = f
+	c.wg.Add(1)
+	go c.run(f)
+	return f, false, true
+}
+
+// await waits for f's answer or for ctx to end, whichever comes first.
+func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		select {
+		case <-f.done: // answered at the same moment: take the answer
+		default:
+			c.leave(f)
+			return nil, ctx.Err()
+		}
+	}
+	c.count(f.outcome)
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.given.Swap(true) {
+		return bytes.Clone(f.val), nil
+	}
+	return f.val, nil
+}
+
+// leave records that a caller stopped waiting for f. The last one to leave
+// a flight that holds no lease cancels it, so nothing more is sent to Redis
+// on behalf of callers that are gone.
+func (c *Cache) leave(f *flight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.callers--
+	if f.callers == 0 && !f.loading && c.flights[f.key] == f {
+		delete(c.flights, f.key)
+		f.stop()
+	}
+}
+
+// startLoading marks f as holding a lease. It reports false when every
+// caller has already left and f was cancelled.
+func (c *Cache) startLoading(f *flight) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.ctx.Err() != nil {
+		return false
+	}
+	f.loading = true
+	return true
+}
+
+// finish answers f's callers and removes f, so later calls start afresh.
+func (c *Cache) finish(f *flight, val []byte, err error, out outcome) {
+	f.val, f.err, f.outcome = val, err, out
+	c.mu.Lock()
+	if c.flights[f.key] == f {
+		delete(c.flights, f.key)
+	}
+	c.mu.Unlock()
+	close(f.done)
+	f.unhook()
+	f.stop()
+}
+
+func (c *Cache) count(out outcome) {
+	switch out {
+	case outHit:
+		c.stats.hits.Add(1)
+	case outStale:
+		c.stats.staleHits.Add(1)
+	case outNegative:
+		c.stats.negativeHits.Add(1)
+	case outMiss:
+		c.stats.misses.Add(1)
+	case outFailOpen:
+		c.stats.failOpens.Add(1)
+	}
+}

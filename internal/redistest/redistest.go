@@ -1,0 +1,177 @@
+// Package redistest starts private redis-server processes for tests, on free
+// loopback ports, and stops them in t.Cleanup. A missing redis-server fails
+// the test with a message saying how to install it; it never skips.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string // host:port on 127.0.0.1
+
+	t    testing.TB
+	bin  string
+	dir  string
+	args []string
+
+	mu   sync.Mutex // guards cmd, exit
+	cmd  *exec.Cmd
+	exit chan struct{} // closed when cmd has exited
+}
+
+// Binary returns the path of redis-server, or fails t.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("redis-server not found: corral's tests run against a real Redis. " +
+		"Install it (Debian: apt-get install -y redis-server; `make test` does this for you)")
+	return ""
+}
+
+// Start starts a redis-server with the given extra arguments (such as
+// "--rename-command", "SPUBLISH", "") and stops it when t ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), args: args}
+	var err error
+	for range 5 { // a free port can be taken between choosing and binding it
+		s.Addr, err = freeAddr()
+		if err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: cannot start redis-server: %v", err)
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (s *Server) start() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := append([]string{
+		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log"),
+	}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exit := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exit) }()
+	s.mu.Lock()
+	s.cmd, s.exit = cmd, exit
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := s.ping(); err == nil {
+			return nil
+		}
+		select {
+		case <-exit:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis-"+port+".log"))
+			return fmt.Errorf("redis-server exited: %s%s", stderr.String(), tail(log))
+		case <-time.After(10 * time.Millisecond): // polling for readiness, bounded by deadline
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr)
+		}
+	}
+}
+
+func (s *Server) ping() error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+func tail(b []byte) string {
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// Client returns a new client of s, closed when the test ends. opts, if
+// given, adjusts the client's options.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.Addr}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// URL returns s's address as a redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Port returns s's TCP port.
+func (s *Server) Port() int {
+	_, p, _ := net.SplitHostPort(s.Addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Kill stops redis-server with SIGKILL and waits for it to exit.
+func (s *Server) Kill() { s.kill() }
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exit
+}
+
+// Restart kills redis-server and starts it again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
+	}
+}
+
+func (s *Server) stop() { s.kill() }

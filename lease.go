@@ -1,0 +1,209 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// A lease is this process's right, held in Redis as P:l:{T}:K = token with a
+// PX expiry, to load a key and commit the result (Nishtala et al., "Scaling
+// Memcache at Facebook", NSDI 2013). It is a tool for efficiency, not a lock
+// for correctness: a lease that expires or is revoked while the load runs
+// only means the commit is rejected.
+type lease struct {
+	token     string
+	serverNow int64     // the server clock (ms) when fetch.lua granted it
+	at        time.Time // the local clock when that reply arrived
+	early     bool      // taken by XFetch on a fresh entry
+}
+
+// serverDeadline estimates the server clock at local time t plus slack. The
+// estimate never runs ahead of the server: serverNow was read before the
+// reply reached us.
+func (l *lease) serverDeadline(slack time.Duration) int64 {
+	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
+}
+
+// Notices published when a lease is handed back without a value.
+const (
+	noticeRecheck    = "d" // fetch again
+	noticeNone       = ""  // publish nothing
+	maxNoticeMessage = 1024
+)
+
+func failureNotice(err error) string {
+	msg := err.Error()
+	if len(msg) > maxNoticeMessage {
+		msg = msg[:maxNoticeMessage]
+	}
+	return "e" + msg
+}
+
+// loadAndCommit runs load while a watchdog keeps l alive, then stores the
+// result under l (commit.lua) or, when load failed, releases l. The loaded
+// value is returned even when the commit is rejected or fails: callers are
+// owed it either way.
+func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) ([]byte, error) {
+	w := c.watch(n, l)
+	val, err, took := c.runLoader(parent, load)
+	kept := w.halt() // no renewal is sent, or can land, after this
+
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		c.releaseLease(n, l.token, failureNotice(err))
+		return nil, err
+	}
+	negative := err != nil
+	if negative {
+		val = nil
+	}
+	if val == nil {
+		val = []byte{}
+	}
+	stored, cerr := c.store.commit(c.bounded(), n, l.token, c.entry(val, negative, ttl, took))
+	switch {
+	case cerr != nil:
+		c.stats.redisErrors.Add(1)
+		c.opts.Logger.Warn("corral: storing a loaded value failed; callers still get it", "key", n.entry, "err", cerr)
+		c.releaseLease(n, l.token, failureNotice(cerr))
+	case !stored:
+		c.stats.commitsRejected.Add(1)
+		if kept {
+			c.stats.leasesLost.Add(1)
+		}
+		c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.entry)
+	}
+	if negative {
+		return nil, err
+	}
+	return val, nil
+}
+
+// runLoader runs load under context.WithoutCancel(parent), bounded by
+// LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
+// still running at the deadline is abandoned: its late result is dropped.
+func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, err error, took time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+
+	type result struct {
+		val []byte
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	c.stats.loads.Add(1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
+			}
+		}()
+		v, err := load(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		val, err = r.val, r.err
+	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			err = ErrClosed
+		} else {
+			err = errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
+		}
+	}
+	took = time.Since(start)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		c.stats.loadErrors.Add(1)
+	}
+	return val, err, took
+}
+
+// refreshInBackground reloads a key whose entry is still served (stale, or
+// fresh and picked by XFetch) under lease l, after the flight has answered
+// its callers. At most MaxBackgroundRefreshes run at once; past that the
+// lease is handed back and the old value stays.
+func (c *Cache) refreshInBackground(f *flight, l *lease) {
+	select {
+	case c.refreshSlots <- struct{}{}:
+		defer func() { <-c.refreshSlots }()
+	default:
+		c.releaseLease(f.names, l.token, noticeNone)
+		return
+	}
+	c.stats.refreshes.Add(1)
+	if l.early {
+		c.stats.earlyRefreshes.Add(1)
+	}
+	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		c.stats.refreshErrors.Add(1)
+		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
+	}
+}
+
+// releaseLease hands a lease back (release.lua) and publishes notice.
+func (c *Cache) releaseLease(n names, token, notice string) {
+	if _, err := c.store.release(c.bounded(), n, token, notice); err != nil {
+		c.stats.redisErrors.Add(1)
+		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.lease, "err", err)
+	}
+}
+
+// bounded is the context of writes that must happen even when callers left or
+// the Cache is closing (commits, releases): each call is still bounded by
+// RedisTimeout.
+func (c *Cache) bounded() context.Context {
+	return context.WithoutCancel(c.ctx)
+}
+
+// watchdog renews a lease every LeaseTTL/3 while its load runs.
+type watchdog struct {
+	stop chan struct{}
+	done chan struct{}
+	lost bool // set by the watchdog goroutine; read after done is closed
+}
+
+func (c *Cache) watch(n names, l *lease) *watchdog {
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(c.opts.LeaseTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			// A renewal that reaches the server after we stop waiting for it
+			// must not extend the lease: renew.lua drops it past this deadline.
+			deadline := l.serverDeadline(c.opts.RedisTimeout)
+			res, err := c.store.renew(c.bounded(), n, l.token, c.opts.LeaseTTL, deadline)
+			switch {
+			case err != nil:
+				c.stats.redisErrors.Add(1)
+				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.lease, "err", err)
+			case res == renewNot:
+				w.lost = true
+				c.stats.leasesLost.Add(1)
+				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.lease)
+				return
+			case res == renewLate:
+				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.lease)
+			}
+		}
+	}()
+	return w
+}
+
+// halt stops the watchdog and waits for it, including a renewal in flight.
+// It reports whether the lease was still held at the last renewal.
+func (w *watchdog) halt() bool {
+	close(w.stop)
+	<-w.done
+	return !w.lost
+}

@@ -1,0 +1,192 @@
+package corral
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Options configures a Cache. A nil *Options means all defaults, and the zero
+// value of every field means its documented default. Features that are on by
+// default are turned off with an explicit Disable… field.
+type Options struct {
+	// Prefix starts every Redis name corral creates (see the package doc
+	// for the layout). It must not contain '{' or '}'. Default "corral".
+	Prefix string
+
+	// LeaseTTL is how long a load's lease lives in Redis without renewal.
+	// A watchdog renews it every LeaseTTL/3 while the load runs, so loads may
+	// take longer; if the loading process dies, another process takes over
+	// within LeaseTTL. Default 5s; at least 30ms.
+	LeaseTTL time.Duration
+
+	// LoadTimeout bounds one run of a loader. The load runs detached from
+	// its callers (context.WithoutCancel of the first caller's context), so
+	// one caller giving up never cancels it for the others; LoadTimeout is
+	// what stops it. Past it the flight's callers get ErrLoadTimeout, the
+	// lease is released and the loader's late result is discarded.
+	// Default 10s.
+	LoadTimeout time.Duration
+
+	// RedisTimeout bounds every Redis call corral makes, through the call's
+	// context. go-redis applies context deadlines to the socket only when
+	// the client has ContextTimeoutEnabled; otherwise its own ReadTimeout
+	// and WriteTimeout bound the wait. Default 500ms.
+	RedisTimeout time.Duration
+
+	// StaleTTL is the stale-while-revalidate window: how long an entry is
+	// kept, and served, after its soft TTL has passed while one caller
+	// refreshes it in the background. The entry's Redis TTL (the hard TTL)
+	// is the soft TTL plus StaleTTL. Default 0: no stale window.
+	StaleTTL time.Duration
+
+	// Beta scales early refresh (XFetch, Vattani, Chierichetti and
+	// Lowenstein, "Optimal Probabilistic Cache Stampede Prevention",
+	// VLDB 2015): a fresh entry is refreshed early with a probability that
+	// rises as its soft expiry nears, in proportion to how long its last
+	// load took. Larger is earlier. Default 1.
+	Beta float64
+
+	// DisableEarlyRefresh turns XFetch off: entries are refreshed only once
+	// their soft TTL has passed.
+	DisableEarlyRefresh bool
+
+	// NegativeTTL is how long an ErrNotFound from a loader is cached
+	// (negative caching). Default 10s.
+	NegativeTTL time.Duration
+
+	// Jitter spreads each write's soft TTL uniformly by ±Jitter (a fraction
+	// of the TTL, in [0, 1)), so keys written together do not expire
+	// together. Default 0.1 (±10%).
+	Jitter float64
+
+	// DisableJitter writes every soft TTL exactly as given.
+	DisableJitter bool
+
+	// Codec encodes the values of the typed Fetch[T]. Default JSON.
+	Codec Codec
+
+	// Logger receives warnings (lost leases, failed commits and renewals)
+	// and debug events. Default slog.Default().
+	Logger *slog.Logger
+
+	// NoticeInlineLimit is the largest value, in bytes, that a completion
+	// notice carries inline, so waiters in other processes skip a round
+	// trip. Larger values are announced without the payload and waiters
+	// read them from the entry. Default 16384 (16 KiB).
+	NoticeInlineLimit int
+
+	// MaxBackgroundRefreshes bounds the refreshes one Cache runs in the
+	// background for stale-while-revalidate and early refresh. When the
+	// bound is reached, further refreshes are skipped (the lease is handed
+	// back) and the current value is still served. Default 64.
+	MaxBackgroundRefreshes int
+
+	// DisableFailOpen makes Fetch return Redis errors (wrapped) instead of
+	// calling the loader directly when Redis fails.
+	DisableFailOpen bool
+
+	// DisableShardedPubSub makes corral use PUBLISH/SUBSCRIBE even on Redis
+	// 7+, where it otherwise uses sharded SPUBLISH/SSUBSCRIBE. Servers
+	// without sharded pub/sub are detected and use the plain commands anyway.
+	DisableShardedPubSub bool
+
+	// Rand returns uniform random numbers in [0, 1) for XFetch and jitter.
+	// It must be safe for concurrent use. Tests inject it; default
+	// math/rand/v2.Float64.
+	Rand func() float64
+}
+
+// Defaults of Options, as documented on each field.
+const (
+	DefaultPrefix                 = "corral"
+	DefaultLeaseTTL               = 5 * time.Second
+	DefaultLoadTimeout            = 10 * time.Second
+	DefaultRedisTimeout           = 500 * time.Millisecond
+	DefaultBeta                   = 1.0
+	DefaultNegativeTTL            = 10 * time.Second
+	DefaultJitter                 = 0.1
+	DefaultNoticeInlineLimit      = 16 << 10
+	DefaultMaxBackgroundRefreshes = 64
+
+	minLeaseTTL = 30 * time.Millisecond
+)
+
+// withDefaults validates o and returns a copy with every zero field set to
+// its default.
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	if r.Prefix == "" {
+		r.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(r.Prefix, "{}") {
+		return bad("Prefix %q contains a brace; braces would change the Cluster hash slot of corral's keys", r.Prefix)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
+		{"LoadTimeout", &r.LoadTimeout, DefaultLoadTimeout},
+		{"RedisTimeout", &r.RedisTimeout, DefaultRedisTimeout},
+		{"NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL},
+		{"StaleTTL", &r.StaleTTL, 0},
+	} {
+		if *d.v < 0 {
+			return bad("%s is negative (%v)", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if r.LeaseTTL < minLeaseTTL {
+		return bad("LeaseTTL %v is below the minimum %v", r.LeaseTTL, minLeaseTTL)
+	}
+	switch {
+	case math.IsNaN(r.Beta) || math.IsInf(r.Beta, 0) || r.Beta < 0:
+		return bad("Beta %v is not a finite, non-negative number", r.Beta)
+	case r.Beta == 0:
+		r.Beta = DefaultBeta
+	}
+	switch {
+	case math.IsNaN(r.Jitter) || r.Jitter < 0 || r.Jitter >= 1:
+		return bad("Jitter %v is outside [0, 1)", r.Jitter)
+	case r.Jitter == 0:
+		r.Jitter = DefaultJitter
+	}
+	if r.DisableJitter {
+		r.Jitter = 0
+	}
+	if r.NoticeInlineLimit < 0 {
+		return bad("NoticeInlineLimit is negative (%d)", r.NoticeInlineLimit)
+	}
+	if r.NoticeInlineLimit == 0 {
+		r.NoticeInlineLimit = DefaultNoticeInlineLimit
+	}
+	if r.MaxBackgroundRefreshes < 0 {
+		return bad("MaxBackgroundRefreshes is negative (%d)", r.MaxBackgroundRefreshes)
+	}
+	if r.MaxBackgroundRefreshes == 0 {
+		r.MaxBackgroundRefreshes = DefaultMaxBackgroundRefreshes
+	}
+	if r.Codec == nil {
+		r.Codec = JSONCodec{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	if r.Rand == nil {
+		r.Rand = rand.Float64
+	}
+	return r, nil
+}

@@ -1,0 +1,41 @@
+-- commit.lua: store a value and wake the waiters.
+--
+-- With a token (a load's commit) it stores only while that token still holds
+-- the lease: a lease revoked by Delete or Set, or expired and taken by
+-- another caller, rejects the commit, so a load that started before a write
+-- can never overwrite it (the lease check of Nishtala et al., "Scaling
+-- Memcache at Facebook", NSDI 2013). With an empty token (Set) it always
+-- stores. Either way it deletes the lease and publishes a notice.
+--
+-- KEYS[1] entry hash, KEYS[2] lease, KEYS[3] notice channel
+-- ARGV[1] lease token, or '' for an unconditional write
+-- ARGV[2] value
+-- ARGV[3] flags: '' or 'n' (negative entry: not found)
+-- ARGV[4] soft TTL, ms
+-- ARGV[5] hard TTL, ms (soft TTL + stale window)
+-- ARGV[6] duration of the load, ms
+-- ARGV[7] publish command: 'SPUBLISH' or 'PUBLISH'
+-- ARGV[8] notice inline limit, bytes
+--
+-- Reply: 1 stored, 0 rejected (the token no longer holds the lease).
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', now + tonumber(ARGV[4]),
+  'd', ARGV[6], 'f', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('DEL', KEYS[2])
+
+-- Notice: 'n' not found, 'v'..value inline, 'c' committed (read the entry).
+local notice = 'c'
+if ARGV[3] == 'n' then
+  notice = 'n'
+elseif #ARGV[2] <= tonumber(ARGV[8]) then
+  notice = 'v' .. ARGV[2]
+end
+redis.call(ARGV[7], KEYS[3], notice)
+return 1

@@ -1,0 +1,50 @@
+-- fetch.lua: decide, in one round trip, what a caller of a key does.
+--
+-- KEYS[1] entry hash  P:e:{T}:K   fields v (payload), s (soft expiry, server
+--                                 ms), d (last load, ms), f (flags: n = not found)
+-- KEYS[2] lease       P:l:{T}:K
+-- ARGV[1] lease token (random, 128 bit, hex)
+-- ARGV[2] LeaseTTL, ms
+-- ARGV[3] x = Beta * -ln(U), the caller's XFetch draw; 0 disables early refresh
+--
+-- Replies ("now" is the server clock in ms; every decision uses it):
+--   {'HIT',   v, f, refresh, now}  fresh entry; refresh = 1 when XFetch fired
+--                                  and this caller took the lease
+--   {'STALE', v, f, refresh, now}  past the soft expiry, inside the hard TTL;
+--                                  refresh = 1 when this caller took the lease
+--   {'LOAD',  now}                 no entry, this caller took the lease
+--   {'WAIT',  pttl, now}           no entry, another caller holds the lease
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function take()
+  return redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) ~= false
+end
+
+local e = redis.call('HMGET', KEYS[1], 'v', 's', 'd', 'f')
+local soft = tonumber(e[2])
+if e[1] and soft then
+  local f = e[4] or ''
+  if now < soft then
+    local x = tonumber(ARGV[3])
+    local d = tonumber(e[3]) or 0
+    if x > 0 and d > 0 and now + d * x >= soft and take() then
+      return {'HIT', e[1], f, 1, now}
+    end
+    return {'HIT', e[1], f, 0, now}
+  end
+  if take() then
+    return {'STALE', e[1], f, 1, now}
+  end
+  return {'STALE', e[1], f, 0, now}
+end
+
+if take() then
+  return {'LOAD', now}
+end
+local pttl = redis.call('PTTL', KEYS[2])
+if pttl < 0 then
+  -- A lease without an expiry was not written by corral; wait a LeaseTTL.
+  pttl = tonumber(ARGV[2])
+end
+return {'WAIT', pttl, now}

@@ -1,0 +1,60 @@
+package corral
+
+import "sync/atomic"
+
+// Stats are a Cache's counters since New. "Calls" are Fetch calls; one
+// flight (the in-process coalescing of concurrent calls for a key) may
+// answer many calls with one Redis conversation.
+type Stats struct {
+	Hits         uint64 // calls answered with a fresh value from Redis
+	StaleHits    uint64 // calls answered with a stale value (stale-while-revalidate)
+	NegativeHits uint64 // calls answered ErrNotFound from a negative entry
+	Misses       uint64 // calls that found no usable entry and got a load's result (or its error)
+	Coalesced    uint64 // calls that joined another caller's in-process flight
+
+	Loads           uint64 // loader runs, including background refreshes and fail-open loads
+	LoadErrors      uint64 // loader runs that failed: an error other than ErrNotFound, a panic, or LoadTimeout
+	Waits           uint64 // flights that waited for another process's lease
+	EarlyRefreshes  uint64 // refreshes started early by XFetch
+	Refreshes       uint64 // background refreshes run (stale-while-revalidate and early)
+	RefreshErrors   uint64 // background refreshes whose load failed; the old value stays
+	LeasesLost      uint64 // loads whose lease was revoked or expired while they ran
+	CommitsRejected uint64 // loaded values not stored because their lease was gone
+
+	FailOpens   uint64 // calls answered by the loader directly because Redis failed
+	RedisErrors uint64 // Redis calls that failed (timeouts included)
+
+	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
+	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
+}
+
+// counters are the live Stats, updated atomically.
+type counters struct {
+	hits, staleHits, negativeHits, misses, coalesced atomic.Uint64
+	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
+	refreshes, refreshErrors, leasesLost             atomic.Uint64
+	commitsRejected, failOpens, redisErrors          atomic.Uint64
+	subscribes, unsubscribes                         atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Hits:            c.hits.Load(),
+		StaleHits:       c.staleHits.Load(),
+		NegativeHits:    c.negativeHits.Load(),
+		Misses:          c.misses.Load(),
+		Coalesced:       c.coalesced.Load(),
+		Loads:           c.loads.Load(),
+		LoadErrors:      c.loadErrors.Load(),
+		Waits:           c.waits.Load(),
+		EarlyRefreshes:  c.earlyRefreshes.Load(),
+		Refreshes:       c.refreshes.Load(),
+		RefreshErrors:   c.refreshErrors.Load(),
+		LeasesLost:      c.leasesLost.Load(),
+		CommitsRejected: c.commitsRejected.Load(),
+		FailOpens:       c.failOpens.Load(),
+		RedisErrors:     c.redisErrors.Load(),
+		Subscribes:      c.subscribes.Load(),
+		Unsubscribes:    c.unsubscribes.Load(),
+	}
+}

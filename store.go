@@ -1,0 +1,276 @@
+package corral
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds every Redis command corral sends outside pub/sub
+// subscriptions (notify.go). The protocol itself is in the .lua files.
+
+var (
+	//go:embed scripts/fetch.lua
+	fetchSrc string
+	//go:embed scripts/commit.lua
+	commitSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/delete.lua
+	deleteSrc string
+
+	fetchScript   = redis.NewScript(fetchSrc)
+	commitScript  = redis.NewScript(commitSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	deleteScript  = redis.NewScript(deleteSrc)
+)
+
+// scripter is the part of the Redis client the scripts need.
+type scripter interface {
+	redis.Scripter
+	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
+	SPublish(ctx context.Context, channel string, message any) *redis.IntCmd
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+}
+
+// store runs corral's Redis commands, each bounded by RedisTimeout.
+type store struct {
+	rdb     scripter
+	timeout time.Duration
+	inline  int
+	noShard bool // Options.DisableShardedPubSub
+
+	mu      sync.Mutex // guards publish
+	publish string     // "SPUBLISH" or "PUBLISH"; "" until detected
+}
+
+// fetch replies (see fetch.lua).
+type replyKind int
+
+const (
+	replyHit replyKind = iota
+	replyStale
+	replyLoad
+	replyWait
+)
+
+type fetchReply struct {
+	kind     replyKind
+	value    []byte
+	negative bool          // the entry caches ErrNotFound
+	refresh  bool          // this caller took the lease to refresh (HIT, STALE)
+	pttl     time.Duration // WAIT: the lease's remaining time
+	now      int64         // the server clock, ms
+}
+
+func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return sc.Run(ctx, s.rdb, keys, args...).Result()
+}
+
+func (s *store) fetch(ctx context.Context, n names, token string, leaseTTL time.Duration, x float64) (fetchReply, error) {
+	res, err := s.call(ctx, fetchScript, []string{n.entry, n.lease},
+		token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64))
+	if err != nil {
+		return fetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+	}
+	r, err := parseFetch(res)
+	if err != nil {
+		return fetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+	}
+	return r, nil
+}
+
+func parseFetch(res any) (fetchReply, error) {
+	a, ok := res.([]any)
+	if !ok || len(a) < 2 {
+		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	kind, _ := a[0].(string)
+	var r fetchReply
+	var ok2 bool
+	switch kind {
+	case "HIT", "STALE":
+		if len(a) != 5 {
+			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+		}
+		r.kind = replyHit
+		if kind == "STALE" {
+			r.kind = replyStale
+		}
+		v, ok1 := a[1].(string)
+		f, okf := a[2].(string)
+		refresh, okr := a[3].(int64)
+		r.now, ok2 = a[4].(int64)
+		if !ok1 || !okf || !okr || !ok2 {
+			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+		}
+		r.value, r.negative, r.refresh = []byte(v), strings.Contains(f, "n"), refresh == 1
+	case "LOAD":
+		r.kind = replyLoad
+		r.now, ok2 = a[1].(int64)
+	case "WAIT":
+		if len(a) != 3 {
+			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+		}
+		r.kind = replyWait
+		pttl, ok1 := a[1].(int64)
+		r.now, ok2 = a[2].(int64)
+		ok2 = ok1 && ok2
+		r.pttl = time.Duration(pttl) * time.Millisecond
+	default:
+		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	if !ok2 {
+		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	return r, nil
+}
+
+// entryWrite is one value to store: a load's result or a Set.
+type entryWrite struct {
+	value    []byte
+	negative bool
+	soft     time.Duration // soft TTL
+	hard     time.Duration // hard TTL: soft + stale window
+	took     time.Duration // the load's duration, for XFetch
+}
+
+// commit stores w under n. With a token it stores only while that token holds
+// the lease; it reports whether it stored.
+func (s *store) commit(ctx context.Context, n names, token string, w entryWrite) (bool, error) {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return false, err
+	}
+	flags := ""
+	if w.negative {
+		flags = "n"
+	}
+	res, err := s.call(ctx, commitScript, []string{n.entry, n.lease, n.notice},
+		token, w.value, flags, ms(w.soft), ms(w.hard), w.took.Milliseconds(), pub, s.inline)
+	if err != nil {
+		return false, fmt.Errorf("corral: commit: %w", err)
+	}
+	return res == int64(1), nil
+}
+
+// renewResult is what renew.lua replied.
+type renewResult int
+
+const (
+	renewed  renewResult = 1
+	renewNot renewResult = 0  // the token no longer holds the lease
+	renewLate renewResult = -1 // reached the server after its deadline
+)
+
+func (s *store) renew(ctx context.Context, n names, token string, ttl time.Duration, deadline int64) (renewResult, error) {
+	res, err := s.call(ctx, renewScript, []string{n.lease}, token, ttl.Milliseconds(), deadline)
+	if err != nil {
+		return renewNot, fmt.Errorf("corral: renew lease: %w", err)
+	}
+	v, _ := res.(int64)
+	return renewResult(v), nil
+}
+
+// release deletes the lease if token still holds it and, when notice is not
+// empty, publishes it.
+func (s *store) release(ctx context.Context, n names, token, notice string) (bool, error) {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return false, err
+	}
+	res, err := s.call(ctx, releaseScript, []string{n.lease, n.notice}, token, pub, notice)
+	if err != nil {
+		return false, fmt.Errorf("corral: release lease: %w", err)
+	}
+	return res == int64(1), nil
+}
+
+func (s *store) delete(ctx context.Context, n names) error {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.call(ctx, deleteScript, []string{n.entry, n.lease, n.notice}, pub); err != nil {
+		return fmt.Errorf("corral: delete: %w", err)
+	}
+	return nil
+}
+
+// get reads an entry without taking a lease: its value and whether it caches
+// ErrNotFound. ok is false when there is no entry.
+func (s *store) get(ctx context.Context, n names) (value []byte, negative, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	vals, err := s.rdb.HMGet(ctx, n.entry, "v", "f").Result()
+	if err != nil {
+		return nil, false, false, fmt.Errorf("corral: get: %w", err)
+	}
+	v, ok := vals[0].(string)
+	if !ok {
+		return nil, false, false, nil
+	}
+	f, _ := vals[1].(string)
+	return []byte(v), strings.Contains(f, "n"), true, nil
+}
+
+// publishCommand returns the command the scripts publish notices with:
+// SPUBLISH where the server has sharded pub/sub (Redis 7+) and it is not
+// disabled, PUBLISH otherwise. It probes the server once, on first use, so
+// New works while Redis is down.
+func (s *store) publishCommand(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.publish != "" {
+		return s.publish, nil
+	}
+	if s.noShard {
+		s.publish = "PUBLISH"
+		return s.publish, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// A channel nobody subscribes to; the probe reaches no one.
+	err := s.rdb.SPublish(ctx, "corral:probe", "").Err()
+	switch {
+	case err == nil:
+		s.publish = "SPUBLISH"
+	case isUnknownCommand(err):
+		s.publish = "PUBLISH"
+	default:
+		return "", fmt.Errorf("corral: detect sharded pub/sub: %w", err)
+	}
+	return s.publish, nil
+}
+
+func (s *store) sharded(ctx context.Context) (bool, error) {
+	pub, err := s.publishCommand(ctx)
+	return pub == "SPUBLISH", err
+}
+
+func isUnknownCommand(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "not supported")
+}
+
+// ms rounds d up to whole milliseconds, at least 1: Redis rejects a 0 TTL.
+func ms(d time.Duration) int64 {
+	m := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(m), 1)
+}
