@@ -145,7 +145,9 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	return c.notify.close()
+	err := c.notify.close()
+	c.store.calls.Wait()
+	return err
 }
 
 func (c *Cache) check(key string) error {
@@ -158,9 +160,13 @@ func (c *Cache) check(key string) error {
 	return nil
 }
 
-// entry builds the write of value: its soft TTL spread by ±Jitter, its hard
-// TTL StaleTTL longer (negative entries have no stale window).
+// entry builds the write of value: its soft TTL (ttl, or NegativeTTL for a
+// negative entry) spread by ±Jitter, its hard TTL StaleTTL longer (negative
+// entries have no stale window).
 func (c *Cache) entry(value []byte, negative bool, ttl, took time.Duration) entryWrite {
+	if negative {
+		ttl = c.opts.NegativeTTL
+	}
 	if j := c.opts.Jitter; j > 0 {
 		ttl = time.Duration(float64(ttl) * (1 + j*(2*c.opts.Rand()-1)))
 	}

@@ -16,10 +16,10 @@ import (
 // cancels a flight that is only waiting, but never one that holds a lease
 // and is loading, whose result other callers and processes are owed.
 type flight struct {
-	key   string
-	names names
-	ttl   time.Duration
-	load  func(context.Context) ([]byte, error)
+	key    string
+	names  names
+	ttl    time.Duration
+	load   func(context.Context) ([]byte, error)
 	ctx    context.Context // values of the first caller; cancelled as below and by Close
 	stop   context.CancelFunc
 	unhook func() bool // unregisters the cancellation by Close
@@ -40,12 +40,12 @@ type flight struct {
 type outcome int
 
 const (
-	outNone      outcome = iota // cancelled or failed before an answer
-	outHit                      // fresh entry
-	outStale                    // stale entry
-	outNegative                 // negative entry
-	outMiss                     // a load's result, here or in another process
-	outFailOpen                 // the loader ran directly: Redis failed
+	outNone     outcome = iota // cancelled or failed before an answer
+	outHit                     // fresh entry
+	outStale                   // stale entry
+	outNegative                // negative entry
+	outMiss                    // a load's result, here or in another process
+	outFailOpen                // the loader ran directly: Redis failed
 )
 
 // join returns the key's flight, starting one if there is none. ok is false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
@@ -53,4 +55,22 @@ func newCache(t *testing.T, rdb redis.UniversalClient, opts *corral.Options) *co
 
 func value(s string) func(context.Context) ([]byte, error) {
 	return func(context.Context) ([]byte, error) { return []byte(s), nil }
+}
+
+// slow returns a loader that takes d (the origin's latency), counts its runs
+// in n, and returns s. It honours its context.
+func slow(d time.Duration, n *atomic.Int32, s string) func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		if n != nil {
+			n.Add(1)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return []byte(s), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

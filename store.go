@@ -50,6 +50,8 @@ type store struct {
 	inline  int
 	noShard bool // Options.DisableShardedPubSub
 
+	calls sync.WaitGroup // commands still running after their caller gave up
+
 	mu      sync.Mutex // guards publish
 	publish string     // "SPUBLISH" or "PUBLISH"; "" until detected
 }
@@ -73,10 +75,38 @@ type fetchReply struct {
 	now      int64         // the server clock, ms
 }
 
-func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+// do runs one Redis call and waits for it at most RedisTimeout. go-redis
+// bounds a socket read by the context only when the client has
+// ContextTimeoutEnabled, and by ReadTimeout (3s by default) otherwise; to
+// keep the bound with any client, the call runs in its own goroutine, and a
+// caller that times out returns without it. The goroutine ends when go-redis
+// gives up; Close waits for it.
+func (s *store) do(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return sc.Run(ctx, s.rdb, keys, args...).Result()
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		v, err := call(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+	return s.do(ctx, func(ctx context.Context) (any, error) {
+		return sc.Run(ctx, s.rdb, keys, args...).Result()
+	})
 }
 
 func (s *store) fetch(ctx context.Context, n names, token string, leaseTTL time.Duration, x float64) (fetchReply, error) {
@@ -170,8 +200,8 @@ func (s *store) commit(ctx context.Context, n names, token string, w entryWrite)
 type renewResult int
 
 const (
-	renewed  renewResult = 1
-	renewNot renewResult = 0  // the token no longer holds the lease
+	renewed   renewResult = 1
+	renewNot  renewResult = 0  // the token no longer holds the lease
 	renewLate renewResult = -1 // reached the server after its deadline
 )
 
@@ -212,12 +242,13 @@ func (s *store) delete(ctx context.Context, n names) error {
 // get reads an entry without taking a lease: its value and whether it caches
 // ErrNotFound. ok is false when there is no entry.
 func (s *store) get(ctx context.Context, n names) (value []byte, negative, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	vals, err := s.rdb.HMGet(ctx, n.entry, "v", "f").Result()
+	res, err := s.do(ctx, func(ctx context.Context) (any, error) {
+		return s.rdb.HMGet(ctx, n.entry, "v", "f").Result()
+	})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("corral: get: %w", err)
 	}
+	vals := res.([]any)
 	v, ok := vals[0].(string)
 	if !ok {
 		return nil, false, false, nil
@@ -240,10 +271,10 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 		s.publish = "PUBLISH"
 		return s.publish, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	// A channel nobody subscribes to; the probe reaches no one.
-	err := s.rdb.SPublish(ctx, "corral:probe", "").Err()
+	_, err := s.do(ctx, func(ctx context.Context) (any, error) {
+		return s.rdb.SPublish(ctx, "corral:probe", "").Result()
+	})
 	switch {
 	case err == nil:
 		s.publish = "SPUBLISH"

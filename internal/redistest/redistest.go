@@ -6,6 +6,7 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,7 +24,7 @@ import (
 type Server struct {
 	Addr string // host:port on 127.0.0.1
 
-	t    testing.TB
+	t    testing.TB // nil for servers from Run
 	bin  string
 	dir  string
 	args []string
@@ -33,40 +34,53 @@ type Server struct {
 	exit chan struct{} // closed when cmd has exited
 }
 
-// Binary returns the path of redis-server, or fails t.
-func Binary(t testing.TB) string {
-	t.Helper()
+// Binary returns the path of redis-server, or an error saying how to
+// install it.
+func Binary() (string, error) {
 	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
+		return p, nil
 	}
 	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"} {
 		if _, err := os.Stat(p); err == nil {
-			return p
+			return p, nil
 		}
 	}
-	t.Fatalf("redis-server not found: corral's tests run against a real Redis. " +
+	return "", errors.New("redis-server not found: corral's tests run against a real Redis. " +
 		"Install it (Debian: apt-get install -y redis-server; `make test` does this for you)")
-	return ""
 }
 
 // Start starts a redis-server with the given extra arguments (such as
-// "--rename-command", "SPUBLISH", "") and stops it when t ends.
+// "--rename-command", "SPUBLISH", "") and stops it when t ends. It fails t
+// when redis-server is missing or does not start.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), args: args}
-	var err error
+	s, err := Run(t.TempDir(), args...)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	s.t = t
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Run starts a redis-server keeping its files in dir, for use outside a
+// test (TestMain, examples). Stop it with Close.
+func Run(dir string, args ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir, args: args}
 	for range 5 { // a free port can be taken between choosing and binding it
 		s.Addr, err = freeAddr()
 		if err != nil {
 			continue
 		}
 		if err = s.start(); err == nil {
-			t.Cleanup(s.stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("redistest: cannot start redis-server: %v", err)
-	return nil
+	return nil, fmt.Errorf("cannot start redis-server: %w", err)
 }
 
 func freeAddr() (string, error) {
@@ -129,7 +143,8 @@ func tail(b []byte) string {
 	return string(b)
 }
 
-// Client returns a new client of s, closed when the test ends. opts, if
+// Client returns a new client of s, closed when the test ends (for servers
+// from Start). opts, if
 // given, adjusts the client's options.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 	o := &redis.Options{Addr: s.Addr}
@@ -137,7 +152,9 @@ func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 		f(o)
 	}
 	c := redis.NewClient(o)
-	s.t.Cleanup(func() { _ = c.Close() })
+	if s.t != nil {
+		s.t.Cleanup(func() { _ = c.Close() })
+	}
 	return c
 }
 
@@ -166,12 +183,13 @@ func (s *Server) kill() {
 }
 
 // Restart kills redis-server and starts it again on the same port, empty.
-func (s *Server) Restart() {
-	s.t.Helper()
+func (s *Server) Restart() error {
 	s.kill()
 	if err := s.start(); err != nil {
-		s.t.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
+		return fmt.Errorf("redistest: restart redis-server on %s: %w", s.Addr, err)
 	}
+	return nil
 }
 
-func (s *Server) stop() { s.kill() }
+// Close stops redis-server.
+func (s *Server) Close() { s.kill() }

@@ -1,0 +1,556 @@
+package corral_test
+
+// The failure cases of ../shared/CASES.md, one test each, against a real
+// redis-server. "Process" here is an independent Cache with its own client
+// unless the case is about OS processes (see multiprocess_test.go).
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/redis/go-redis/v9"
+)
+
+// Each caller's wait may end this much after its deadline: scheduling under
+// -race on a busy machine, not protocol time.
+const slack = 60 * time.Millisecond
+
+func TestCase_C01_StalledLoader(t *testing.T) {
+	const loadTimeout = 400 * time.Millisecond
+	e := newEnv(t, &corral.Options{LoadTimeout: loadTimeout, LeaseTTL: time.Second})
+	ctx := context.Background()
+	// Warm the client's connections and the Cache so the baseline holds them.
+	if _, err := e.c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	baseline := runtime.NumGoroutine()
+
+	release := make(chan struct{})
+	var runs atomic.Int32
+	stalled := func(context.Context) ([]byte, error) { // ignores its context
+		runs.Add(1)
+		<-release
+		return []byte("late"), nil
+	}
+
+	var wg sync.WaitGroup
+	var failures atomic.Int32
+	// K2's callers run alongside and are unaffected.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			v, err := e.c.Fetch(cctx, "{K2}", time.Minute, value("v2"))
+			cancel()
+			if err != nil || string(v) != "v2" {
+				t.Errorf("K2 call %d = %q, %v", i, v, err)
+			}
+		}
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for range 200 {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := e.c.Fetch(cctx, "{K}", time.Minute, stalled)
+			took := time.Since(start)
+			if !errors.Is(err, context.DeadlineExceeded) || took > 100*time.Millisecond+slack {
+				failures.Add(1)
+				t.Errorf("K caller: err %v after %v; want DeadlineExceeded within 100ms + %v", err, took, slack)
+			}
+		}()
+	}
+	wg.Wait()
+	if failures.Load() > 0 {
+		t.FailNow()
+	}
+	// 200 callers over 2s with a 400ms LoadTimeout: each dropped flight
+	// released its lease and the next caller ran the loader again.
+	if n := runs.Load(); n < 3 || n > 7 {
+		t.Fatalf("loader ran %d times over 2s with LoadTimeout %v, want 3..7", n, loadTimeout)
+	}
+	// After LoadTimeout the last flight is dropped and its lease released.
+	lease := leaseName("K")
+	eventually(t, loadTimeout+time.Second, "the stalled load's lease is released", func() bool {
+		return e.rdb.Exists(ctx, lease).Val() == 0
+	})
+	before := runs.Load()
+	v, err := e.c.Fetch(ctx, "{K}", time.Minute, func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		return []byte("fresh"), nil
+	})
+	if err != nil || string(v) != "fresh" || runs.Load() != before+1 {
+		t.Fatalf("next call = %q, %v (loader runs %d -> %d); want the loader to run again", v, err, before, runs.Load())
+	}
+	close(release) // the abandoned loaders return; their results are dropped
+	eventually(t, 2*time.Second, "goroutines return to the baseline", func() bool {
+		return runtime.NumGoroutine() <= baseline
+	})
+	if got, _ := e.c.Get(ctx, "{K}"); string(got) != "fresh" {
+		t.Fatalf("an abandoned load overwrote the cache: %q", got)
+	}
+}
+
+// leaseName returns the Redis name of key's lease, which exists only while
+// a load runs, by asking for a key whose tag we can compute: keys with a hash
+// tag use it verbatim.
+func leaseName(key string) string {
+	return "corral:l:{" + key + "}:{" + key + "}"
+}
+
+func TestCase_C02_RenewalOutlivesTheLoad(t *testing.T) {
+	for _, variant := range []string{"returns", "fails", "paused"} {
+		t.Run(variant, func(t *testing.T) {
+			opts := &corral.Options{LeaseTTL: time.Second, RedisTimeout: 200 * time.Millisecond}
+			e := newEnv(t, opts)
+			other := newCache(t, e.srv.Client(), opts) // a second process
+			admin := e.srv.Client()
+			ctx := context.Background()
+			key := "{c02}"
+			lease := leaseName("c02")
+
+			var heldAtEnd time.Duration
+			load := func(context.Context) ([]byte, error) {
+				time.Sleep(1300 * time.Millisecond) // the origin: longer than LeaseTTL
+				heldAtEnd = admin.PTTL(ctx, lease).Val()
+				switch variant {
+				case "fails":
+					return nil, errors.New("origin down")
+				case "paused":
+					// Redis stops answering while the lease is released.
+					admin.Do(ctx, "CLIENT", "PAUSE", 500)
+					return nil, errors.New("origin down")
+				}
+				return []byte("v"), nil
+			}
+			_, err := e.c.Fetch(ctx, key, time.Minute, load)
+			returned := time.Now()
+			if variant == "returns" && err != nil || variant != "returns" && err == nil {
+				t.Fatalf("Fetch err = %v", err)
+			}
+			if heldAtEnd <= 0 {
+				t.Fatalf("the lease was not renewed during a load longer than LeaseTTL (PTTL %v)", heldAtEnd)
+			}
+
+			// A caller in a second process gets the value or the lease
+			// within LeaseTTL plus its backoff.
+			done := make(chan error, 1)
+			go func() {
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				_, err := other.Fetch(cctx, key, time.Minute, value("v2"))
+				done <- err
+			}()
+
+			// Once Fetch has returned, the lease's PTTL never rises again,
+			// and it is gone within LeaseTTL.
+			last := time.Duration(1 << 62)
+			eventually(t, opts.LeaseTTL+time.Second, "the lease is gone", func() bool {
+				pttl := admin.PTTL(ctx, lease).Val()
+				if pttl > last+5*time.Millisecond {
+					t.Fatalf("lease PTTL rose after Fetch returned: %v -> %v", last, pttl)
+				}
+				if pttl >= 0 {
+					last = pttl
+				}
+				return pttl == -2*time.Nanosecond || pttl < 0
+			})
+			if gone := time.Since(returned); gone > opts.LeaseTTL+slack {
+				t.Fatalf("lease outlived Fetch by %v", gone)
+			}
+			select {
+			case err := <-done:
+				if err != nil && variant == "returns" {
+					t.Fatalf("second process: %v", err)
+				}
+			case <-time.After(opts.LeaseTTL + time.Second):
+				t.Fatal("second process still waiting after LeaseTTL + 1s")
+			}
+		})
+	}
+}
+
+func TestCase_C03_LoaderPanic(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var runs atomic.Int32
+	gate := make(chan struct{})
+	load := func(context.Context) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			<-gate
+			panic("boom")
+		}
+		return []byte("ok"), nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := e.c.Fetch(cctx, "{c03}", time.Minute, load)
+			errs <- err
+		}()
+	}
+	eventually(t, 2*time.Second, "all 10 callers joined", func() bool { return e.c.Stats().Coalesced == 9 })
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var pe *corral.PanicError
+		if !errors.As(err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "cases_test.go") {
+			t.Fatalf("caller got %v; want a *PanicError with the value and stack", err)
+		}
+	}
+	if n := e.rdb.Exists(ctx, leaseName("c03"), "corral:e:{c03}:{c03}").Val(); n != 0 {
+		t.Fatalf("after the panic %d of lease/entry exist; want none", n)
+	}
+	v, err := e.c.Fetch(ctx, "{c03}", time.Minute, load)
+	if err != nil || string(v) != "ok" || runs.Load() != 2 {
+		t.Fatalf("call 11 = %q, %v after %d runs", v, err, runs.Load())
+	}
+}
+
+func TestCase_C04_LeaseLeftBehind(t *testing.T) {
+	t.Run("connection drops after the lease is taken", func(t *testing.T) {
+		e := newEnv(t, &corral.Options{LeaseTTL: 500 * time.Millisecond})
+		rdb, f := e.faultyClient()
+		c := newCache(t, rdb, &corral.Options{LeaseTTL: 500 * time.Millisecond})
+		ctx := context.Background()
+		fetchSHA := scriptSHA(t, "fetch")
+		var dropped atomic.Bool
+		f.setAfter(func(cmd redis.Cmder) error {
+			if isScript(cmd, fetchSHA) && dropped.CompareAndSwap(false, true) {
+				return errors.New("connection reset by peer") // the reply is lost
+			}
+			return nil
+		})
+		var runs atomic.Int32
+		// The lease was taken but its reply lost: Fetch fails open.
+		v, err := c.Fetch(ctx, "{c04}", time.Minute, slow(0, &runs, "v"))
+		if err != nil || string(v) != "v" {
+			t.Fatalf("fail-open Fetch = %q, %v", v, err)
+		}
+		pttl := e.rdb.PTTL(ctx, leaseName("c04")).Val()
+		if pttl <= 0 || pttl > 500*time.Millisecond {
+			t.Fatalf("orphaned lease PTTL = %v; want it set atomically with an expiry <= LeaseTTL", pttl)
+		}
+		// The next call loads again once the orphaned lease expires, with
+		// no manual cleanup.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		v, err = c.Fetch(cctx, "{c04}", time.Minute, slow(0, &runs, "v"))
+		if err != nil || string(v) != "v" || runs.Load() != 2 {
+			t.Fatalf("next call = %q, %v, loads %d", v, err, runs.Load())
+		}
+	})
+	t.Run("the loader returns an error", func(t *testing.T) {
+		e := newEnv(t, nil)
+		ctx := context.Background()
+		if _, err := e.c.Fetch(ctx, "{c04b}", time.Minute, func(context.Context) ([]byte, error) {
+			return nil, errors.New("db down")
+		}); err == nil {
+			t.Fatal("want the loader's error")
+		}
+		// Deleted by compare-and-delete before Fetch returned.
+		if e.rdb.Exists(ctx, leaseName("c04b")).Val() != 0 {
+			t.Fatal("lease left behind after a failed load")
+		}
+		v, err := e.c.Fetch(ctx, "{c04b}", time.Minute, value("v"))
+		if err != nil || string(v) != "v" {
+			t.Fatalf("next call = %q, %v", v, err)
+		}
+	})
+}
+
+func TestCase_C05_LostLeaseDuringLoad(t *testing.T) {
+	opts := func() *corral.Options {
+		return &corral.Options{LeaseTTL: time.Second, RedisTimeout: 200 * time.Millisecond}
+	}
+	t.Run("a renewal times out", func(t *testing.T) {
+		e := newEnv(t, nil)
+		rdb, f := e.faultyClient()
+		c := newCache(t, rdb, opts())
+		renewSHA := scriptSHA(t, "renew")
+		var failed atomic.Bool
+		f.setBefore(func(cmd redis.Cmder) error {
+			if isScript(cmd, renewSHA) && failed.CompareAndSwap(false, true) {
+				time.Sleep(70 * time.Millisecond) // the first renewal (at ~0.33s) times out at ~0.4s
+				return context.DeadlineExceeded
+			}
+			return nil
+		})
+		var runs atomic.Int32
+		v, err := c.Fetch(context.Background(), "{c05a}", time.Minute, slow(3*time.Second, &runs, "v1"))
+		if err != nil || string(v) != "v1" {
+			t.Fatalf("Fetch = %q, %v", v, err)
+		}
+		st := c.Stats()
+		if !failed.Load() || st.RedisErrors == 0 || st.LeasesLost != 0 || st.CommitsRejected != 0 || runs.Load() != 1 {
+			t.Fatalf("stats %+v, loads %d; want one failed renewal, the next one succeeding, 1 load", st, runs.Load())
+		}
+		if got, _ := c.Get(context.Background(), "{c05a}"); string(got) != "v1" {
+			t.Fatalf("cache holds %q, want v1", got)
+		}
+	})
+	t.Run("the lease is deleted and taken over", func(t *testing.T) {
+		e := newEnv(t, opts())
+		p2 := newCache(t, e.srv.Client(), opts())
+		ctx := context.Background()
+		key := "{c05b}"
+		started := make(chan struct{})
+		got1 := make(chan string, 1)
+		go func() {
+			v, err := e.c.Fetch(ctx, key, time.Minute, func(ctx context.Context) ([]byte, error) {
+				close(started)
+				return slow(3*time.Second, nil, "v1")(ctx)
+			})
+			if err != nil {
+				t.Errorf("process 1: %v", err)
+			}
+			got1 <- string(v)
+		}()
+		<-started
+		time.Sleep(500 * time.Millisecond) // the case's timeline: the lease is deleted by hand at 0.5s
+		e.rdb.Del(ctx, leaseName("c05b"))
+		v2, err := p2.Fetch(ctx, key, time.Minute, value("v2"))
+		if err != nil || string(v2) != "v2" {
+			t.Fatalf("process 2 = %q, %v", v2, err)
+		}
+		eventually(t, time.Second, "process 1 learns its lease is lost", func() bool { return e.c.Stats().LeasesLost == 1 })
+		if v := <-got1; v != "v1" {
+			t.Fatalf("process 1's callers got %q, want its own load's v1", v)
+		}
+		if st := e.c.Stats(); st.CommitsRejected != 1 || st.LeasesLost != 1 {
+			t.Fatalf("process 1 stats %+v; want 1 lost lease, 1 rejected commit", st)
+		}
+		if got, _ := e.c.Get(ctx, key); string(got) != "v2" {
+			t.Fatalf("cache holds %q, want v2", got)
+		}
+	})
+}
+
+func TestCase_C07_FirstCallerCancels(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var runs atomic.Int32
+	load := slow(200*time.Millisecond, &runs, "v")
+	start := time.Now()
+	call := func(deadline time.Duration) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		v, err := e.c.Fetch(cctx, "{c07}", time.Minute, load)
+		return string(v), err
+	}
+	type res struct {
+		v   string
+		err error
+	}
+	a, b, c, d := make(chan res, 1), make(chan res, 1), make(chan res, 1), make(chan res, 1)
+	go func() { v, err := call(50 * time.Millisecond); a <- res{v, err} }()
+	eventually(t, time.Second, "A started the load", func() bool { return runs.Load() == 1 })
+	go func() { v, err := call(5 * time.Second); b <- res{v, err} }()
+	go func() { v, err := call(5 * time.Second); c <- res{v, err} }()
+	ra := <-a
+	if !errors.Is(ra.err, context.DeadlineExceeded) {
+		t.Fatalf("A = %+v, want DeadlineExceeded", ra)
+	}
+	time.Sleep(time.Until(start.Add(100 * time.Millisecond))) // D arrives at 100ms, per the case
+	go func() { v, err := call(5 * time.Second); d <- res{v, err} }()
+	for name, ch := range map[string]chan res{"B": b, "C": c, "D": d} {
+		if r := <-ch; r.err != nil || r.v != "v" {
+			t.Fatalf("%s = %+v, want the value", name, r)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("loader ran %d times, want 1", runs.Load())
+	}
+	h := e.rdb.HGetAll(ctx, "corral:e:{c07}:{c07}").Val()
+	if h["v"] != "v" || h["f"] != "" {
+		t.Fatalf("entry = %v; want the value, not an error or negative entry", h)
+	}
+}
+
+func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
+	const processes, perProcess = 5, 100
+	for _, tc := range []struct {
+		name    string
+		holdFor time.Duration // how long the other process's load takes
+		want    error         // nil: every waiter gets the value
+	}{
+		{"lease held past the deadline", 5 * time.Second, context.DeadlineExceeded},
+		{"notice wakes the waiters", time.Second, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, &corral.Options{LeaseTTL: 6 * time.Second})
+			ctx := context.Background()
+			key := "{c08}"
+			holding := make(chan struct{})
+			holderDone := make(chan struct{})
+			go func() { // the holder: another process
+				defer close(holderDone)
+				e.c.Fetch(ctx, key, time.Minute, func(ctx context.Context) ([]byte, error) {
+					close(holding)
+					return slow(tc.holdFor, nil, "v")(ctx)
+				})
+			}()
+			<-holding
+
+			type proc struct {
+				c *corral.Cache
+				f *faults
+			}
+			procs := make([]proc, processes)
+			for i := range procs {
+				rdb, f := e.faultyClient()
+				procs[i] = proc{newCache(t, rdb, &corral.Options{LeaseTTL: 6 * time.Second}), f}
+			}
+			var wg sync.WaitGroup
+			var bad atomic.Int32
+			for _, p := range procs {
+				for range perProcess {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+						defer cancel()
+						start := time.Now()
+						v, err := p.c.Fetch(cctx, key, time.Minute, value("not me"))
+						took := time.Since(start)
+						ok := errors.Is(err, tc.want) && took <= 2*time.Second+slack
+						if tc.want == nil {
+							ok = err == nil && string(v) == "v" && took <= tc.holdFor+slack
+						}
+						if !ok && bad.Add(1) <= 3 {
+							t.Errorf("waiter: %q, %v after %v", v, err, took)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			commands := func() (n int64) {
+				for _, p := range procs {
+					st := p.c.Stats()
+					n += p.f.commands.Load() + int64(st.Subscribes+st.Unsubscribes)
+				}
+				return n
+			}
+			// The last waiter's departure ends the process's flight, which
+			// unsubscribes (its one clean-up command, counted below).
+			eventually(t, time.Second, "every process unsubscribed", func() bool {
+				for _, p := range procs {
+					if p.c.Stats().Unsubscribes != 1 {
+						return false
+					}
+				}
+				return true
+			})
+			total := commands()
+
+			// Per process: fetch, the one-time sharded pub/sub probe,
+			// subscribe, fetch again, unsubscribe; a notice, not a poll, ends
+			// the wait.
+			if total > 6*processes {
+				t.Fatalf("%d waiters in %d processes sent %d Redis commands; want O(processes) (<= %d)",
+					processes*perProcess, processes, total, 6*processes)
+			}
+			// No command is sent for a waiter after its context ended.
+			<-time.After(300 * time.Millisecond) // an observation window, not synchronisation
+			if after := commands(); after != total {
+				t.Fatalf("%d commands sent after every waiter had returned", after-total)
+			}
+			t.Logf("%d waiters, %d processes: %d Redis commands", processes*perProcess, processes, total)
+			<-holderDone
+		})
+	}
+}
+
+func TestCase_C09_ErrorsReachEveryJoinedCaller(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	errE := errors.New("E: origin failed")
+	var runs atomic.Int32
+	failing := func(ctx context.Context) ([]byte, error) {
+		runs.Add(1)
+		<-time.After(100 * time.Millisecond)
+		return nil, errE
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := e.c.Fetch(ctx, "{c09}", time.Minute, failing)
+			if !errors.Is(err, errE) || v != nil {
+				t.Errorf("caller got %q, %v; want nil and E", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if runs.Load() != 1 {
+		t.Fatalf("loader ran %d times for 5 joined callers", runs.Load())
+	}
+	if n := e.rdb.Exists(ctx, "corral:e:{c09}:{c09}", leaseName("c09")).Val(); n != 0 {
+		t.Fatal("a failed load left an entry or lease")
+	}
+	v, err := e.c.Fetch(ctx, "{c09}", time.Minute, slow(0, &runs, "v"))
+	if err != nil || string(v) != "v" || runs.Load() != 2 {
+		t.Fatalf("call 6 = %q, %v", v, err)
+	}
+}
+
+func TestCase_C11_NotFoundVersusEmpty(t *testing.T) {
+	const negTTL = time.Second
+	e := newEnv(t, &corral.Options{NegativeTTL: negTTL})
+	ctx := context.Background()
+	var loads999, loads1 atomic.Int32
+	load999 := func(context.Context) ([]byte, error) {
+		loads999.Add(1)
+		return nil, corral.ErrNotFound
+	}
+	load1 := func(context.Context) ([]byte, error) {
+		loads1.Add(1)
+		return []byte{}, nil
+	}
+	for i := range 5 {
+		v, err := e.c.Fetch(ctx, "item:999", time.Minute, load999)
+		if !errors.Is(err, corral.ErrNotFound) || v != nil {
+			t.Fatalf("999 call %d = %q, %v; want ErrNotFound", i, v, err)
+		}
+		v, err = e.c.Fetch(ctx, "item:1", time.Minute, load1)
+		if err != nil || v == nil || len(v) != 0 {
+			t.Fatalf("1 call %d = %q (nil %v), %v; want an empty, non-nil value", i, v, v == nil, err)
+		}
+	}
+	if loads999.Load() != 1 || loads1.Load() != 1 {
+		t.Fatalf("loads inside NegativeTTL: 999 %d, 1 %d; want 1 each", loads999.Load(), loads1.Load())
+	}
+	if st := e.c.Stats(); st.NegativeHits != 4 || st.Hits != 4 {
+		t.Fatalf("stats %+v; want 4 negative hits and 4 hits", st)
+	}
+	eventually(t, 2*negTTL, "the negative entry expires", func() bool {
+		_, err := e.c.Get(ctx, "item:999")
+		return errors.Is(err, corral.ErrMiss)
+	})
+	if _, err := e.c.Fetch(ctx, "item:999", time.Minute, load999); !errors.Is(err, corral.ErrNotFound) || loads999.Load() != 2 {
+		t.Fatalf("after NegativeTTL: %v, loads %d; want a 2nd load", err, loads999.Load())
+	}
+	if _, err := e.c.Fetch(ctx, "item:1", time.Minute, load1); err != nil || loads1.Load() != 1 {
+		t.Fatalf("item:1 reloaded (%d loads): an empty value must stay a hit", loads1.Load())
+	}
+}

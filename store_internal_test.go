@@ -1,0 +1,240 @@
+package corral
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func newStore(t *testing.T, args ...string) (*store, *redis.Client) {
+	t.Helper()
+	rdb := redistest.Start(t, args...).Client()
+	return &store{rdb: rdb, timeout: time.Second, inline: 8}, rdb
+}
+
+// TestFetchScriptReplies drives fetch.lua through every row of its table.
+func TestFetchScriptReplies(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := newStore(t)
+	n := newNames("corral", "k")
+	lt := 2 * time.Second
+
+	// No entry, lease free: LOAD, and the lease is ours with an expiry.
+	r, err := s.fetch(ctx, n, "tokA", lt, 0)
+	if err != nil || r.kind != replyLoad || r.now <= 0 {
+		t.Fatalf("cold fetch = %+v, %v; want LOAD", r, err)
+	}
+	if got := rdb.Get(ctx, n.lease).Val(); got != "tokA" {
+		t.Fatalf("lease = %q, want tokA", got)
+	}
+	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl <= 0 || pttl > lt {
+		t.Fatalf("lease PTTL = %v, want (0, %v]", pttl, lt)
+	}
+
+	// No entry, lease held by another: WAIT with the lease's PTTL.
+	r, err = s.fetch(ctx, n, "tokB", lt, 0)
+	if err != nil || r.kind != replyWait || r.pttl <= 0 || r.pttl > lt {
+		t.Fatalf("fetch while leased = %+v, %v; want WAIT with 0 < pttl <= %v", r, err, lt)
+	}
+
+	// A commit by a token that does not hold the lease is rejected.
+	w := entryWrite{value: []byte("v1"), soft: time.Minute, hard: time.Minute, took: 40 * time.Millisecond}
+	if ok, err := s.commit(ctx, n, "tokB", w); err != nil || ok {
+		t.Fatalf("commit by non-holder = %v, %v; want rejected", ok, err)
+	}
+	// The holder's commit stores the entry and deletes the lease.
+	if ok, err := s.commit(ctx, n, "tokA", w); err != nil || !ok {
+		t.Fatalf("commit by holder = %v, %v; want stored", ok, err)
+	}
+	if rdb.Exists(ctx, n.lease).Val() != 0 {
+		t.Fatal("lease still exists after commit")
+	}
+	h := rdb.HGetAll(ctx, n.entry).Val()
+	if h["v"] != "v1" || h["d"] != "40" || h["f"] != "" || h["s"] == "" {
+		t.Fatalf("entry = %v", h)
+	}
+
+	// Fresh entry, no early refresh: HIT without refresh, no lease taken.
+	r, err = s.fetch(ctx, n, "tokC", lt, 0)
+	if err != nil || r.kind != replyHit || string(r.value) != "v1" || r.refresh || r.negative {
+		t.Fatalf("fresh fetch = %+v, %v; want HIT v1", r, err)
+	}
+	if rdb.Exists(ctx, n.lease).Val() != 0 {
+		t.Fatal("a plain HIT took the lease")
+	}
+
+	// Fresh entry, XFetch fires (d*x far beyond the remaining minute): HIT
+	// and "you refresh", with the lease taken.
+	r, err = s.fetch(ctx, n, "tokC", lt, 1e9)
+	if err != nil || r.kind != replyHit || !r.refresh {
+		t.Fatalf("early-refresh fetch = %+v, %v; want HIT + refresh", r, err)
+	}
+	if rdb.Get(ctx, n.lease).Val() != "tokC" {
+		t.Fatal("early refresh did not take the lease")
+	}
+	// XFetch fires but the lease is held: a plain HIT.
+	r, err = s.fetch(ctx, n, "tokD", lt, 1e9)
+	if err != nil || r.kind != replyHit || r.refresh {
+		t.Fatalf("early-refresh fetch while leased = %+v, %v; want plain HIT", r, err)
+	}
+	if ok, _ := s.release(ctx, n, "tokC", noticeNone); !ok {
+		t.Fatal("release by holder failed")
+	}
+
+	// Past the soft expiry, inside the hard TTL: STALE.
+	rdb.HSet(ctx, n.entry, "s", r.now-1000)
+	r, err = s.fetch(ctx, n, "tokE", lt, 0)
+	if err != nil || r.kind != replyStale || string(r.value) != "v1" || !r.refresh {
+		t.Fatalf("stale fetch = %+v, %v; want STALE + refresh", r, err)
+	}
+	r, err = s.fetch(ctx, n, "tokF", lt, 0)
+	if err != nil || r.kind != replyStale || r.refresh {
+		t.Fatalf("stale fetch while leased = %+v, %v; want STALE without refresh", r, err)
+	}
+}
+
+func TestFetchScriptNegativeAndEmpty(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	for _, tc := range []struct {
+		key      string
+		value    []byte
+		negative bool
+	}{{"empty", []byte{}, false}, {"missing", []byte{}, true}, {"bin", []byte{0, 255, '{', '}', 0}, false}} {
+		n := newNames("corral", tc.key)
+		if r, _ := s.fetch(ctx, n, "t", time.Second, 0); r.kind != replyLoad {
+			t.Fatalf("%s: want LOAD, got %+v", tc.key, r)
+		}
+		w := entryWrite{value: tc.value, negative: tc.negative, soft: time.Minute, hard: time.Minute}
+		if ok, err := s.commit(ctx, n, "t", w); !ok || err != nil {
+			t.Fatalf("%s: commit = %v, %v", tc.key, ok, err)
+		}
+		r, err := s.fetch(ctx, n, "t2", time.Second, 0)
+		if err != nil || r.kind != replyHit || string(r.value) != string(tc.value) || r.negative != tc.negative {
+			t.Fatalf("%s: fetch = %+v, %v", tc.key, r, err)
+		}
+	}
+}
+
+func TestRenewScript(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := newStore(t)
+	n := newNames("corral", "k")
+	r, _ := s.fetch(ctx, n, "tok", 200*time.Millisecond, 0)
+	l := &lease{token: "tok", serverNow: r.now, at: time.Now()}
+
+	if res, err := s.renew(ctx, n, "tok", time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
+		t.Fatalf("renew by holder = %v, %v", res, err)
+	}
+	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl < 50*time.Second {
+		t.Fatalf("PTTL after renew = %v", pttl)
+	}
+	if res, _ := s.renew(ctx, n, "other", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
+		t.Fatalf("renew by non-holder = %v, want renewNot", res)
+	}
+	// A renewal whose deadline has passed on the server clock is dropped.
+	if res, _ := s.renew(ctx, n, "tok", time.Hour, r.now-1); res != renewLate {
+		t.Fatalf("late renew = %v, want renewLate", res)
+	}
+	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl > time.Minute {
+		t.Fatalf("a late or foreign renewal extended the lease: PTTL %v", pttl)
+	}
+	// release: only by the holder.
+	if ok, _ := s.release(ctx, n, "other", noticeRecheck); ok {
+		t.Fatal("release by non-holder succeeded")
+	}
+	if ok, _ := s.release(ctx, n, "tok", noticeRecheck); !ok {
+		t.Fatal("release by holder failed")
+	}
+	if res, _ := s.renew(ctx, n, "tok", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
+		t.Fatalf("renew after release = %v, want renewNot", res)
+	}
+}
+
+func TestDeleteScriptRevokesLease(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := newStore(t)
+	n := newNames("corral", "k")
+	s.fetch(ctx, n, "tok", time.Minute, 0)
+	if err := s.delete(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if rdb.Exists(ctx, n.lease, n.entry).Val() != 0 {
+		t.Fatal("delete left the lease or entry")
+	}
+	w := entryWrite{value: []byte("old"), soft: time.Minute, hard: time.Minute}
+	if ok, _ := s.commit(ctx, n, "tok", w); ok {
+		t.Fatal("a load that started before Delete committed after it")
+	}
+}
+
+func TestPublishDetection(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	if pub, err := s.publishCommand(ctx); err != nil || pub != "SPUBLISH" {
+		t.Fatalf("Redis 7: publish = %q, %v; want SPUBLISH", pub, err)
+	}
+	// A server without sharded pub/sub (Redis 6, or SPUBLISH renamed away).
+	s, _ = newStore(t, "--rename-command", "SPUBLISH", "")
+	if pub, err := s.publishCommand(ctx); err != nil || pub != "PUBLISH" {
+		t.Fatalf("no SPUBLISH: publish = %q, %v; want PUBLISH", pub, err)
+	}
+	s, _ = newStore(t)
+	s.noShard = true
+	if pub, _ := s.publishCommand(ctx); pub != "PUBLISH" {
+		t.Fatalf("DisableShardedPubSub: publish = %q; want PUBLISH", pub)
+	}
+}
+
+func TestRecheckDelayIsBoundedAndJittered(t *testing.T) {
+	o, _ := (&Options{LeaseTTL: time.Second}).withDefaults()
+	c := &Cache{opts: o}
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		for _, pttl := range []time.Duration{-5, 0, 300 * time.Millisecond, time.Hour} {
+			d := c.recheckDelay(pttl)
+			base := min(max(pttl, time.Millisecond), time.Second)
+			if d < base || d > base+base/4+time.Millisecond {
+				t.Fatalf("recheckDelay(%v) = %v, want in [%v, %v]", pttl, d, base, base+base/4)
+			}
+			if pttl == 300*time.Millisecond {
+				seen[d] = true
+			}
+		}
+	}
+	if len(seen) < 50 {
+		t.Fatalf("recheckDelay has little jitter: %d distinct values in 200", len(seen))
+	}
+}
+
+func TestSlotTag(t *testing.T) {
+	for key, want := range map[string]string{
+		"user:{42}:p": "42",
+		"{a}{b}":      "a",
+		"x{}y{z}":     "", // the first '{' has an empty tag: the whole key hashes
+		"}z{w}":       "w",
+		"{":           "",
+		"plain":       "",
+	} {
+		got, ok := hashTag(key)
+		if want == "" {
+			if ok {
+				t.Errorf("hashTag(%q) = %q, want none", key, got)
+			}
+			if tag := slotTag(key); len(tag) != 16 {
+				t.Errorf("slotTag(%q) = %q, want a 16-digit hash", key, tag)
+			}
+			continue
+		}
+		if got != want || slotTag(key) != want {
+			t.Errorf("hashTag(%q) = %q, want %q", key, got, want)
+		}
+	}
+	n := newNames("p", "user:{42}:p")
+	if n.entry != "p:e:{42}:user:{42}:p" || n.lease != "p:l:{42}:user:{42}:p" || n.notice != "p:n:{42}:user:{42}:p" {
+		t.Fatalf("names = %+v", n)
+	}
+}
