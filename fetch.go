@@ -117,7 +117,10 @@ func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh 
 		switch r.kind {
 		case replyHit, replyStale:
 			out := outHit
-			if r.kind == replyStale {
+			switch {
+			case sub != nil:
+				out = outMiss // found after waiting for another process's load
+			case r.kind == replyStale:
 				out = outStale
 			}
 			if r.refresh {

@@ -1,0 +1,121 @@
+package corral_test
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiters in other processes are woken by the completion notice, over
+// sharded pub/sub where the server has it and plain pub/sub where it does
+// not, with the value inline when it is small and read from Redis when not.
+func TestWaitersWakeOnNotice(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		args    []string // redis-server arguments
+		opts    corral.Options
+		size    int // value size
+		inlined bool
+	}{
+		{name: "sharded inline", size: 100, inlined: true},
+		{name: "sharded large", size: 64 << 10},
+		{name: "plain by option", opts: corral.Options{DisableShardedPubSub: true}, size: 100, inlined: true},
+		{name: "plain by option large", opts: corral.Options{DisableShardedPubSub: true}, size: 64 << 10},
+		{name: "server without SPUBLISH", args: []string{"--rename-command", "SPUBLISH", ""}, size: 100, inlined: true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := redistest.Start(t, mode.args...)
+			ctx := context.Background()
+			want := bytes.Repeat([]byte{'v'}, mode.size)
+			holder := newCache(t, srv.Client(), &mode.opts)
+			loading := make(chan struct{})
+			finish := make(chan struct{})
+			go holder.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
+				close(loading)
+				<-finish
+				return want, nil
+			})
+			<-loading
+
+			const processes = 3
+			var wg sync.WaitGroup
+			var wrong atomic.Int32
+			caches := make([]*corral.Cache, processes)
+			fetches := make([]atomic.Int32, processes)
+			fetchSHA := scriptSHA(t, "fetch")
+			for i := range caches {
+				rdb := srv.Client()
+				f := &faults{}
+				f.setBefore(func(cmd redis.Cmder) error {
+					if isScript(cmd, fetchSHA) {
+						fetches[i].Add(1)
+					}
+					return nil
+				})
+				rdb.AddHook(f)
+				caches[i] = newCache(t, rdb, &mode.opts)
+				for range 20 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+						defer cancel()
+						v, err := caches[i].Fetch(cctx, "{k}", time.Minute, value("not me"))
+						if err != nil || !bytes.Equal(v, want) {
+							wrong.Add(1)
+						}
+					}()
+				}
+			}
+			for _, c := range caches {
+				eventually(t, 2*time.Second, "each process subscribed", func() bool { return c.Stats().Subscribes == 1 })
+			}
+			released := time.Now()
+			close(finish)
+			wg.Wait()
+			if wrong.Load() > 0 {
+				t.Fatalf("%d waiters did not get the value", wrong.Load())
+			}
+			// Woken by the notice, not by the fallback timer (LeaseTTL 5s).
+			if took := time.Since(released); took > time.Second {
+				t.Fatalf("waiters took %v after the load ended", took)
+			}
+			// fetch, fetch after subscribing, and for a value too large to
+			// travel in the notice, one more to read it.
+			wantFetches := int32(3)
+			if mode.inlined {
+				wantFetches = 2
+			}
+			for i, c := range caches {
+				st := c.Stats()
+				if st.Loads != 0 || st.Misses != 20 || st.Waits != 1 || fetches[i].Load() != wantFetches {
+					t.Fatalf("waiter stats %+v, %d fetches (want %d)", st, fetches[i].Load(), wantFetches)
+				}
+			}
+		})
+	}
+}
+
+// A waiter whose notice is lost (here: no pub/sub at all, the lease expires
+// with its holder) takes over within LeaseTTL plus the timer's jitter.
+func TestWaiterTakesOverAnExpiredLease(t *testing.T) {
+	e := newEnv(t, &corral.Options{LeaseTTL: 300 * time.Millisecond})
+	ctx := context.Background()
+	// A holder that died: a lease nobody renews.
+	e.rdb.Set(ctx, leaseName("k"), "dead-holder", 300*time.Millisecond)
+	start := time.Now()
+	v, err := e.c.Fetch(ctx, "{k}", time.Minute, value("v"))
+	if err != nil || string(v) != "v" {
+		t.Fatalf("Fetch = %q, %v", v, err)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond+300*time.Millisecond/4+slack {
+		t.Fatalf("took over after %v; want within LeaseTTL + jitter", took)
+	}
+}
