@@ -2,8 +2,10 @@ package corral_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +16,39 @@ import (
 	"go.uber.org/goleak"
 )
 
+// redisAddr is the address of a redis-server that TestMain starts for the
+// Examples, which have no *testing.T to start their own.
+var redisAddr string
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(runChild(role)) // a re-executed test binary playing an app instance
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "corral-examples-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	srv, err := redistest.Run(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "corral tests:", err)
+		return 1
+	}
+	redisAddr = srv.Addr
+	code := m.Run()
+	srv.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // quiet is a logger for tests that expect warnings.

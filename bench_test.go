@@ -1,0 +1,118 @@
+package corral_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/redis/go-redis/v9"
+)
+
+// The benchmarks run against the redis-server TestMain starts; compare
+// BenchmarkFetchHit with BenchmarkRawGet, run in the same process on the
+// same client and value: the ratio is corral's cost on a hit.
+
+var benchValue = bytes.Repeat([]byte("x"), 1024)
+
+func benchClient(b *testing.B) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	b.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// BenchmarkRawGet is the baseline: a plain GET of a 1 KiB value.
+func BenchmarkRawGet(b *testing.B) {
+	rdb := benchClient(b)
+	ctx := context.Background()
+	rdb.Set(ctx, "bench:raw", benchValue, 0)
+	b.SetBytes(int64(len(benchValue)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if v, err := rdb.Get(ctx, "bench:raw").Bytes(); err != nil || len(v) != len(benchValue) {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFetchHit is Fetch of the same 1 KiB value, cached: one fetch.lua
+// round trip, shared by concurrent callers of the key in this process.
+func BenchmarkFetchHit(b *testing.B) {
+	rdb := benchClient(b)
+	ctx := context.Background()
+	c := corral.Must(corral.New(rdb, &corral.Options{Logger: quiet, DisableEarlyRefresh: true}))
+	defer c.Close()
+	load := func(context.Context) ([]byte, error) { return benchValue, nil }
+	if _, err := c.Fetch(ctx, "bench:hit", time.Hour, load); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(benchValue)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if v, err := c.Fetch(ctx, "bench:hit", time.Hour, load); err != nil || len(v) != len(benchValue) {
+				b.Fatal(err)
+			}
+		}
+	})
+	st := c.Stats()
+	b.ReportMetric(float64(st.Coalesced)/float64(st.Hits+st.Misses), "coalesced/op")
+}
+
+// BenchmarkStampede runs a cold-key stampede per iteration: 8 instances
+// (each its own client and Cache) x 50 goroutines, a 10 ms origin, and
+// reports origin loads and Redis commands per stampede.
+func BenchmarkStampede(b *testing.B) {
+	const instances, goroutines = 8, 50
+	caches := make([]*corral.Cache, instances)
+	hooks := make([]*faults, instances)
+	for i := range caches {
+		rdb := benchClient(b)
+		hooks[i] = &faults{}
+		rdb.AddHook(hooks[i])
+		caches[i] = corral.Must(corral.New(rdb, &corral.Options{Logger: quiet}))
+		defer caches[i].Close()
+	}
+	var loads atomic.Int64
+	load := func(ctx context.Context) ([]byte, error) {
+		loads.Add(1)
+		<-time.After(10 * time.Millisecond) // the origin's latency
+		return benchValue, nil
+	}
+	commands := func() (n int64) {
+		for i, c := range caches {
+			st := c.Stats()
+			n += hooks[i].commands.Load() + int64(st.Subscribes+st.Unsubscribes)
+		}
+		return n
+	}
+	ctx := context.Background()
+	before := commands()
+	b.ResetTimer()
+	for i := range b.N {
+		key := "bench:stampede:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range caches {
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					if _, err := c.Fetch(ctx, key, time.Minute, load); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(loads.Load())/float64(b.N), "loads/op")
+	b.ReportMetric(float64(commands()-before)/float64(b.N), "redis-cmds/op")
+}

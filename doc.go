@@ -1,0 +1,79 @@
+// Package corral is a stampede-safe read-through cache over Redis: when a hot
+// key is missing or expiring and thousands of callers across many processes
+// ask for it at once, the origin (a database query, an HTTP call) sees one
+// load, and every caller gets its result about as soon as that load ends.
+//
+//	cache, err := corral.New(rdb, nil) // rdb: any redis.UniversalClient
+//	v, err := cache.Fetch(ctx, "user:42", 10*time.Minute, func(ctx context.Context) ([]byte, error) {
+//		return db.LoadUser(ctx, 42)
+//	})
+//
+// # Keys
+//
+// For a cache key K under prefix P (Options.Prefix, default "corral"), corral
+// creates, and users may inspect with redis-cli:
+//
+//	P:e:{T}:K  entry: a hash with v (payload), s (soft expiry, server ms),
+//	           d (last load duration, ms), f (flags: "n" = not found)
+//	P:l:{T}:K  lease: a string holding the current lease token, with PX = LeaseTTL
+//	P:n:{T}:K  notice channel: completion notices for waiters
+//
+// T is K's own hash tag when it has a non-empty one (Redis Cluster's rule: the
+// text between the first '{' and the first '}' after it), otherwise the hex of
+// K's 64-bit FNV-1a hash. All names of one key share one Cluster slot, so each
+// script gets every key it touches; K is kept whole, so no two keys collide.
+// The entry's Redis TTL is the hard TTL (soft TTL + StaleTTL); the soft expiry
+// is a field, and every expiry decision uses the Redis server's clock.
+//
+// # One round trip decides
+//
+// Fetch sends fetch.lua, which answers from the server's state at once:
+// a fresh entry is a HIT; an entry past its soft expiry but inside its stale
+// window is served STALE while the caller that takes the lease refreshes it in
+// the background (stale-while-revalidate); a fresh entry may be refreshed
+// early, with a probability that rises as expiry nears in proportion to the
+// last load's duration (XFetch: Vattani, Chierichetti and Lowenstein,
+// "Optimal Probabilistic Cache Stampede Prevention", VLDB 2015); with no entry,
+// the first caller takes the lease (SET NX PX) and LOADs, and everyone else
+// WAITs.
+//
+// # The lease
+//
+// A lease is a random 128-bit token with an expiry (Nishtala et al., "Scaling
+// Memcache at Facebook", NSDI 2013). Its holder runs the loader while a
+// watchdog renews the lease every LeaseTTL/3, so a load may outlast LeaseTTL;
+// the watchdog stops the moment the load returns, and a renewal that reaches
+// Redis late is dropped by the server. commit.lua stores the result only if
+// the token still holds the lease, then deletes it and publishes a notice.
+// Delete and Set revoke the lease, so a load that started before them can
+// never store outdated data afterwards. A failed or panicking load releases
+// the lease by compare-and-delete. If the holder dies, the lease expires and
+// another caller takes over within LeaseTTL. A lease is a tool for efficiency,
+// not a lock for correctness: after a Redis failover that loses the lease, two
+// loads of a key may run, and the lease check still keeps the older result out.
+//
+// # Waiting
+//
+// In one process, concurrent callers of a key join one flight, so a process
+// talks to Redis about a key once, however many goroutines ask. A flight told
+// to WAIT subscribes to the key's notice channel (one shared pub/sub
+// connection per Cache; sharded SSUBSCRIBE on Redis 7+, SUBSCRIBE before),
+// re-runs fetch.lua (the notice may have gone out in between), then waits for
+// the notice, which carries the value when it is at most NoticeInlineLimit
+// bytes, or for a timer of the lease's remaining time plus jitter, and then
+// re-runs fetch.lua. No fixed sleeps, no polling: each caller's wait ends with
+// its own context.
+//
+// # Failure
+//
+// Loads run detached from their callers (context.WithoutCancel of the first
+// caller's context, bounded by LoadTimeout): a caller giving up never cancels
+// the load for the others. A loader's ErrNotFound is cached negatively for
+// NegativeTTL; other errors and panics reach every caller of that load and
+// are not cached. Every Redis call is bounded by RedisTimeout; when Redis
+// fails, Fetch calls the loader directly (fail-open), still once per key per
+// process, unless DisableFailOpen is set.
+//
+// The Lua scripts are in scripts/*.lua; store.go runs them and notify.go
+// holds the subscriptions. Nothing else talks to Redis.
+package corral
