@@ -1,0 +1,48 @@
+// Command corral is the command-line companion of the corral library.
+//
+//	corral demo    replay a cache stampede and compare strategies
+//
+// Run `corral help` or `corral demo --help` for the flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "corral:", err)
+		os.Exit(1)
+	}
+}
+
+// newRootCmd returns the corral command, writing its output to stdout and
+// its progress, warnings and help-on-error to stderr.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "corral",
+		Short: "corral: a stampede-safe read-through cache over Redis",
+		Long: `corral puts a stampede-safe read-through cache in front of a slow origin,
+with Redis as the shared store and coordinator: one origin load per key per
+refresh, however many instances and goroutines ask at once.
+
+This command demonstrates it. Start with:
+
+  corral demo`,
+		SilenceUsage:  true, // errors are not usage mistakes once flags parsed
+		SilenceErrors: true, // main prints them once, prefixed
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newDemoCmd())
+	return root
+}

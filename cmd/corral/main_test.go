@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// corral runs the corral command with args and returns its stdout and
+// stderr.
+func corral(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetArgs(args)
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// small are the flags of a run small enough for a test.
+var small = []string{"--instances", "4", "--goroutines", "50", "--keys", "2", "--origin-latency", "30ms"}
+
+func TestNoArgsPrintsHelp(t *testing.T) {
+	out, _, err := corral(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Usage:", "demo", "Replay a cache stampede"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoHelpDocumentsDefaults(t *testing.T) {
+	out, _, err := corral(t, "demo", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--instances int", "(default 8)", "(default 250)", "(default 1)",
+		"(default 100ms)", "[naive,seed,corral]", "--redis", "--pg", "--json", "embedded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo --help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--strategies", "naive,bogus"},
+		{"demo", "--instances", "0"},
+		{"demo", "--redis", "http://example"},
+		{"demo", "extra-arg"},
+	} {
+		if _, _, err := corral(t, args...); err == nil {
+			t.Errorf("corral %v: no error", args)
+		}
+	}
+}
+
+// TestDemoJSON checks that with --json stdout is exactly one JSON document
+// while the progress bar draws on stderr.
+func TestDemoJSON(t *testing.T) {
+	srv := redistest.Start(t)
+	out, errOut, err := corral(t, append([]string{"demo", "--json", "--redis", srv.URL()}, small...)...)
+	if err != nil {
+		t.Fatalf("corral demo --json: %v\nstderr: %s", err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var doc struct {
+		Config  map[string]any   `json:"config"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
+	}
+	if len(doc.Results) != 3 || doc.Config["requests_per_strategy"] != 200.0 {
+		t.Fatalf("unexpected document:\n%s", out)
+	}
+	if strings.ContainsAny(out, "\r\x1b") || strings.Contains(out, "█") || strings.Contains(out, "/200)") {
+		t.Fatalf("the progress bar leaked into stdout:\n%q", out)
+	}
+	for _, name := range []string{"naive", "seed", "corral"} {
+		if !strings.Contains(errOut, name) || !strings.Contains(errOut, "/200)") {
+			t.Errorf("stderr shows no progress for %s:\n%q", name, errOut)
+		}
+	}
+}
+
+// TestDemoHuman checks the human output of a real run: the header, a
+// table row and a bar in each chart for every strategy.
+func TestDemoHuman(t *testing.T) {
+	out, errOut, err := corral(t, append([]string{"demo", "--no-progress"}, small...)...)
+	if err != nil {
+		t.Fatalf("corral demo: %v\nstderr: %s", err, errOut)
+	}
+	t.Log("\n" + out)
+	if errOut != "" {
+		t.Errorf("stderr with --no-progress: %q", errOut)
+	}
+	for _, want := range []string{"Redis:  embedded", "Origin: sqlite (embedded)", "+30ms per query",
+		"200 requests at once (4 instances x 50 goroutines) on 2 cold keys",
+		"Origin loads", "p99 latency", "Redis commands"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, name := range []string{"naive", "seed", "corral"} {
+		row := regexp.MustCompile(`(?m)^.*\b` + name + `\b.*\b200\b.*$`)
+		if !row.MatchString(out) {
+			t.Errorf("no table row for %s", name)
+		}
+		bar := regexp.MustCompile(`(?m)^` + name + ` +█* +\d+ *$`)
+		if got := len(bar.FindAllString(out, -1)); got != 3 {
+			t.Errorf("%s has %d chart bars, want 3 (loads, p99, commands)", name, got)
+		}
+	}
+	if regexp.MustCompile(`\x1b\[`).MatchString(out) {
+		t.Errorf("colours in output to a non-terminal")
+	}
+}

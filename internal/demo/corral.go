@@ -1,0 +1,45 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/corralhq/corral"
+)
+
+// corralStrategy reads through a corral.Cache: one Cache per app instance,
+// each on the instance's own client.
+type corralStrategy struct{}
+
+func (corralStrategy) Name() string { return "corral" }
+func (corralStrategy) Summary() string {
+	return "corral.Cache.Fetch: one load per key across all instances; waiters woken by pub/sub"
+}
+
+func (corralStrategy) NewInstance(env Env) (Instance, error) {
+	c, err := corral.New(env.Redis, &corral.Options{Logger: env.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("demo: corral: %w", err)
+	}
+	return &corralInstance{env: env, cache: c}, nil
+}
+
+type corralInstance struct {
+	env   Env
+	cache *corral.Cache
+}
+
+func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
+	return c.cache.Fetch(ctx, c.env.Namespace+key, c.env.TTL, func(ctx context.Context) ([]byte, error) {
+		return c.env.Load(ctx, key)
+	})
+}
+
+// UnhookedCommands counts the SUBSCRIBE/SSUBSCRIBE and UNSUBSCRIBE commands
+// corral sent on its pub/sub connection.
+func (c *corralInstance) UnhookedCommands() uint64 {
+	s := c.cache.Stats()
+	return s.Subscribes + s.Unsubscribes
+}
+
+func (c *corralInstance) Close() error { return c.cache.Close() }

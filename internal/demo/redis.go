@@ -1,0 +1,108 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is the Redis every instance talks to: an embedded miniredis
+// or a server named by URL. Each app instance gets its own client (its own
+// connection pool) from newClient.
+type redisServer struct {
+	// Label names the server in reports: "embedded", or the URL with any
+	// password redacted.
+	Label string
+
+	opts redis.UniversalOptions
+	mini *miniredis.Miniredis // nil unless embedded
+}
+
+// openRedis starts an embedded Redis when rawURL is empty, or parses rawURL
+// (redis:// or rediss://), and checks that the server answers.
+func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
+	s := &redisServer{}
+	if rawURL == "" {
+		m, err := miniredis.Run() // listens on 127.0.0.1, a free port
+		if err != nil {
+			return nil, fmt.Errorf("demo: start embedded Redis: %w", err)
+		}
+		m.ClockTTL(true) // TTLs run on the wall clock, as on a real server
+		s.Label, s.mini = "embedded", m
+		s.opts = redis.UniversalOptions{Addrs: []string{m.Addr()}}
+	} else {
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("demo: --redis: %w", err)
+		}
+		s.Label = redactURL(rawURL)
+		s.opts = universalOptions(o)
+	}
+	c := redis.NewUniversalClient(&s.opts)
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("demo: cannot reach Redis at %s: %w", s.Label, err)
+	}
+	return s, nil
+}
+
+// universalOptions carries what redis.ParseURL understood over to the
+// options of redis.NewUniversalClient, which also take Cluster and Sentinel
+// addresses.
+func universalOptions(o *redis.Options) redis.UniversalOptions {
+	return redis.UniversalOptions{
+		Addrs:           []string{o.Addr},
+		ClientName:      o.ClientName,
+		DB:              o.DB,
+		Protocol:        o.Protocol,
+		Username:        o.Username,
+		Password:        o.Password,
+		TLSConfig:       o.TLSConfig,
+		MaxRetries:      o.MaxRetries,
+		MinRetryBackoff: o.MinRetryBackoff,
+		MaxRetryBackoff: o.MaxRetryBackoff,
+		DialTimeout:     o.DialTimeout,
+		ReadTimeout:     o.ReadTimeout,
+		WriteTimeout:    o.WriteTimeout,
+		PoolFIFO:        o.PoolFIFO,
+		PoolSize:        o.PoolSize,
+		PoolTimeout:     o.PoolTimeout,
+		MinIdleConns:    o.MinIdleConns,
+		MaxIdleConns:    o.MaxIdleConns,
+		MaxActiveConns:  o.MaxActiveConns,
+		ConnMaxIdleTime: o.ConnMaxIdleTime,
+		ConnMaxLifetime: o.ConnMaxLifetime,
+	}
+}
+
+// redactURL hides the password of a Redis URL, for reports.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// newClient returns a new client of the server, with its own connection
+// pool, and the counter of the commands it sends.
+func (s *redisServer) newClient() (redis.UniversalClient, *commandCounter) {
+	c := redis.NewUniversalClient(&s.opts)
+	n := &commandCounter{}
+	c.AddHook(n)
+	return c, n
+}
+
+// Close stops the embedded server, if any.
+func (s *redisServer) Close() {
+	if s.mini != nil {
+		s.mini.Close()
+	}
+}

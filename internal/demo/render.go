@@ -1,0 +1,86 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pterm/pterm"
+)
+
+// chartWidth is the width of the longest bar, in cells.
+const chartWidth = 40
+
+// Render writes the human form of r to w: a header naming the Redis and
+// the origin, a table of the results and bar charts comparing the
+// strategies. Colours follow pterm's global setting (off with NO_COLOR or
+// pterm.DisableColor).
+func Render(w io.Writer, r *Report) error {
+	c := r.Config
+	latency := "no added latency"
+	if c.OriginLatencyMS > 0 {
+		latency = "+" + strconv.FormatFloat(c.OriginLatencyMS, 'f', -1, 64) + "ms per query"
+	}
+	redisLabel := c.Redis
+	if redisLabel == "embedded" {
+		redisLabel = "embedded (in-process miniredis; pass --redis URL for a real server)"
+	}
+	if _, err := fmt.Fprintf(w, "corral demo: %s\nRedis:  %s\nOrigin: %s, %d orders, %s\n\n",
+		r.Summary, redisLabel, c.Origin, c.OriginRows, latency); err != nil {
+		return err
+	}
+
+	rows := [][]string{{"strategy", "requests", "origin loads", "peak origin conc.", "origin ms",
+		"p50 ms", "p99 ms", "max ms", "Redis commands", "errors"}}
+	for _, res := range r.Results {
+		rows = append(rows, []string{res.Strategy, strconv.Itoa(res.Requests),
+			strconv.FormatInt(res.OriginLoads, 10), strconv.FormatInt(res.PeakOriginConcurrency, 10),
+			fmtMS(res.OriginMS), fmtMS(res.LatencyMS.P50), fmtMS(res.LatencyMS.P99), fmtMS(res.LatencyMS.Max),
+			strconv.FormatUint(res.RedisCommands, 10), strconv.FormatInt(res.Errors, 10)})
+	}
+	table, err := pterm.DefaultTable.WithHasHeader().WithRightAlignment().WithData(rows).Srender()
+	if err != nil {
+		return fmt.Errorf("demo: render table: %w", err)
+	}
+	if _, err := fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n"); err != nil {
+		return err
+	}
+
+	charts := []struct {
+		title string
+		value func(Result) float64
+	}{
+		{"Origin loads (fewer is better)", func(r Result) float64 { return float64(r.OriginLoads) }},
+		{"p99 latency, ms (lower is better)", func(r Result) float64 { return r.LatencyMS.P99 }},
+		{"Redis commands (fewer is better)", func(r Result) float64 { return float64(r.RedisCommands) }},
+	}
+	for _, ch := range charts {
+		bars := make(pterm.Bars, len(r.Results))
+		for i, res := range r.Results {
+			bars[i] = pterm.Bar{Label: res.Strategy, Value: int(math.Round(ch.value(res)))}
+		}
+		chart, err := pterm.DefaultBarChart.WithHorizontal().WithShowValue().
+			WithWidth(chartWidth).WithBars(bars).Srender()
+		if err != nil {
+			return fmt.Errorf("demo: render chart: %w", err)
+		}
+		if _, err := fmt.Fprintf(w, "\n%s\n%s", ch.title, chart); err != nil {
+			return err
+		}
+	}
+
+	for _, res := range r.Results {
+		if res.FirstError != "" {
+			if _, err := fmt.Fprintf(w, "\n%s: %d %s; the first: %s\n",
+				res.Strategy, res.Errors, plural(int(res.Errors), "error", "errors"), res.FirstError); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fmtMS formats ms with one decimal, as the report rounds them.
+func fmtMS(ms float64) string { return strconv.FormatFloat(ms, 'f', 1, 64) }

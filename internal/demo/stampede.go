@@ -1,0 +1,56 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// stampede sends one request from every goroutine of every instance, all at
+// once, on cold keys: the moment after a deploy, a flush or a hot key's
+// expiry. Goroutine i (counted over all instances) asks for key i mod Keys.
+type stampede struct{}
+
+func (stampede) Name() string { return "stampede" }
+
+func (stampede) Summary(cfg Config) string {
+	return fmt.Sprintf("stampede: %d requests at once (%d instances x %d goroutines) on %d cold %s",
+		cfg.Requests(), cfg.Instances, cfg.Goroutines, cfg.Keys, plural(cfg.Keys, "key", "keys"))
+}
+
+func (stampede) Requests(cfg Config) int { return cfg.Requests() }
+
+// Run starts every goroutine, waits until all are ready, then releases them
+// together by closing one channel. Latency counts from that release.
+func (stampede) Run(ctx context.Context, t *Trial) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	var start time.Time // written before release is closed, read after
+	i := 0
+	for _, inst := range t.Instances {
+		for range t.Goroutines {
+			key := t.Keys[i%len(t.Keys)]
+			i++
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-release
+				t.Request(ctx, inst, key, start)
+			}()
+		}
+	}
+	ready.Wait()
+	start = time.Now()
+	close(release)
+	done.Wait()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

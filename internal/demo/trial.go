@@ -1,0 +1,149 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Trial is one strategy's run of a scenario: the app instances, the hot
+// keys, and the record of every request.
+type Trial struct {
+	Instances  []Instance
+	Keys       []string // the logical hot keys
+	Goroutines int      // per instance
+
+	expected map[string][]byte // the origin's answer for each key
+
+	completed atomic.Int64 // requests returned, for the progress bar
+	errors    atomic.Int64
+
+	mu        sync.Mutex      // guards latencies, firstErr
+	latencies []time.Duration // one per request returned
+	firstErr  error
+}
+
+// Request asks inst for key and records the request: its latency from
+// start, and an error when Fetch failed or returned other bytes than the
+// origin's answer for key.
+func (t *Trial) Request(ctx context.Context, inst Instance, key string, start time.Time) {
+	v, err := inst.Fetch(ctx, key)
+	took := time.Since(start)
+	if err == nil && !bytes.Equal(v, t.expected[key]) {
+		err = fmt.Errorf("demo: %s: got %q, want %q", key, v, t.expected[key])
+	}
+	if err != nil {
+		t.errors.Add(1)
+	}
+	t.mu.Lock()
+	t.latencies = append(t.latencies, took)
+	if err != nil && t.firstErr == nil {
+		t.firstErr = err
+	}
+	t.mu.Unlock()
+	t.completed.Add(1)
+}
+
+// trialRun is everything one strategy's run needs.
+type trialRun struct {
+	cfg      Config
+	scenario Scenario
+	strategy Strategy
+	redis    *redisServer
+	origin   *Origin
+	keys     []hotKey
+	expected map[string][]byte
+	ns       string // the run's key namespace
+}
+
+// run runs the strategy: it builds one client and Instance per app
+// instance, lets the scenario send the requests, then closes everything and
+// sums up what the origin and Redis went through.
+func (r *trialRun) run(ctx context.Context) (res Result, err error) {
+	m := &meter{origin: r.origin, latency: r.cfg.OriginLatency}
+	customerOf := make(map[string]int64, len(r.keys))
+	t := &Trial{Goroutines: r.cfg.Goroutines, expected: r.expected}
+	for _, k := range r.keys {
+		customerOf[k.name] = k.customer
+		t.Keys = append(t.Keys, k.name)
+	}
+	env := Env{
+		Namespace: r.ns + r.strategy.Name() + ":",
+		TTL:       r.cfg.TTL,
+		Logger:    r.cfg.logger(),
+		Load: func(ctx context.Context, key string) ([]byte, error) {
+			c, ok := customerOf[key]
+			if !ok {
+				return nil, fmt.Errorf("demo: no customer for key %q", key)
+			}
+			return m.load(ctx, c)
+		},
+	}
+
+	var counters []*commandCounter
+	var closers []func() error // in the order opened; closed in reverse
+	closeAll := func() error {
+		var first error
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil && first == nil {
+				first = fmt.Errorf("demo: %s: close: %w", r.strategy.Name(), err)
+			}
+		}
+		closers = nil
+		return first
+	}
+	defer func() {
+		if cerr := closeAll(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for range r.cfg.Instances {
+		client, n := r.redis.newClient()
+		closers = append(closers, client.Close)
+		counters = append(counters, n)
+		env.Redis = client
+		inst, err := r.strategy.NewInstance(env)
+		if err != nil {
+			return Result{}, err
+		}
+		closers = append(closers, inst.Close)
+		t.Instances = append(t.Instances, inst)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	bar := startProgress(r.cfg.Progress, r.strategy.Name(), r.scenario.Requests(r.cfg), t.completed.Load)
+	r.scenario.Run(rctx, t)
+	bar.stop()
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("demo: %s: %w", r.strategy.Name(), err)
+	}
+
+	// Close the instances, then their clients, so every command sent on
+	// behalf of the run is counted.
+	if err := closeAll(); err != nil {
+		return Result{}, err
+	}
+	var commands uint64
+	for i, inst := range t.Instances {
+		commands += counters[i].Load() + inst.UnhookedCommands()
+	}
+
+	res = Result{
+		Strategy:              r.strategy.Name(),
+		Requests:              len(t.latencies),
+		OriginLoads:           m.loads.Load(),
+		PeakOriginConcurrency: m.peak.Load(),
+		OriginMS:              roundMS(m.meanMS()),
+		LatencyMS:             summarize(t.latencies),
+		RedisCommands:         commands,
+		Errors:                t.errors.Load(),
+	}
+	if t.firstErr != nil {
+		res.FirstError = t.firstErr.Error()
+	}
+	return res, nil
+}
