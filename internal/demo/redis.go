@@ -92,9 +92,15 @@ func redactURL(raw string) string {
 }
 
 // newClient returns a new client of the server, with its own connection
-// pool, and the counter of the commands it sends.
+// pool, and the counter of the commands it sends. Like the client of an app
+// instance that has been running, it has a connection open before the
+// stampede: the PING that opens it is connection set-up, sent before the
+// counter is attached, for every strategy alike.
 func (s *redisServer) newClient() (redis.UniversalClient, *commandCounter) {
 	c := redis.NewUniversalClient(&s.opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = c.Ping(ctx).Err() // a failure shows in the run's own errors
+	cancel()
 	n := &commandCounter{}
 	c.AddHook(n)
 	return c, n
