@@ -85,18 +85,26 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 // the background refresh the answer may have committed this process to.
 func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
-	val, err, out, refresh := c.resolve(f)
-	c.finish(f, val, err, out)
+	a, refresh := c.resolve(f)
+	c.finish(f, a)
 	if refresh != nil {
 		c.refreshInBackground(f, refresh)
 	}
 }
 
+// answer is what a flight tells its callers.
+type answer struct {
+	val []byte
+	err error
+	out outcome // for Stats
+}
+
 // resolve asks Redis what to do about f's key (fetch.lua) until it has an
 // answer: a cached value, a load of its own, or another process's load.
 // Every iteration but the first waits for a notice or a timer, and all of
-// them end with f's context, so the loop is bounded.
-func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh *lease) {
+// them end with f's context, so the loop is bounded. refresh is the lease
+// this process took to refresh a value it still serves.
+func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 	token := newToken()
 	var sub *subscription
 	defer func() {
@@ -106,13 +114,12 @@ func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh 
 	}()
 	for {
 		if err := f.ctx.Err(); err != nil {
-			return nil, c.closedErr(err), outNone, nil
+			return answer{err: c.closedErr(err)}, nil
 		}
 		r, err := c.store.fetch(context.WithoutCancel(f.ctx), f.names, token, c.opts.LeaseTTL, c.earlyFactor())
 		if err != nil {
 			c.stats.redisErrors.Add(1)
-			val, err = c.failOpen(f, err)
-			return val, err, outFailOpen, nil
+			return c.failOpen(f, err), nil
 		}
 		switch r.kind {
 		case replyHit, replyStale:
@@ -127,18 +134,18 @@ func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh 
 				refresh = &lease{token: token, serverNow: r.now, at: time.Now(), early: r.kind == replyHit}
 			}
 			if r.negative {
-				return nil, ErrNotFound, outNegative, refresh
+				return answer{err: ErrNotFound, out: outNegative}, refresh
 			}
-			return r.value, nil, out, refresh
+			return answer{val: r.value, out: out}, refresh
 		case replyLoad:
 			l := &lease{token: token, serverNow: r.now, at: time.Now()}
 			if !c.startLoading(f) {
 				// Every caller left while fetch.lua ran: hand the lease back.
 				c.releaseLease(f.names, l.token, noticeRecheck)
-				return nil, context.Canceled, outNone, nil
+				return answer{err: context.Canceled}, nil
 			}
 			val, err := c.loadAndCommit(f.ctx, f.names, f.ttl, f.load, l)
-			return val, err, outMiss, nil
+			return answer{val: val, err: err, out: outMiss}, nil
 		}
 		// WAIT: another process holds the lease.
 		if sub == nil {
@@ -148,34 +155,33 @@ func (c *Cache) resolve(f *flight) (val []byte, err error, out outcome, refresh 
 			sub = c.notify.subscribe(f.ctx, f.names.notice)
 			continue
 		}
-		val, err, done := c.awaitNotice(f, sub, r.pttl)
-		if done {
-			return val, err, outMiss, nil
+		if a, done := c.awaitNotice(f, sub, r.pttl); done {
+			return a, nil
 		}
 	}
 }
 
 // awaitNotice waits for the lease holder's notice, or for the lease's
-// remaining time (with jitter) to pass. done is false when the caller
+// remaining time (with jitter) to pass. done is false when the flight
 // should fetch again.
-func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (val []byte, err error, done bool) {
+func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a answer, done bool) {
 	timer := time.NewTimer(c.recheckDelay(pttl))
 	defer timer.Stop()
 	select {
 	case n := <-sub.notices:
 		switch n.kind {
 		case noticeValue:
-			return n.value, nil, true
+			return answer{val: n.value, out: outMiss}, true
 		case noticeNotFound:
-			return nil, ErrNotFound, true
+			return answer{err: ErrNotFound, out: outMiss}, true
 		case noticeFailed:
-			return nil, fmt.Errorf("%w: %s", ErrRemoteLoad, n.message), true
+			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.message), out: outMiss}, true
 		}
-		return nil, nil, false // committed out of line, revoked or released: fetch again
+		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:
-		return nil, nil, false
+		return answer{}, false
 	case <-f.ctx.Done():
-		return nil, c.closedErr(f.ctx.Err()), true
+		return answer{err: c.closedErr(f.ctx.Err())}, true
 	}
 }
 
@@ -190,11 +196,11 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 
 // failOpen answers f when Redis failed: with DisableFailOpen the error,
 // otherwise the loader's result, uncached.
-func (c *Cache) failOpen(f *flight, redisErr error) ([]byte, error) {
+func (c *Cache) failOpen(f *flight, redisErr error) answer {
 	if c.opts.DisableFailOpen {
-		return nil, redisErr
+		return answer{err: redisErr}
 	}
 	c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
-	val, err, _ := c.runLoader(f.ctx, f.load)
-	return val, err
+	val, _, err := c.runLoader(f.ctx, f.load)
+	return answer{val: val, err: err, out: outFailOpen}
 }

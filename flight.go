@@ -28,12 +28,9 @@ type flight struct {
 	callers int  // callers still waiting
 	loading bool // holds a lease: keeps running when callers leave
 
-	// set before done is closed, read after:
-	done    chan struct{}
-	val     []byte
-	err     error
-	outcome outcome
-	given   atomic.Bool // the value was handed to one caller; others get copies
+	done   chan struct{} // closed once answer is set
+	answer answer        // read only after done is closed
+	given  atomic.Bool   // the value was handed to one caller; others get copies
 }
 
 // outcome is how a flight answered, for Stats.
@@ -84,14 +81,15 @@ func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 			return nil, ctx.Err()
 		}
 	}
-	c.count(f.outcome)
-	if f.err != nil {
-		return nil, f.err
+	a := f.answer
+	c.count(a.out)
+	if a.err != nil {
+		return nil, a.err
 	}
 	if f.given.Swap(true) {
-		return bytes.Clone(f.val), nil
+		return bytes.Clone(a.val), nil
 	}
-	return f.val, nil
+	return a.val, nil
 }
 
 // leave records that a caller stopped waiting for f. The last one to leave
@@ -120,8 +118,8 @@ func (c *Cache) startLoading(f *flight) bool {
 }
 
 // finish answers f's callers and removes f, so later calls start afresh.
-func (c *Cache) finish(f *flight, val []byte, err error, out outcome) {
-	f.val, f.err, f.outcome = val, err, out
+func (c *Cache) finish(f *flight, a answer) {
+	f.answer = a
 	c.mu.Lock()
 	if c.flights[f.key] == f {
 		delete(c.flights, f.key)

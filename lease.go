@@ -48,7 +48,7 @@ func failureNotice(err error) string {
 // owed it either way.
 func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) ([]byte, error) {
 	w := c.watch(n, l)
-	val, err, took := c.runLoader(parent, load)
+	val, took, err := c.runLoader(parent, load)
 	kept := w.halt() // no renewal is sent, or can land, after this
 
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -84,7 +84,7 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 // runLoader runs load under context.WithoutCancel(parent), bounded by
 // LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
 // still running at the deadline is abandoned: its late result is dropped.
-func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, err error, took time.Duration) {
+func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, took time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
@@ -119,7 +119,7 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		c.stats.loadErrors.Add(1)
 	}
-	return val, err, took
+	return val, took, err
 }
 
 // refreshInBackground reloads a key whose entry is still served (stale, or
