@@ -70,21 +70,32 @@ func Must(c *Cache, err error) *Cache {
 }
 
 // Get returns key's cached value without loading it: fresh or, inside the
-// stale window, stale. It returns ErrMiss when there is no entry and
-// ErrNotFound when the entry caches a loader's ErrNotFound.
+// stale window, stale. It returns ErrMiss when there is no entry,
+// ErrNotFound when the entry caches a loader's ErrNotFound, and an error
+// wrapping ErrCachedFailure while a failure is cached (ErrorTTL).
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := c.check(key); err != nil {
 		return nil, err
 	}
-	v, negative, ok, err := c.store.get(ctx, newNames(c.opts.Prefix, key))
+	v, kind, ok, err := c.store.get(ctx, newNames(c.opts.Prefix, key))
 	switch {
 	case err != nil:
 		c.stats.redisErrors.Add(1)
 		return nil, err
 	case !ok:
 		return nil, ErrMiss
-	case negative:
+	}
+	return entryAnswer(v, kind)
+}
+
+// entryAnswer is what a cached entry answers: its value, ErrNotFound, or its
+// cached failure.
+func entryAnswer(v []byte, kind entryKind) ([]byte, error) {
+	switch kind {
+	case kindNotFound:
 		return nil, ErrNotFound
+	case kindFailure:
+		return nil, fmt.Errorf("%w: %s", ErrCachedFailure, v)
 	}
 	return v, nil
 }
@@ -103,7 +114,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := c.store.commit(ctx, newNames(c.opts.Prefix, key), "", c.entry(value, false, ttl, 0))
+	_, err := c.store.commit(ctx, newNames(c.opts.Prefix, key), "", c.entry(value, kindValue, ttl, 0))
 	if err != nil {
 		c.stats.redisErrors.Add(1)
 	}
@@ -160,19 +171,23 @@ func (c *Cache) check(key string) error {
 	return nil
 }
 
-// entry builds the write of value: its soft TTL (ttl, or NegativeTTL for a
-// negative entry) spread by ±Jitter, its hard TTL StaleTTL longer (negative
-// entries have no stale window).
-func (c *Cache) entry(value []byte, negative bool, ttl, took time.Duration) entryWrite {
-	if negative {
+// entry builds the write of an entry: its soft TTL (ttl, NegativeTTL for a
+// negative entry, ErrorTTL for a cached failure) spread by ±Jitter, its hard
+// TTL StaleTTL longer (for values only: a cached "not found" or failure has
+// no stale window).
+func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) entryWrite {
+	switch kind {
+	case kindNotFound:
 		ttl = c.opts.NegativeTTL
+	case kindFailure:
+		ttl = c.opts.ErrorTTL
 	}
 	if j := c.opts.Jitter; j > 0 {
 		ttl = time.Duration(float64(ttl) * (1 + j*(2*c.opts.Rand()-1)))
 	}
-	w := entryWrite{value: value, negative: negative, soft: max(ttl, time.Millisecond), took: took}
+	w := entryWrite{value: value, kind: kind, soft: max(ttl, time.Millisecond), took: took}
 	w.hard = w.soft
-	if !negative {
+	if kind == kindValue {
 		w.hard += c.opts.StaleTTL
 	}
 	return w

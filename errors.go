@@ -38,6 +38,11 @@ var (
 	// Options.LoadTimeout. It is joined with context.DeadlineExceeded.
 	ErrLoadTimeout = errors.New("corral: load timed out")
 
+	// ErrCachedFailure is wrapped by the error Fetch returns while a load's
+	// failure is cached (Options.ErrorTTL). The error text carries the
+	// failure's message.
+	ErrCachedFailure = errors.New("corral: a recent load failed")
+
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error
 	// text carries the remote error's message; its type is not preserved.

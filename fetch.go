@@ -133,18 +133,24 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 			if r.refresh {
 				refresh = &lease{token: token, serverNow: r.now, at: time.Now(), early: r.kind == replyHit}
 			}
-			if r.negative {
-				return answer{err: ErrNotFound, out: outNegative}, refresh
+			switch {
+			case out == outStale && r.refreshFailed:
+				out = outStaleIfError
+			case r.entry == kindNotFound && sub == nil:
+				out = outNegative
+			case r.entry == kindFailure && sub == nil:
+				out = outFailure
 			}
-			return answer{val: r.value, out: out}, refresh
+			val, err := entryAnswer(r.value, r.entry)
+			return answer{val: val, err: err, out: out}, refresh
 		case replyLoad:
 			l := &lease{token: token, serverNow: r.now, at: time.Now()}
 			if !c.startLoading(f) {
 				// Every caller left while fetch.lua ran: hand the lease back.
-				c.releaseLease(f.names, l.token, noticeRecheck)
+				c.releaseLease(f.names, l.token, releaseArgs{notice: noticeRecheck})
 				return answer{err: context.Canceled}, nil
 			}
-			val, err := c.loadAndCommit(f.ctx, f.names, f.ttl, f.load, l)
+			val, err := c.loadAndCommit(f.ctx, f.names, f.ttl, f.load, l, false)
 			return answer{val: val, err: err, out: outMiss}, nil
 		}
 		// WAIT: another process holds the lease.

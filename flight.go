@@ -40,7 +40,9 @@ const (
 	outNone     outcome = iota // cancelled or failed before an answer
 	outHit                     // fresh entry
 	outStale                   // stale entry
+	outStaleIfError            // stale entry whose last refresh failed
 	outNegative                // negative entry
+	outFailure                 // cached failure (ErrorTTL)
 	outMiss                    // a load's result, here or in another process
 	outFailOpen                // the loader ran directly: Redis failed
 )
@@ -136,8 +138,13 @@ func (c *Cache) count(out outcome) {
 		c.stats.hits.Add(1)
 	case outStale:
 		c.stats.staleHits.Add(1)
+	case outStaleIfError:
+		c.stats.staleHits.Add(1)
+		c.stats.staleIfError.Add(1)
 	case outNegative:
 		c.stats.negativeHits.Add(1)
+	case outFailure:
+		c.stats.failureHits.Add(1)
 	case outMiss:
 		c.stats.misses.Add(1)
 	case outFailOpen:

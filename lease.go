@@ -27,47 +27,58 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
 }
 
-// Notices published when a lease is handed back without a value.
-const (
-	noticeRecheck    = "d" // fetch again
-	noticeNone       = ""  // publish nothing
-	maxNoticeMessage = 1024
-)
+// noticeRecheck is published when a lease is handed back unused: fetch again.
+const noticeRecheck = "d"
 
-func failureNotice(err error) string {
+// maxNoticeMessage bounds the error text a notice or cached failure carries.
+const maxNoticeMessage = 1024
+
+// failureMessage is err's text as other processes see it: in a failure
+// notice or a cached failure, at most maxNoticeMessage bytes.
+func failureMessage(err error) string {
 	msg := err.Error()
 	if len(msg) > maxNoticeMessage {
 		msg = msg[:maxNoticeMessage]
 	}
-	return "e" + msg
+	return msg
 }
 
+func failureNotice(err error) string { return "e" + failureMessage(err) }
+
 // loadAndCommit runs load while a watchdog keeps l alive, then stores the
-// result under l (commit.lua) or, when load failed, releases l. The loaded
-// value is returned even when the commit is rejected or fails: callers are
-// owed it either way.
-func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) ([]byte, error) {
+// result under l (commit.lua) or, when load failed, hands l back. refresh
+// says an entry is still being served (stale-while-revalidate or early
+// refresh): a failure then leaves it in place, flagged, and with ErrorTTL
+// holds further refreshes off (stale-if-error). The loaded value is returned
+// even when the commit is rejected or fails: callers are owed it either way.
+func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease, refresh bool) ([]byte, error) {
 	w := c.watch(n, l)
 	val, took, err := c.runLoader(parent, load)
 	kept := w.halt() // no renewal is sent, or can land, after this
 
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		c.releaseLease(n, l.token, failureNotice(err))
+	kind := kindValue
+	switch {
+	case err == nil:
+		if val == nil {
+			val = []byte{}
+		}
+	case errors.Is(err, ErrNotFound):
+		kind, val = kindNotFound, []byte{}
+	case refresh:
+		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err), hold: c.opts.ErrorTTL, mark: true})
+		return nil, err
+	case c.opts.ErrorTTL > 0 && !errors.Is(err, ErrClosed):
+		kind, val = kindFailure, []byte(failureMessage(err))
+	default:
+		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err)})
 		return nil, err
 	}
-	negative := err != nil
-	if negative {
-		val = nil
-	}
-	if val == nil {
-		val = []byte{}
-	}
-	stored, cerr := c.store.commit(c.bounded(), n, l.token, c.entry(val, negative, ttl, took))
+	stored, cerr := c.store.commit(c.bounded(), n, l.token, c.entry(val, kind, ttl, took))
 	switch {
 	case cerr != nil:
 		c.stats.redisErrors.Add(1)
-		c.opts.Logger.Warn("corral: storing a loaded value failed; callers still get it", "key", n.entry, "err", cerr)
-		c.releaseLease(n, l.token, failureNotice(cerr))
+		c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.entry, "err", cerr)
+		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(cerr)})
 	case !stored:
 		c.stats.commitsRejected.Add(1)
 		if kept {
@@ -75,7 +86,7 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 		}
 		c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.entry)
 	}
-	if negative {
+	if kind != kindValue {
 		return nil, err
 	}
 	return val, nil
@@ -131,23 +142,23 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 	case c.refreshSlots <- struct{}{}:
 		defer func() { <-c.refreshSlots }()
 	default:
-		c.releaseLease(f.names, l.token, noticeNone)
+		c.releaseLease(f.names, l.token, releaseArgs{})
 		return
 	}
 	c.stats.refreshes.Add(1)
 	if l.early {
 		c.stats.earlyRefreshes.Add(1)
 	}
-	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l)
+	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l, true)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		c.stats.refreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
 	}
 }
 
-// releaseLease hands a lease back (release.lua) and publishes notice.
-func (c *Cache) releaseLease(n names, token, notice string) {
-	if _, err := c.store.release(c.bounded(), n, token, notice); err != nil {
+// releaseLease hands a lease back (release.lua).
+func (c *Cache) releaseLease(n names, token string, a releaseArgs) {
+	if _, err := c.store.release(c.bounded(), n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
 		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.lease, "err", err)
 	}

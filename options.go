@@ -58,6 +58,17 @@ type Options struct {
 	// (negative caching). Default 10s.
 	NegativeTTL time.Duration
 
+	// ErrorTTL, when set, caches a load's failure (an error other than
+	// ErrNotFound, a panic, or LoadTimeout) for this long, so a failing
+	// origin is not hammered: until it expires, Fetch returns an error
+	// wrapping ErrCachedFailure with the failure's message, without loading.
+	// For a failed background refresh it is the backoff: the stale value
+	// keeps being served (stale-if-error, RFC 5861) and no refresh is tried
+	// for ErrorTTL. Default 0: failures are not cached, and the next caller
+	// that sees the stale entry retries the refresh (still one at a time
+	// across the fleet).
+	ErrorTTL time.Duration
+
 	// Jitter spreads each write's soft TTL uniformly by ±Jitter (a fraction
 	// of the TTL, in [0, 1)), so keys written together do not expire
 	// together. Default 0.1 (±10%).
@@ -141,6 +152,7 @@ func (o *Options) withDefaults() (Options, error) {
 		{"RedisTimeout", &r.RedisTimeout, DefaultRedisTimeout},
 		{"NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL},
 		{"StaleTTL", &r.StaleTTL, 0},
+		{"ErrorTTL", &r.ErrorTTL, 0},
 	} {
 		if *d.v < 0 {
 			return bad("%s is negative (%v)", d.name, *d.v)

@@ -9,6 +9,8 @@ type Stats struct {
 	Hits         uint64 // calls answered with a fresh value from Redis
 	StaleHits    uint64 // calls answered with a stale value (stale-while-revalidate)
 	NegativeHits uint64 // calls answered ErrNotFound from a negative entry
+	FailureHits  uint64 // calls answered ErrCachedFailure from a cached failure (ErrorTTL)
+	StaleIfError uint64 // stale hits served after the entry's last refresh failed (RFC 5861)
 	Misses       uint64 // calls that found no usable entry and got a load's result (or its error)
 	Coalesced    uint64 // calls that joined another caller's in-process flight
 
@@ -31,6 +33,7 @@ type Stats struct {
 // counters are the live Stats, updated atomically.
 type counters struct {
 	hits, staleHits, negativeHits, misses, coalesced atomic.Uint64
+	failureHits, staleIfError                        atomic.Uint64
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
@@ -42,6 +45,8 @@ func (c *counters) snapshot() Stats {
 		Hits:            c.hits.Load(),
 		StaleHits:       c.staleHits.Load(),
 		NegativeHits:    c.negativeHits.Load(),
+		FailureHits:     c.failureHits.Load(),
+		StaleIfError:    c.staleIfError.Load(),
 		Misses:          c.misses.Load(),
 		Coalesced:       c.coalesced.Load(),
 		Loads:           c.loads.Load(),

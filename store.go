@@ -67,12 +67,45 @@ const (
 )
 
 type fetchReply struct {
-	kind     replyKind
-	value    []byte
-	negative bool          // the entry caches ErrNotFound
-	refresh  bool          // this caller took the lease to refresh (HIT, STALE)
-	pttl     time.Duration // WAIT: the lease's remaining time
-	now      int64         // the server clock, ms
+	kind          replyKind
+	value         []byte
+	entry         entryKind     // HIT, STALE: what the entry caches
+	refreshFailed bool          // HIT, STALE: the last refresh of the entry failed
+	refresh       bool          // this caller took the lease to refresh (HIT, STALE)
+	pttl          time.Duration // WAIT: the lease's remaining time
+	now           int64         // the server clock, ms
+}
+
+// entryKind is what an entry caches, from its f flags.
+type entryKind byte
+
+const (
+	kindValue    entryKind = iota // f has neither n nor e: a value
+	kindNotFound                  // f "n": the loader's ErrNotFound (negative caching)
+	kindFailure                   // f "e": a load's failure, its message in v (Options.ErrorTTL)
+)
+
+// flags returns the f field that marks kind.
+func (k entryKind) flags() string {
+	switch k {
+	case kindNotFound:
+		return "n"
+	case kindFailure:
+		return "e"
+	}
+	return ""
+}
+
+// parseFlags reads an entry's f field: what it caches, and whether its last
+// refresh failed ("x", set by release.lua).
+func parseFlags(f string) (kind entryKind, refreshFailed bool) {
+	switch {
+	case strings.Contains(f, "n"):
+		kind = kindNotFound
+	case strings.Contains(f, "e"):
+		kind = kindFailure
+	}
+	return kind, strings.Contains(f, "x")
 }
 
 // do runs one Redis call and waits for it at most RedisTimeout. go-redis
@@ -146,7 +179,8 @@ func parseFetch(res any) (fetchReply, error) {
 		if !ok1 || !okf || !okr || !ok2 {
 			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
 		}
-		r.value, r.negative, r.refresh = []byte(v), strings.Contains(f, "n"), refresh == 1
+		r.value, r.refresh = []byte(v), refresh == 1
+		r.entry, r.refreshFailed = parseFlags(f)
 	case "LOAD":
 		r.kind = replyLoad
 		r.now, ok2 = a[1].(int64)
@@ -168,10 +202,10 @@ func parseFetch(res any) (fetchReply, error) {
 	return r, nil
 }
 
-// entryWrite is one value to store: a load's result or a Set.
+// entryWrite is one entry to store: a load's result or a Set.
 type entryWrite struct {
 	value    []byte
-	negative bool
+	kind     entryKind
 	soft     time.Duration // soft TTL
 	hard     time.Duration // hard TTL: soft + stale window
 	took     time.Duration // the load's duration, for XFetch
@@ -184,12 +218,8 @@ func (s *store) commit(ctx context.Context, n names, token string, w entryWrite)
 	if err != nil {
 		return false, err
 	}
-	flags := ""
-	if w.negative {
-		flags = "n"
-	}
 	res, err := s.call(ctx, commitScript, []string{n.entry, n.lease, n.notice},
-		token, w.value, flags, ms(w.soft), ms(w.hard), w.took.Milliseconds(), pub, s.inline)
+		token, w.value, w.kind.flags(), ms(w.soft), ms(w.hard), w.took.Milliseconds(), pub, s.inline)
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
@@ -214,14 +244,28 @@ func (s *store) renew(ctx context.Context, n names, token string, ttl time.Durat
 	return renewResult(v), nil
 }
 
-// release deletes the lease if token still holds it and, when notice is not
-// empty, publishes it.
-func (s *store) release(ctx context.Context, n names, token, notice string) (bool, error) {
+// releaseArgs say how release.lua hands a lease back.
+type releaseArgs struct {
+	notice string        // published when not empty
+	hold   time.Duration // > 0: keep refreshes off this long (a backoff marker replaces the lease)
+	mark   bool          // flag the entry: its last refresh failed
+}
+
+// release hands the lease back if token still holds it (release.lua).
+func (s *store) release(ctx context.Context, n names, token string, a releaseArgs) (bool, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return false, err
 	}
-	res, err := s.call(ctx, releaseScript, []string{n.lease, n.notice}, token, pub, notice)
+	mark := 0
+	if a.mark {
+		mark = 1
+	}
+	hold := int64(0)
+	if a.hold > 0 {
+		hold = ms(a.hold)
+	}
+	res, err := s.call(ctx, releaseScript, []string{n.lease, n.notice, n.entry}, token, pub, a.notice, hold, mark)
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
@@ -239,22 +283,23 @@ func (s *store) delete(ctx context.Context, n names) error {
 	return nil
 }
 
-// get reads an entry without taking a lease: its value and whether it caches
-// ErrNotFound. ok is false when there is no entry.
-func (s *store) get(ctx context.Context, n names) (value []byte, negative, ok bool, err error) {
+// get reads an entry without taking a lease: its value and what it caches.
+// ok is false when there is no entry.
+func (s *store) get(ctx context.Context, n names) (value []byte, kind entryKind, ok bool, err error) {
 	res, err := s.do(ctx, func(ctx context.Context) (any, error) {
 		return s.rdb.HMGet(ctx, n.entry, "v", "f").Result()
 	})
 	if err != nil {
-		return nil, false, false, fmt.Errorf("corral: get: %w", err)
+		return nil, kindValue, false, fmt.Errorf("corral: get: %w", err)
 	}
 	vals := res.([]any)
 	v, ok := vals[0].(string)
 	if !ok {
-		return nil, false, false, nil
+		return nil, kindValue, false, nil
 	}
 	f, _ := vals[1].(string)
-	return []byte(v), strings.Contains(f, "n"), true, nil
+	kind, _ = parseFlags(f)
+	return []byte(v), kind, true, nil
 }
 
 // publishCommand returns the command the scripts publish notices with:

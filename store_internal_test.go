@@ -59,7 +59,7 @@ func TestFetchScriptReplies(t *testing.T) {
 
 	// Fresh entry, no early refresh: HIT without refresh, no lease taken.
 	r, err = s.fetch(ctx, n, "tokC", lt, 0)
-	if err != nil || r.kind != replyHit || string(r.value) != "v1" || r.refresh || r.negative {
+	if err != nil || r.kind != replyHit || string(r.value) != "v1" || r.refresh || r.entry != kindValue {
 		t.Fatalf("fresh fetch = %+v, %v; want HIT v1", r, err)
 	}
 	if rdb.Exists(ctx, n.lease).Val() != 0 {
@@ -80,7 +80,7 @@ func TestFetchScriptReplies(t *testing.T) {
 	if err != nil || r.kind != replyHit || r.refresh {
 		t.Fatalf("early-refresh fetch while leased = %+v, %v; want plain HIT", r, err)
 	}
-	if ok, _ := s.release(ctx, n, "tokC", noticeNone); !ok {
+	if ok, _ := s.release(ctx, n, "tokC", releaseArgs{}); !ok {
 		t.Fatal("release by holder failed")
 	}
 
@@ -100,20 +100,25 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	for _, tc := range []struct {
-		key      string
-		value    []byte
-		negative bool
-	}{{"empty", []byte{}, false}, {"missing", []byte{}, true}, {"bin", []byte{0, 255, '{', '}', 0}, false}} {
+		key   string
+		value []byte
+		kind  entryKind
+	}{
+		{"empty", []byte{}, kindValue},
+		{"missing", []byte{}, kindNotFound},
+		{"failed", []byte("db down"), kindFailure},
+		{"bin", []byte{0, 255, '{', '}', 0}, kindValue},
+	} {
 		n := newNames("corral", tc.key)
 		if r, _ := s.fetch(ctx, n, "t", time.Second, 0); r.kind != replyLoad {
 			t.Fatalf("%s: want LOAD, got %+v", tc.key, r)
 		}
-		w := entryWrite{value: tc.value, negative: tc.negative, soft: time.Minute, hard: time.Minute}
+		w := entryWrite{value: tc.value, kind: tc.kind, soft: time.Minute, hard: time.Minute}
 		if ok, err := s.commit(ctx, n, "t", w); !ok || err != nil {
 			t.Fatalf("%s: commit = %v, %v", tc.key, ok, err)
 		}
 		r, err := s.fetch(ctx, n, "t2", time.Second, 0)
-		if err != nil || r.kind != replyHit || string(r.value) != string(tc.value) || r.negative != tc.negative {
+		if err != nil || r.kind != replyHit || string(r.value) != string(tc.value) || r.entry != tc.kind {
 			t.Fatalf("%s: fetch = %+v, %v", tc.key, r, err)
 		}
 	}
@@ -143,14 +148,64 @@ func TestRenewScript(t *testing.T) {
 		t.Fatalf("a late or foreign renewal extended the lease: PTTL %v", pttl)
 	}
 	// release: only by the holder.
-	if ok, _ := s.release(ctx, n, "other", noticeRecheck); ok {
+	if ok, _ := s.release(ctx, n, "other", releaseArgs{notice: noticeRecheck}); ok {
 		t.Fatal("release by non-holder succeeded")
 	}
-	if ok, _ := s.release(ctx, n, "tok", noticeRecheck); !ok {
+	if ok, _ := s.release(ctx, n, "tok", releaseArgs{notice: noticeRecheck}); !ok {
 		t.Fatal("release by holder failed")
 	}
 	if res, _ := s.renew(ctx, n, "tok", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
 		t.Fatalf("renew after release = %v, want renewNot", res)
+	}
+}
+
+// A failed refresh hands the lease back as a backoff marker for the hold and
+// flags the entry; the stale entry itself is kept.
+func TestReleaseScriptHoldsAndMarks(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := newStore(t)
+	n := newNames("corral", "k")
+	s.fetch(ctx, n, "t1", time.Second, 0)
+	s.commit(ctx, n, "t1", entryWrite{value: []byte("v"), soft: time.Millisecond, hard: time.Minute})
+	eventually(t, time.Second, func() bool {
+		r, _ := s.fetch(ctx, n, "t2", time.Second, 0)
+		return r.kind == replyStale && r.refresh
+	})
+	if ok, _ := s.release(ctx, n, "t2", releaseArgs{hold: 300 * time.Millisecond, mark: true}); !ok {
+		t.Fatal("release by holder failed")
+	}
+	if got := rdb.Get(ctx, n.lease).Val(); got != "backoff" {
+		t.Fatalf("lease after a held release = %q, want the backoff marker", got)
+	}
+	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl <= 0 || pttl > 300*time.Millisecond {
+		t.Fatalf("backoff PTTL = %v", pttl)
+	}
+	r, _ := s.fetch(ctx, n, "t3", time.Second, 0)
+	if r.kind != replyStale || r.refresh || !r.refreshFailed || string(r.value) != "v" {
+		t.Fatalf("fetch during the backoff = %+v; want STALE, no refresh, flagged", r)
+	}
+	// The next successful commit clears the flag.
+	eventually(t, time.Second, func() bool {
+		r, _ := s.fetch(ctx, n, "t4", time.Second, 0)
+		return r.refresh
+	})
+	s.commit(ctx, n, "t4", entryWrite{value: []byte("v2"), soft: time.Minute, hard: time.Minute})
+	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.refreshFailed || string(r.value) != "v2" {
+		t.Fatalf("after a good commit: %+v", r)
+	}
+}
+
+func eventually(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("condition not met within %v", within)
+		case <-tick.C:
+		}
 	}
 }
 

@@ -10,7 +10,8 @@
 -- KEYS[1] entry hash, KEYS[2] lease, KEYS[3] notice channel
 -- ARGV[1] lease token, or '' for an unconditional write
 -- ARGV[2] value
--- ARGV[3] flags: '' or 'n' (negative entry: not found)
+-- ARGV[3] flags: '' (a value), 'n' (negative entry: not found) or 'e' (a
+--         cached load failure, its message in ARGV[2]; Options.ErrorTTL)
 -- ARGV[4] soft TTL, ms
 -- ARGV[5] hard TTL, ms (soft TTL + stale window)
 -- ARGV[6] duration of the load, ms
@@ -30,10 +31,13 @@ redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', now + tonumber(ARGV[4]),
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('DEL', KEYS[2])
 
--- Notice: 'n' not found, 'v'..value inline, 'c' committed (read the entry).
+-- Notice: 'n' not found, 'e'..message a failure, 'v'..value inline,
+-- 'c' committed (read the entry).
 local notice = 'c'
 if ARGV[3] == 'n' then
   notice = 'n'
+elseif ARGV[3] == 'e' then
+  notice = 'e' .. ARGV[2]
 elseif #ARGV[2] <= tonumber(ARGV[8]) then
   notice = 'v' .. ARGV[2]
 end

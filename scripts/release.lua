@@ -1,18 +1,34 @@
--- release.lua: hand a lease back without storing anything (the load failed,
--- panicked or timed out), and tell the waiters. Compare-and-delete: a lease
--- is only ever deleted by its holder (or revoked by Delete and Set).
+-- release.lua: hand a lease back without storing a value (the load failed,
+-- panicked or timed out, or a refresh was skipped), and tell the waiters.
+-- Compare-and-delete: a lease is only ever deleted by its holder (or revoked
+-- by Delete and Set).
 --
--- KEYS[1] lease, KEYS[2] notice channel
+-- KEYS[1] lease, KEYS[2] notice channel, KEYS[3] entry hash
 -- ARGV[1] lease token
 -- ARGV[2] publish command: 'SPUBLISH' or 'PUBLISH'
 -- ARGV[3] notice: 'e'..message (the load failed), 'd' (re-check), or ''
 --         (publish nothing)
+-- ARGV[4] hold, ms: when > 0, a backoff marker replaces the lease for this
+--         long, so no caller refreshes the entry meanwhile (Options.ErrorTTL,
+--         stale-if-error); 0 deletes the lease
+-- ARGV[5] '1' to flag the entry (if any) 'x': its last refresh failed
 --
 -- Reply: 1 released, 0 the token no longer held the lease.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1])
+local hold = tonumber(ARGV[4])
+if hold > 0 then
+  redis.call('SET', KEYS[1], 'backoff', 'PX', hold)
+else
+  redis.call('DEL', KEYS[1])
+end
+if ARGV[5] == '1' then
+  local f = redis.call('HGET', KEYS[3], 'f')
+  if f and not string.find(f, 'x', 1, true) then
+    redis.call('HSET', KEYS[3], 'f', f .. 'x')
+  end
+end
 if ARGV[3] ~= '' then
   redis.call(ARGV[2], KEYS[2], ARGV[3])
 end
