@@ -37,14 +37,14 @@ type flight struct {
 type outcome int
 
 const (
-	outNone     outcome = iota // cancelled or failed before an answer
-	outHit                     // fresh entry
-	outStale                   // stale entry
-	outStaleIfError            // stale entry whose last refresh failed
-	outNegative                // negative entry
-	outFailure                 // cached failure (ErrorTTL)
-	outMiss                    // a load's result, here or in another process
-	outFailOpen                // the loader ran directly: Redis failed
+	outNone         outcome = iota // cancelled or failed before an answer
+	outHit                         // fresh entry
+	outStale                       // stale entry
+	outStaleIfError                // stale entry whose last refresh failed
+	outNegative                    // negative entry
+	outFailure                     // cached failure (ErrorTTL)
+	outMiss                        // a load's result, here or in another process
+	outFailOpen                    // the loader ran directly: Redis failed
 )
 
 // join returns the key's flight, starting one if there is none. ok is false

@@ -204,11 +204,11 @@ func parseFetch(res any) (fetchReply, error) {
 
 // entryWrite is one entry to store: a load's result or a Set.
 type entryWrite struct {
-	value    []byte
-	kind     entryKind
-	soft     time.Duration // soft TTL
-	hard     time.Duration // hard TTL: soft + stale window
-	took     time.Duration // the load's duration, for XFetch
+	value []byte
+	kind  entryKind
+	soft  time.Duration // soft TTL
+	hard  time.Duration // hard TTL: soft + stale window
+	took  time.Duration // the load's duration, for XFetch
 }
 
 // commit stores w under n. With a token it stores only while that token holds
