@@ -1,0 +1,311 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/redis/go-redis/v9"
+)
+
+// serverMillis reads the Redis server's clock.
+func serverMillis(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
+}
+
+// waitStale waits until the entry named entry is past its soft expiry.
+func waitStale(t *testing.T, rdb *redis.Client, entry string) {
+	t.Helper()
+	eventually(t, 5*time.Second, entry+" goes stale", func() bool {
+		s, err := rdb.HGet(context.Background(), entry, "s").Int64()
+		return err == nil && serverMillis(t, rdb) >= s
+	})
+}
+
+func TestCase_C10_StaleWhileRefreshing(t *testing.T) {
+	t.Run("stale", func(t *testing.T) {
+		opts := func() *corral.Options {
+			return &corral.Options{StaleTTL: time.Minute, DisableJitter: true, DisableEarlyRefresh: true}
+		}
+		e := newEnv(t, opts())
+		other := newCache(t, e.srv.Client(), opts()) // half the callers are another process
+		ctx := context.Background()
+		if _, err := e.c.Fetch(ctx, "{c10}", 200*time.Millisecond, value("old")); err != nil {
+			t.Fatal(err)
+		}
+		waitStale(t, e.rdb, "corral:e:{c10}:{c10}")
+
+		var refreshes atomic.Int32
+		refreshed := make(chan struct{})
+		refresh := func(ctx context.Context) ([]byte, error) {
+			refreshes.Add(1)
+			v, err := slow(2*time.Second, nil, "new")(ctx)
+			close(refreshed)
+			return v, err
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		call := func(i int, at time.Duration) {
+			defer wg.Done()
+			<-time.After(time.Until(start.Add(at))) // the case's arrival times
+			c := e.c
+			if i%2 == 1 {
+				c = other
+			}
+			t0 := time.Now()
+			v, err := c.Fetch(ctx, "{c10}", 200*time.Millisecond, refresh)
+			if took := time.Since(t0); err != nil || string(v) != "old" || took > 50*time.Millisecond {
+				t.Errorf("R%d at %v: %q, %v after %v; want the stale value at once", i+1, at, v, err, took)
+			}
+		}
+		wg.Add(10)
+		go call(0, 0)
+		go call(1, 100*time.Millisecond)
+		for i := 2; i < 10; i++ {
+			go call(i, 200*time.Millisecond)
+		}
+		wg.Wait()
+		<-refreshed
+		eventually(t, time.Second, "the refresh is committed", func() bool {
+			v, _ := e.c.Get(ctx, "{c10}")
+			return string(v) == "new"
+		})
+		if v, err := other.Fetch(ctx, "{c10}", time.Minute, refresh); err != nil || string(v) != "new" {
+			t.Fatalf("after the refresh: %q, %v", v, err)
+		}
+		if n := refreshes.Load(); n != 1 {
+			t.Fatalf("%d refreshes ran, want exactly 1", n)
+		}
+		if st := e.c.Stats(); st.StaleHits+other.Stats().StaleHits != 10 || st.Refreshes+other.Stats().Refreshes != 1 {
+			t.Fatalf("stats %+v / %+v", st, other.Stats())
+		}
+	})
+	t.Run("cold", func(t *testing.T) {
+		e := newEnv(t, &corral.Options{StaleTTL: time.Minute})
+		var runs atomic.Int32
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, err := e.c.Fetch(context.Background(), "{c10cold}", time.Minute, slow(100*time.Millisecond, &runs, "v"))
+				if err != nil || string(v) != "v" {
+					t.Errorf("cold caller: %q, %v", v, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if runs.Load() != 1 {
+			t.Fatalf("loader ran %d times for 10 cold callers", runs.Load())
+		}
+	})
+}
+
+// A failed refresh keeps serving the stale value (stale-if-error, RFC 5861)
+// and, with ErrorTTL, does not retry the refresh until the backoff ends.
+func TestStaleIfError(t *testing.T) {
+	const errorTTL = 500 * time.Millisecond
+	e := newEnv(t, &corral.Options{StaleTTL: time.Minute, ErrorTTL: errorTTL, DisableJitter: true, DisableEarlyRefresh: true})
+	ctx := context.Background()
+	e.c.Fetch(ctx, "{sie}", 100*time.Millisecond, value("old"))
+	waitStale(t, e.rdb, "corral:e:{sie}:{sie}")
+
+	var fails atomic.Int32
+	failing := func(context.Context) ([]byte, error) {
+		fails.Add(1)
+		return nil, errors.New("origin down")
+	}
+	if v, err := e.c.Fetch(ctx, "{sie}", 100*time.Millisecond, failing); err != nil || string(v) != "old" {
+		t.Fatalf("stale fetch = %q, %v", v, err)
+	}
+	eventually(t, time.Second, "the refresh fails", func() bool { return e.c.Stats().RefreshErrors == 1 })
+	backoffFrom := time.Now()
+	// During the backoff: the stale value, no further refresh.
+	for time.Since(backoffFrom) < errorTTL*8/10 {
+		if v, err := e.c.Fetch(ctx, "{sie}", 100*time.Millisecond, failing); err != nil || string(v) != "old" {
+			t.Fatalf("during the backoff = %q, %v", v, err)
+		}
+	}
+	if n := fails.Load(); n != 1 {
+		t.Fatalf("the failing origin was called %d times during ErrorTTL, want 1", n)
+	}
+	if st := e.c.Stats(); st.StaleIfError == 0 {
+		t.Fatalf("stale-if-error serves not counted: %+v", st)
+	}
+	// After the backoff the next caller refreshes, and this time it works.
+	eventually(t, 2*errorTTL, "a refresh after the backoff", func() bool {
+		e.c.Fetch(ctx, "{sie}", time.Minute, value("new"))
+		v, _ := e.c.Get(ctx, "{sie}")
+		return string(v) == "new"
+	})
+}
+
+// ErrorTTL caches a failure of a cold load: callers get ErrCachedFailure
+// without reaching the origin until it expires.
+func TestErrorTTLCachesFailures(t *testing.T) {
+	const errorTTL = 300 * time.Millisecond
+	e := newEnv(t, &corral.Options{ErrorTTL: errorTTL})
+	other := newCache(t, e.srv.Client(), &corral.Options{ErrorTTL: errorTTL})
+	ctx := context.Background()
+	errDB := errors.New("db down")
+	var runs atomic.Int32
+	failing := func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		return nil, errDB
+	}
+	if _, err := e.c.Fetch(ctx, "{et}", time.Minute, failing); !errors.Is(err, errDB) {
+		t.Fatalf("the failing load's caller got %v, want the loader's own error", err)
+	}
+	for _, c := range []*corral.Cache{e.c, other} {
+		_, err := c.Fetch(ctx, "{et}", time.Minute, failing)
+		if !errors.Is(err, corral.ErrCachedFailure) {
+			t.Fatalf("within ErrorTTL: %v, want ErrCachedFailure", err)
+		}
+		if got := err.Error(); !strings.Contains(got, "db down") {
+			t.Fatalf("cached failure %q lost the message", got)
+		}
+	}
+	if _, err := e.c.Get(ctx, "{et}"); !errors.Is(err, corral.ErrCachedFailure) {
+		t.Fatalf("Get within ErrorTTL = %v", err)
+	}
+	if runs.Load() != 1 || e.c.Stats().FailureHits != 1 {
+		t.Fatalf("loads %d, stats %+v", runs.Load(), e.c.Stats())
+	}
+	eventually(t, 3*errorTTL, "the failure expires", func() bool {
+		_, err := e.c.Get(ctx, "{et}")
+		return errors.Is(err, corral.ErrMiss)
+	})
+	if v, err := e.c.Fetch(ctx, "{et}", time.Minute, value("ok")); err != nil || string(v) != "ok" {
+		t.Fatalf("after ErrorTTL: %q, %v", v, err)
+	}
+	// By default failures are not cached.
+	e2 := newEnv(t, nil)
+	e2.c.Fetch(ctx, "{et}", time.Minute, failing)
+	if _, err := e2.c.Get(ctx, "{et}"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("without ErrorTTL a failure was cached: %v", err)
+	}
+}
+
+// Keys written together must not expire together: each soft TTL is spread
+// uniformly by ±Jitter.
+func TestJitterSpreadsExpiry(t *testing.T) {
+	const n, ttl = 1000, 100 * time.Second
+	e := newEnv(t, nil) // default Jitter 0.1
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.c.Set(ctx, "{j}:"+strconv.Itoa(i), []byte("v"), ttl); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	now := serverMillis(t, e.rdb)
+	pipe := e.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, n)
+	for i := range n {
+		cmds[i] = pipe.HGet(ctx, "corral:e:{j}:{j}:"+strconv.Itoa(i), "s")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var buckets [10]int
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for _, c := range cmds {
+		s, _ := c.Int64()
+		soft := time.Duration(s-now) * time.Millisecond
+		lo, hi = min(lo, soft), max(hi, soft)
+		b := int((soft - 90*time.Second) * 10 / (20 * time.Second))
+		if b < 0 || b > 9 {
+			t.Fatalf("soft TTL %v outside 100s ± 10%%", soft)
+		}
+		buckets[b]++
+	}
+	if lo > 91*time.Second || hi < 109*time.Second {
+		t.Fatalf("soft TTLs span only [%v, %v]; want about [90s, 110s]", lo, hi)
+	}
+	for i, c := range buckets { // uniform: 100 a bucket, sd about 9.5
+		if c < 60 || c > 140 {
+			t.Fatalf("bucket %d holds %d of 1000 soft TTLs: %v; want about 100 each", i, c, buckets)
+		}
+	}
+}
+
+// With no stale window at all, steady traffic never waits on a load after the
+// first: XFetch refreshes the entry in the background before it expires.
+func TestEarlyRefreshKeepsCallersFromWaiting(t *testing.T) {
+	const ttl, loadTime = 400 * time.Millisecond, 30 * time.Millisecond
+	e := newEnv(t, &corral.Options{Beta: 2, DisableJitter: true})
+	ctx := context.Background()
+	var loads atomic.Int32
+	load := slow(loadTime, &loads, "v")
+	if _, err := e.c.Fetch(ctx, "{xf}", ttl, load); err != nil { // the first, cold call waits
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(2 * time.Millisecond) // steady traffic
+	defer tick.Stop()
+	var slowest time.Duration
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); <-tick.C {
+		t0 := time.Now()
+		if v, err := e.c.Fetch(ctx, "{xf}", ttl, load); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch = %q, %v", v, err)
+		}
+		slowest = max(slowest, time.Since(t0))
+	}
+	st := e.c.Stats()
+	if st.Misses != 1 || st.Waits != 0 {
+		t.Fatalf("callers waited on a load after the first: %+v (slowest call %v)", st, slowest)
+	}
+	if st.EarlyRefreshes < 5 || int32(st.EarlyRefreshes) != loads.Load()-1 {
+		t.Fatalf("early refreshes %d, loads %d over 3s with a %v TTL", st.EarlyRefreshes, loads.Load(), ttl)
+	}
+	t.Logf("%d calls, %d early refreshes, slowest call %v", st.Hits+st.Misses, st.EarlyRefreshes, slowest)
+}
+
+// MaxBackgroundRefreshes bounds the refreshes running at once; past it the
+// lease is handed back and the stale value is still served.
+func TestBackgroundRefreshBound(t *testing.T) {
+	e := newEnv(t, &corral.Options{StaleTTL: time.Minute, MaxBackgroundRefreshes: 1, DisableJitter: true, DisableEarlyRefresh: true})
+	ctx := context.Background()
+	for _, k := range []string{"{b1}", "{b2}"} {
+		e.c.Fetch(ctx, k, 50*time.Millisecond, value("old"))
+	}
+	waitStale(t, e.rdb, "corral:e:{b1}:{b1}")
+	waitStale(t, e.rdb, "corral:e:{b2}:{b2}")
+	release := make(chan struct{})
+	var runs atomic.Int32
+	blocked := func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		<-release
+		return []byte("new"), nil
+	}
+	if v, _ := e.c.Fetch(ctx, "{b1}", time.Minute, blocked); string(v) != "old" {
+		t.Fatalf("b1 = %q", v)
+	}
+	eventually(t, time.Second, "b1's refresh runs", func() bool { return runs.Load() == 1 })
+	if v, _ := e.c.Fetch(ctx, "{b2}", time.Minute, blocked); string(v) != "old" {
+		t.Fatalf("b2 = %q", v)
+	}
+	// b2's refresh was skipped and its lease handed back.
+	eventually(t, time.Second, "b2's lease is handed back", func() bool {
+		return e.rdb.Exists(ctx, leaseName("b2")).Val() == 0
+	})
+	close(release)
+	if runs.Load() != 1 {
+		t.Fatalf("%d refreshes ran with MaxBackgroundRefreshes 1", runs.Load())
+	}
+}

@@ -1,0 +1,81 @@
+package corral
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+)
+
+// TestEarlyRefreshRate checks XFetch (Vattani, Chierichetti, Lowenstein,
+// VLDB 2015) as corral runs it, client draw plus fetch.lua: a fresh entry
+// whose last load took d, with r left before its soft expiry, is refreshed
+// early with probability exp(-r/(d*Beta)). A chi-square goodness-of-fit over
+// 2,400 draws, with a seeded random source so the test is repeatable.
+func TestEarlyRefreshRate(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client()
+	const d = 1000 // ms: large next to the clock's drift within one trial
+	bins := []struct {
+		beta float64
+		r    int64 // ms left before the soft expiry
+	}{{1, 100}, {1, 500}, {1, 1000}, {1, 2000}, {2, 1000}, {2, 3000}}
+	const trials = 400
+
+	var mu sync.Mutex
+	src := rand.New(rand.NewPCG(2015, 42))
+	chi2 := 0.0
+	for _, b := range bins {
+		o, err := (&Options{Beta: b.beta, Rand: func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return src.Float64()
+		}}).withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Cache{opts: o}
+		s := &store{rdb: rdb, timeout: time.Second}
+		n := newNames("corral", "xfetch")
+		refreshed := 0
+		now, _ := rdb.Time(ctx).Result()
+		serverNow := now.UnixMilli()
+		for range trials {
+			rdb.HSet(ctx, n.entry, "v", "x", "s", serverNow+b.r, "d", d, "f", "")
+			rdb.Del(ctx, n.lease)
+			r, err := s.fetch(ctx, n, "tok", time.Minute, c.earlyFactor())
+			if err != nil || r.kind != replyHit {
+				t.Fatalf("fetch = %+v, %v", r, err)
+			}
+			if r.refresh {
+				refreshed++
+			}
+			serverNow = r.now
+		}
+		p := math.Exp(-float64(b.r) / (d * b.beta))
+		expect := trials * p
+		chi2 += (float64(refreshed) - expect) * (float64(refreshed) - expect) / (expect * (1 - p))
+		t.Logf("Beta %v, r/d %.1f: %d/%d early refreshes, expected %.1f", b.beta, float64(b.r)/d, refreshed, trials, expect)
+	}
+	// 6 bins, 6 degrees of freedom: the 0.1% critical value is 22.46.
+	if chi2 > 22.46 {
+		t.Fatalf("chi-square %.1f over %d bins: early refresh does not follow exp(-r/(d*Beta))", chi2, len(bins))
+	}
+	t.Logf("chi-square %.2f (6 d.f.)", chi2)
+}
+
+// DisableEarlyRefresh never refreshes a fresh entry early, however close its
+// expiry.
+func TestEarlyRefreshDisabled(t *testing.T) {
+	o, _ := (&Options{DisableEarlyRefresh: true}).withDefaults()
+	c := &Cache{opts: o}
+	for range 1000 {
+		if x := c.earlyFactor(); x != 0 {
+			t.Fatalf("earlyFactor = %v with early refresh disabled", x)
+		}
+	}
+}
