@@ -31,19 +31,16 @@ type childResult struct {
 	Err string `json:"err,omitempty"`
 }
 
-// runChild is the child's main. Role "stampede": connect to
-// CORRAL_TEST_REDIS, say "ready", wait for "go" on stdin, then run
-// CORRAL_TEST_GOROUTINES concurrent Fetch of CORRAL_TEST_KEY whose loader
-// counts its runs in Redis and returns 1 KiB of fresh random bytes, and print
-// one JSON result a caller.
+// runChild is the child's main: connect to CORRAL_TEST_REDIS, say "ready",
+// wait for "go" on stdin, play the role, print its results as JSON lines.
 func runChild(role string) int {
-	if role != "stampede" {
-		fmt.Fprintln(os.Stderr, "unknown child role", role)
-		return 2
-	}
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("CORRAL_TEST_REDIS")})
 	defer rdb.Close()
-	c, err := corral.New(rdb, &corral.Options{Logger: quiet})
+	opts := &corral.Options{Logger: quiet}
+	if os.Getenv("CORRAL_TEST_SWR") != "" {
+		opts = swrOptions()
+	}
+	c, err := corral.New(rdb, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -51,6 +48,24 @@ func runChild(role string) int {
 	defer c.Close()
 	key := os.Getenv("CORRAL_TEST_KEY")
 	n, _ := strconv.Atoi(os.Getenv("CORRAL_TEST_GOROUTINES"))
+	fmt.Println("ready")
+	if line, _ := bufio.NewReader(os.Stdin).ReadString('\n'); line != "go\n" {
+		return 1
+	}
+	switch role {
+	case "stampede":
+		return childStampede(c, rdb, key, n)
+	case "swr":
+		return childSteady(c, rdb, key, n)
+	}
+	fmt.Fprintln(os.Stderr, "unknown child role", role)
+	return 2
+}
+
+// childStampede runs n concurrent Fetch of key whose loader counts its runs
+// in Redis and returns 1 KiB of fresh random bytes, and prints one JSON
+// result a caller.
+func childStampede(c *corral.Cache, rdb *redis.Client, key string, n int) int {
 	load := func(ctx context.Context) ([]byte, error) {
 		if err := rdb.Incr(ctx, "loads:"+key).Err(); err != nil {
 			return nil, err
@@ -59,10 +74,6 @@ func runChild(role string) int {
 		b := make([]byte, 1024)
 		rand.Read(b)
 		return b, nil
-	}
-	fmt.Println("ready")
-	if line, _ := bufio.NewReader(os.Stdin).ReadString('\n'); line != "go\n" {
-		return 1
 	}
 	results := make([]childResult, n)
 	var wg sync.WaitGroup
@@ -153,5 +164,125 @@ func TestMultiProcessStampede(t *testing.T) {
 	loads, _ := e.rdb.Get(context.Background(), "loads:"+key).Int()
 	if loads != 1 || len(sums) != 1 {
 		t.Fatalf("%d loads across %d processes, %d distinct values; want 1 and 1", loads, processes, len(sums))
+	}
+}
+
+// swrOptions are the options of the stale-while-revalidate fleet test: a
+// short TTL with a long stale window, early refresh off so that every
+// refresh is an expiry's.
+func swrOptions() *corral.Options {
+	return &corral.Options{Logger: quiet, StaleTTL: time.Minute, DisableJitter: true, DisableEarlyRefresh: true}
+}
+
+const swrTTL, swrLoad = 300 * time.Millisecond, 100 * time.Millisecond
+
+// steadyResult is a "swr" child's summary.
+type steadyResult struct {
+	Requests int           `json:"requests"`
+	Errors   int           `json:"errors"`
+	Slowest  time.Duration `json:"slowest"`
+	Stats    corral.Stats  `json:"stats"`
+}
+
+// childSteady sends steady traffic on key from n goroutines for
+// CORRAL_TEST_DURATION; its loader counts runs in Redis and takes swrLoad.
+func childSteady(c *corral.Cache, rdb *redis.Client, key string, n int) int {
+	d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
+	load := func(ctx context.Context) ([]byte, error) {
+		v, err := rdb.Incr(ctx, "loads:"+key).Result()
+		if err != nil {
+			return nil, err
+		}
+		<-time.After(swrLoad)
+		return []byte(strconv.FormatInt(v, 10)), nil
+	}
+	var mu sync.Mutex
+	var res steadyResult
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			for ; time.Now().Before(end); <-tick.C {
+				t0 := time.Now()
+				_, err := c.Fetch(context.Background(), key, swrTTL, load)
+				took := time.Since(t0)
+				mu.Lock()
+				res.Requests++
+				res.Slowest = max(res.Slowest, took)
+				if err != nil {
+					res.Errors++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.Stats = c.Stats()
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+// Stale-while-revalidate across 4 real processes under steady traffic:
+// exactly one refresh per expiry across the fleet, and nobody waits while a
+// stale value exists.
+func TestMultiProcessStaleWhileRevalidate(t *testing.T) {
+	const processes, goroutines, duration = 4, 10, 3 * time.Second
+	e := newEnv(t, swrOptions())
+	key := "hot:{swr}"
+	// The key is cached once before the fleet starts: every later expiry
+	// has a stale value to serve.
+	if _, err := e.c.Fetch(context.Background(), key, swrTTL, func(ctx context.Context) ([]byte, error) {
+		return []byte(strconv.FormatInt(e.rdb.Incr(ctx, "loads:"+key).Val(), 10)), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	children := make([]*child, processes)
+	for i := range children {
+		children[i] = startChild(t, "swr", "CORRAL_TEST_REDIS="+e.srv.Addr, "CORRAL_TEST_KEY="+key,
+			"CORRAL_TEST_GOROUTINES="+strconv.Itoa(goroutines), "CORRAL_TEST_DURATION="+duration.String(),
+			"CORRAL_TEST_SWR=1")
+	}
+	for _, c := range children {
+		io.WriteString(c.stdin, "go\n")
+	}
+	var total steadyResult
+	for i, c := range children {
+		if !c.out.Scan() {
+			t.Fatalf("child %d: no result: %v", i, c.out.Err())
+		}
+		var r steadyResult
+		if err := json.Unmarshal(c.out.Bytes(), &r); err != nil {
+			t.Fatalf("child %d: %q: %v", i, c.out.Text(), err)
+		}
+		c.cmd.Wait()
+		total.Requests += r.Requests
+		total.Errors += r.Errors
+		total.Slowest = max(total.Slowest, r.Slowest)
+		total.Stats.Refreshes += r.Stats.Refreshes
+		total.Stats.Waits += r.Stats.Waits
+		total.Stats.Misses += r.Stats.Misses
+		total.Stats.CommitsRejected += r.Stats.CommitsRejected
+		total.Stats.StaleHits += r.Stats.StaleHits
+	}
+	loads, _ := e.rdb.Get(context.Background(), "loads:"+key).Int()
+	refreshes := loads - 1 // the first load was the warm-up
+	t.Logf("%d requests, %d refreshes, %d stale hits, slowest %v", total.Requests, refreshes, total.Stats.StaleHits, total.Slowest)
+	if total.Errors != 0 || total.Stats.Waits != 0 || total.Stats.Misses != 0 {
+		t.Fatalf("callers waited or failed while a stale value existed: %+v", total)
+	}
+	if total.Slowest >= swrLoad {
+		t.Fatalf("the slowest call took %v, as long as a load: someone waited", total.Slowest)
+	}
+	// A refresh per expiry: each cycle lasts the TTL plus the load (and the
+	// gap until the next request), so between these bounds.
+	most := int(duration/swrTTL) + 1
+	least := int(duration/(swrTTL+swrLoad+50*time.Millisecond)) - 1
+	if refreshes < least || refreshes > most || int(total.Stats.Refreshes) != refreshes || total.Stats.CommitsRejected != 0 {
+		t.Fatalf("%d refreshes (%d counted by the processes, %d commits rejected) in %v with a %v TTL; want one per expiry, %d..%d",
+			refreshes, total.Stats.Refreshes, total.Stats.CommitsRejected, duration, swrTTL, least, most)
 	}
 }
