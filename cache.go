@@ -194,9 +194,9 @@ func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) ent
 }
 
 // earlyFactor draws XFetch's x = Beta * -ln(U), U uniform in (0, 1]; 0 when
-// early refresh is off.
+// early refresh is off, or when a stale window makes it needless.
 func (c *Cache) earlyFactor() float64 {
-	if c.opts.DisableEarlyRefresh {
+	if c.opts.DisableEarlyRefresh || c.opts.StaleTTL > 0 {
 		return 0
 	}
 	return c.opts.Beta * -math.Log(1-c.opts.Rand())

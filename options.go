@@ -37,17 +37,24 @@ type Options struct {
 	// and WriteTimeout bound the wait. Default 500ms.
 	RedisTimeout time.Duration
 
-	// StaleTTL is the stale-while-revalidate window: how long an entry is
-	// kept, and served, after its soft TTL has passed while one caller
-	// refreshes it in the background. The entry's Redis TTL (the hard TTL)
-	// is the soft TTL plus StaleTTL. Default 0: no stale window.
+	// StaleTTL is the stale-while-revalidate window (RFC 5861): how long an
+	// entry is kept, and served, after its soft TTL has passed, while the
+	// first caller to see it refreshes it in the background; nobody waits.
+	// The entry's Redis TTL (the hard TTL) is the soft TTL plus StaleTTL.
+	// With a stale window, refreshes happen at the soft expiry, one per TTL,
+	// and early refresh is not used. Default 0: no stale window.
 	StaleTTL time.Duration
 
 	// Beta scales early refresh (XFetch, Vattani, Chierichetti and
 	// Lowenstein, "Optimal Probabilistic Cache Stampede Prevention",
-	// VLDB 2015): a fresh entry is refreshed early with a probability that
-	// rises as its soft expiry nears, in proportion to how long its last
-	// load took. Larger is earlier. Default 1.
+	// VLDB 2015), which keeps callers of an entry without a stale window
+	// from ever waiting at its expiry: each Fetch of a fresh entry with r
+	// left before its soft expiry, whose last load took d, refreshes it in
+	// the background with probability exp(-r/(d*Beta)). Larger is earlier.
+	// Under heavy traffic the first early refresh comes about
+	// d*Beta*ln(requests per d) before expiry: negligible for TTLs much
+	// longer than that, a visible extra load per TTL for very short ones.
+	// Not used when StaleTTL is set. Default 1.
 	Beta float64
 
 	// DisableEarlyRefresh turns XFetch off: entries are refreshed only once

@@ -68,14 +68,16 @@ func TestEarlyRefreshRate(t *testing.T) {
 	t.Logf("chi-square %.2f (6 d.f.)", chi2)
 }
 
-// DisableEarlyRefresh never refreshes a fresh entry early, however close its
-// expiry.
+// With DisableEarlyRefresh, or a stale window, a fresh entry is never
+// refreshed early, however close its expiry.
 func TestEarlyRefreshDisabled(t *testing.T) {
-	o, _ := (&Options{DisableEarlyRefresh: true}).withDefaults()
-	c := &Cache{opts: o}
-	for range 1000 {
-		if x := c.earlyFactor(); x != 0 {
-			t.Fatalf("earlyFactor = %v with early refresh disabled", x)
+	for _, opts := range []Options{{DisableEarlyRefresh: true}, {StaleTTL: time.Second}} {
+		o, _ := opts.withDefaults()
+		c := &Cache{opts: o}
+		for range 1000 {
+			if x := c.earlyFactor(); x != 0 {
+				t.Fatalf("earlyFactor = %v with %+v", x, opts)
+			}
 		}
 	}
 }
