@@ -16,7 +16,6 @@ import (
 // Cache is a stampede-safe read-through cache over Redis. It is safe for
 // concurrent use. Create it with New and stop it with Close.
 type Cache struct {
-	rdb    redis.UniversalClient
 	opts   Options
 	store  *store
 	notify *notifier
@@ -48,7 +47,6 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
-		rdb:          rdb,
 		opts:         o,
 		ctx:          ctx,
 		cancel:       cancel,
@@ -77,10 +75,13 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := c.check(key); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	v, kind, ok, err := c.store.get(ctx, newNames(c.opts.Prefix, key))
 	switch {
 	case err != nil:
-		c.stats.redisErrors.Add(1)
+		c.countRedisError(ctx)
 		return nil, err
 	case !ok:
 		return nil, ErrMiss
@@ -111,14 +112,19 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if ttl <= 0 {
 		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if value == nil {
 		value = []byte{}
 	}
 	_, err := c.store.commit(ctx, newNames(c.opts.Prefix, key), "", c.entry(value, kindValue, ttl, 0))
 	if err != nil {
-		c.stats.redisErrors.Add(1)
+		c.countRedisError(ctx)
+		return err
 	}
-	return err
+	c.detach(key)
+	return nil
 }
 
 // Delete invalidates key: it removes the entry, revokes any lease (a load
@@ -128,11 +134,33 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := c.check(key); err != nil {
 		return err
 	}
-	err := c.store.delete(ctx, newNames(c.opts.Prefix, key))
-	if err != nil {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.store.delete(ctx, newNames(c.opts.Prefix, key)); err != nil {
+		c.countRedisError(ctx)
+		return err
+	}
+	c.detach(key)
+	return nil
+}
+
+// detach makes calls that start after a Delete or Set of key start a flight
+// of their own rather than join one that began before the write (and would
+// answer with what was there before it). The detached flight still answers
+// its callers.
+func (c *Cache) detach(key string) {
+	c.mu.Lock()
+	delete(c.flights, key)
+	c.mu.Unlock()
+}
+
+// countRedisError counts a failed Redis call, unless it failed because the
+// caller's own context ended.
+func (c *Cache) countRedisError(ctx context.Context) {
+	if ctx.Err() == nil {
 		c.stats.redisErrors.Add(1)
 	}
-	return err
 }
 
 // Stats returns a snapshot of the Cache's counters.
@@ -141,9 +169,9 @@ func (c *Cache) Stats() Stats {
 }
 
 // Close stops the Cache: calls in progress return ErrClosed, running loads
-// get their context cancelled and, once they return, release their leases;
-// Close waits for that, then closes its pub/sub connections. A loader that
-// ignores its context is abandoned after LoadTimeout rather than waited for.
+// get their context cancelled and their leases are released; Close waits for
+// that, then closes its pub/sub connections. It does not wait for a loader
+// that ignores its context: that loader is abandoned and its result dropped.
 // Close does not close the Redis client. Later calls return ErrClosed; a
 // second Close returns nil.
 func (c *Cache) Close() error {
@@ -161,6 +189,7 @@ func (c *Cache) Close() error {
 	return err
 }
 
+// check rejects calls with an empty key or on a closed Cache.
 func (c *Cache) check(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
@@ -182,16 +211,22 @@ func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) ent
 	case kindFailure:
 		ttl = c.opts.ErrorTTL
 	}
+	ttl = min(ttl, MaxTTL)
 	if j := c.opts.Jitter; j > 0 {
 		ttl = time.Duration(float64(ttl) * (1 + j*(2*c.opts.Rand()-1)))
 	}
 	w := entryWrite{value: value, kind: kind, soft: max(ttl, time.Millisecond), took: took}
 	w.hard = w.soft
 	if kind == kindValue {
-		w.hard += c.opts.StaleTTL
+		w.hard += min(c.opts.StaleTTL, MaxTTL)
 	}
 	return w
 }
+
+// MaxTTL caps every TTL corral writes (soft TTLs, StaleTTL, NegativeTTL,
+// ErrorTTL): longer ones, such as math.MaxInt64 meant as "forever", are
+// stored as 100 years.
+const MaxTTL = 100 * 365 * 24 * time.Hour
 
 // earlyFactor draws XFetch's x = Beta * -ln(U), U uniform in (0, 1]; 0 when
 // early refresh is off, or when a stale window makes it needless.
@@ -208,7 +243,8 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// isClosed reports whether err comes from Close cancelling work.
+// closedErr returns ErrClosed for an error that comes from Close cancelling
+// work, and err otherwise.
 func (c *Cache) closedErr(err error) error {
 	if c.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return ErrClosed

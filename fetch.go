@@ -10,7 +10,11 @@ import (
 // load, run once per key across every process sharing the Redis, however
 // many callers ask at once. Concurrent callers in one process share one
 // flight; callers in other processes wait for the lease holder's completion
-// notice. ttl is the soft TTL of what load returns (spread by Jitter).
+// notice. ttl is the soft TTL of what load returns (spread by Jitter; capped
+// at MaxTTL). A call that joins a flight already under way is answered by
+// that flight's load and ttl, not its own (like singleflight); a call that
+// starts after a Delete or Set of key returned never joins a flight begun
+// before it.
 //
 // load runs detached from ctx (under context.WithoutCancel of the first
 // caller's context, bounded by LoadTimeout), so ctx bounds only this call's
@@ -23,8 +27,9 @@ import (
 // (fail-open, still one load per key in this process) unless
 // DisableFailOpen is set.
 //
-// The returned slice may be shared with no one: Fetch hands each caller its
-// own. A nil or empty value from load is a real value, cached like any other.
+// Each caller gets a slice of its own (the first may be the one load
+// returned), free to modify. A nil or empty value from load is a real value,
+// cached like any other.
 //
 // Errors: ErrInvalidKey, ErrInvalidTTL, ErrNilLoader, ErrClosed, ErrNotFound,
 // ErrLoadTimeout, ErrRemoteLoad, *PanicError, ctx.Err(), the loader's own

@@ -62,7 +62,7 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 		if val == nil {
 			val = []byte{}
 		}
-	case errors.Is(err, ErrNotFound):
+	case isNotFound(err):
 		kind, val = kindNotFound, []byte{}
 	case refresh:
 		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err), hold: c.opts.ErrorTTL, mark: true})
@@ -108,12 +108,16 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 	start := time.Now()
 	c.stats.loads.Add(1)
 	go func() {
+		returned := false
 		defer func() {
 			if p := recover(); p != nil {
 				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
+			} else if !returned {
+				done <- result{err: errLoaderExited}
 			}
 		}()
 		v, err := load(ctx)
+		returned = true
 		done <- result{v, err}
 	}()
 	select {
@@ -127,11 +131,22 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 		}
 	}
 	took = time.Since(start)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !isNotFound(err) {
 		c.stats.loadErrors.Add(1)
 	}
 	return val, took, err
 }
+
+// isNotFound reports whether a loader said "no such record": it returned
+// ErrNotFound or wrapped it. A panic carrying ErrNotFound is a failure.
+func isNotFound(err error) bool {
+	var pe *PanicError
+	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
+}
+
+// errLoaderExited is the error of a loader that called runtime.Goexit (for
+// example through t.FailNow) instead of returning.
+var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")
 
 // refreshInBackground reloads a key whose entry is still served (stale, or
 // fresh and picked by XFetch) under lease l, after the flight has answered
@@ -150,7 +165,7 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 		c.stats.earlyRefreshes.Add(1)
 	}
 	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l, true)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !isNotFound(err) {
 		c.stats.refreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
 	}

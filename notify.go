@@ -93,6 +93,9 @@ func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout t
 // waiter then relies on its timer). It always returns a subscription to close.
 func (n *notifier) subscribe(ctx context.Context, channel string) *subscription {
 	s := &subscription{n: n, channel: channel, notices: make(chan notice, 4)}
+	if ctx.Err() != nil {
+		return s // every caller has left: nothing to subscribe for
+	}
 	sharded, err := n.store.sharded(ctx)
 	if err != nil {
 		n.log.Warn("corral: cannot subscribe to notices; waiting on timers", "channel", channel, "err", err)
@@ -105,16 +108,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	}
 	cs := n.channels[channel]
 	if cs == nil {
-		conn := n.conn(channel, sharded)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
+		conn, err := n.subscribeOn(sctx, channel, sharded)
+		cancel()
 		cs = &channelSubs{conn: conn, confirmed: make(chan struct{}), listeners: make(map[*subscription]struct{})}
 		n.channels[channel] = cs
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
-		if conn.sharded {
-			err = conn.ps.SSubscribe(sctx, channel)
-		} else {
-			err = conn.ps.Subscribe(sctx, channel)
-		}
-		cancel()
 		n.stats.subscribes.Add(1)
 		if err != nil {
 			n.stats.redisErrors.Add(1)
@@ -136,28 +134,33 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	return s
 }
 
-// conn returns the pub/sub connection for channel, opening it on first use.
-// Called with n.mu held.
-func (n *notifier) conn(channel string, sharded bool) *pubsubConn {
+// subscribeOn subscribes channel on its pub/sub connection, opening the
+// connection with channel as its first subscription when there is none yet
+// (so that go-redis connects a sharded subscription to the node owning the
+// channel's slot, not to a random node). Called with n.mu held.
+func (n *notifier) subscribeOn(ctx context.Context, channel string, sharded bool) (*pubsubConn, error) {
 	shard := ""
 	if _, cluster := n.rdb.(*redis.ClusterClient); cluster && sharded {
 		shard, _ = hashTag(channel)
 	}
 	if c := n.conns[shard]; c != nil {
-		return c
+		if c.sharded {
+			return c, c.ps.SSubscribe(ctx, channel)
+		}
+		return c, c.ps.Subscribe(ctx, channel)
 	}
 	var ps *redis.PubSub
 	if sharded {
-		ps = n.rdb.SSubscribe(context.Background())
+		ps = n.rdb.SSubscribe(ctx, channel)
 	} else {
-		ps = n.rdb.Subscribe(context.Background())
+		ps = n.rdb.Subscribe(ctx, channel)
 	}
 	c := &pubsubConn{ps: ps, sharded: sharded}
 	n.conns[shard] = c
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	n.wg.Add(1)
 	go n.dispatch(ch)
-	return c
+	return c, nil
 }
 
 // dispatch delivers the messages of one pub/sub connection to the waiters

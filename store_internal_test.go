@@ -293,3 +293,21 @@ func TestSlotTag(t *testing.T) {
 		t.Fatalf("names = %+v", n)
 	}
 }
+
+// A client that resends fetch.lua after losing its reply (a dropped
+// connection: go-redis retries) finds the lease holding its own token and
+// loads, instead of waiting on itself.
+func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	n := newNames("corral", "k")
+	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.kind != replyLoad {
+		t.Fatalf("first fetch = %+v", r)
+	}
+	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.kind != replyLoad {
+		t.Fatalf("resent fetch = %+v, want LOAD again", r)
+	}
+	if r, _ := s.fetch(ctx, n, "theirs", time.Second, 0); r.kind != replyWait {
+		t.Fatalf("another token's fetch = %+v, want WAIT", r)
+	}
+}

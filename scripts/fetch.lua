@@ -17,8 +17,14 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- take takes the lease for ARGV[1]. A lease that already holds ARGV[1] is
+-- this caller's own: its client resent the script after losing the reply
+-- (a dropped connection), and must not wait for itself.
 local function take()
-  return redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) ~= false
+  if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return true
+  end
+  return redis.call('GET', KEYS[2]) == ARGV[1]
 end
 
 local e = redis.call('HMGET', KEYS[1], 'v', 's', 'd', 'f')
