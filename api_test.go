@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -350,10 +352,91 @@ func TestRemoteLoadErrorReachesWaiters(t *testing.T) {
 		_, err := other.Fetch(ctx, "{k}", time.Minute, value("mine"))
 		got <- err
 	}()
-	eventually(t, time.Second, "the other process waits", func() bool { return other.Stats().Waits == 1 })
+	waitSubscribed(t, e.rdb, "corral:n:{k}:{k}", 1)
 	close(fail)
 	err := <-got
 	if !errors.Is(err, corral.ErrRemoteLoad) || !strings.Contains(err.Error(), "db exploded") {
 		t.Fatalf("remote waiter got %v; want ErrRemoteLoad with the message", err)
+	}
+}
+
+// A Fetch that starts after Delete (or Set) returned never gets what was
+// there before, even while a flight begun before the write is still running
+// in the same process.
+func TestReadAfterWriteInOneProcess(t *testing.T) {
+	for _, write := range []string{"Delete", "Set"} {
+		t.Run(write, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx := context.Background()
+			loading := make(chan struct{})
+			finish := make(chan struct{})
+			go e.c.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
+				close(loading)
+				<-finish
+				return []byte("old"), nil
+			})
+			<-loading
+			defer close(finish)
+			if write == "Delete" {
+				e.c.Delete(ctx, "{k}")
+			} else {
+				e.c.Set(ctx, "{k}", []byte("new"), time.Minute)
+			}
+			v, err := e.c.Fetch(ctx, "{k}", time.Minute, value("new"))
+			if err != nil || string(v) != "new" {
+				t.Fatalf("Fetch after %s = %q, %v; want the new value", write, v, err)
+			}
+		})
+	}
+}
+
+func TestLoaderEdgeCases(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+
+	// A panic carrying ErrNotFound is a failure: nothing is cached.
+	_, err := e.c.Fetch(ctx, "{p}", time.Minute, func(context.Context) ([]byte, error) {
+		panic(fmt.Errorf("lookup: %w", corral.ErrNotFound))
+	})
+	var pe *corral.PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("panic(ErrNotFound) = %v, want a *PanicError", err)
+	}
+	if _, err := e.c.Get(ctx, "{p}"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("a panic was cached: Get = %v", err)
+	}
+
+	// A loader that calls runtime.Goexit fails its callers at once.
+	start := time.Now()
+	_, err = e.c.Fetch(ctx, "{g}", time.Minute, func(context.Context) ([]byte, error) {
+		runtime.Goexit()
+		return nil, nil
+	})
+	if err == nil || time.Since(start) > time.Second {
+		t.Fatalf("Goexit in a loader: %v after %v; want an error at once", err, time.Since(start))
+	}
+
+	// A ttl meant as "forever" is stored as MaxTTL, not overflowed.
+	if _, err := e.c.Fetch(ctx, "{forever}", math.MaxInt64, value("v")); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := e.rdb.PTTL(ctx, "corral:e:{forever}:{forever}").Val(); ttl < 80*365*24*time.Hour {
+		t.Fatalf("entry TTL for ttl=MaxInt64 is %v; want about MaxTTL", ttl)
+	}
+
+	// A cancelled context is the caller's error, not a Redis one.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for name, err := range map[string]error{
+		"Set":    e.c.Set(cancelled, "k", []byte("x"), time.Minute),
+		"Delete": e.c.Delete(cancelled, "k"),
+		"Get":    second(e.c.Get(cancelled, "k")),
+	} {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context = %v", name, err)
+		}
+	}
+	if n := e.c.Stats().RedisErrors; n != 0 {
+		t.Fatalf("RedisErrors = %d after calls with cancelled contexts", n)
 	}
 }

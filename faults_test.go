@@ -125,3 +125,15 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 	}
 }
+
+// waitSubscribed waits until the server counts n subscribers of channel
+// (plain or sharded): a waiter is then surely listening.
+func waitSubscribed(t *testing.T, rdb *redis.Client, channel string, n int64) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 2*time.Second, "subscribers of "+channel, func() bool {
+		plain := rdb.PubSubNumSub(ctx, channel).Val()[channel]
+		sharded := rdb.PubSubShardNumSub(ctx, channel).Val()[channel]
+		return plain+sharded >= n
+	})
+}

@@ -74,9 +74,7 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 					}()
 				}
 			}
-			for _, c := range caches {
-				eventually(t, 2*time.Second, "each process subscribed", func() bool { return c.Stats().Subscribes == 1 })
-			}
+			waitSubscribed(t, srv.Client(), "corral:n:{k}:{k}", processes)
 			released := time.Now()
 			close(finish)
 			wg.Wait()

@@ -1,0 +1,104 @@
+package redistest
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy is a TCP proxy between clients and a Redis server, for fault
+// injection: it can cut a connection when the server's reply matches a
+// pattern (a reply lost to a dropped connection).
+type Proxy struct {
+	Addr string // where clients connect
+
+	target string
+	ln     net.Listener
+	cut    atomic.Pointer[[]byte] // cut the first connection whose reply contains this
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex // guards conns
+	conns map[net.Conn]struct{}
+}
+
+// StartProxy starts a proxy to target (host:port), stopped when t ends.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: proxy: %v", err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// CutOnReply makes the proxy drop, once, the connection on which the server
+// sends a reply containing pattern: the reply never reaches the client.
+func (p *Proxy) CutOnReply(pattern []byte) { p.cut.Store(&pattern) }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.track(c, s)
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); p.pipe(s, c, false) }()
+		go func() { defer p.wg.Done(); p.pipe(c, s, true) }()
+	}
+}
+
+func (p *Proxy) track(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+}
+
+// pipe copies from src to dst; replies (server to client) are checked for
+// the cut pattern. Either side closing closes both.
+func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if replies {
+				if pat := p.cut.Load(); pat != nil && bytes.Contains(buf[:n], *pat) && p.cut.CompareAndSwap(pat, nil) {
+					return // the reply is lost with the connection
+				}
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil { // io.EOF or a closed connection
+			return
+		}
+	}
+}
+
+// Close stops the proxy and closes every connection through it.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
