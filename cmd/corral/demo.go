@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/corralhq/corral/internal/demo"
 	"github.com/pterm/pterm"
@@ -17,15 +19,24 @@ import (
 func newDemoCmd() *cobra.Command {
 	cfg := demo.DefaultConfig()
 	var jsonOut, noProgress bool
+	var staleTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Replay a cache stampede against a real origin and compare strategies",
-		Long: `demo replays a cache stampede: every goroutine of every app instance asks
-for the same cold keys at the same instant, released by one barrier. Each
-strategy runs on fresh keys, in turn, and the demo prints what the origin and
+		Long: `demo replays a cache stampede against a real origin. Each strategy runs on
+fresh keys (a cold cache), in turn, and the demo prints what the origin and
 Redis went through: origin queries (loads), their peak concurrency and mean
 duration, request latency (p50, p99, max), Redis commands, and errors
 (failed requests or wrong values; every value is checked against the origin).
+
+Scenarios (--scenario):
+` + scenarioHelp() + `
+Goroutine i (over all instances) asks for key i mod --keys. The stampede
+releases all goroutines from one barrier. In expiry they start together and
+stop at the deadline (a request in flight then finishes and counts); origin
+loads count every load in the run, the first of each key included, and the
+human output adds each strategy's origin loads per key per TTL: about 1 for a
+cache that refreshes each key once per expiry.
 
 The origin is a real SQL database with 100,000 generated orders over 2,000
 customers, queried with an aggregate per key: an embedded SQLite database by
@@ -35,13 +46,38 @@ one with --redis. Nothing needs to be installed for the defaults.
 
 Strategies:
 ` + strategyHelp() + `
+corral runs with its default options plus --stale-ttl as its
+stale-while-revalidate window (corral.Options.StaleTTL): at each expiry it
+serves the stale value while one caller refreshes in the background. With
+--stale-ttl 0 (the library's own default) it refreshes early instead (XFetch).
+
 With --json, stdout holds exactly one JSON document; the progress bar goes to
 stderr (--no-progress turns it off).`,
 		Example: `  corral demo
   corral demo --redis redis://127.0.0.1:6379 --instances 8 --goroutines 500 --origin-latency 20ms
-  corral demo --pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' --keys 4 --json`,
+  corral demo --pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' --keys 4 --json
+  corral demo --scenario expiry --goroutines 50 --duration 10s --ttl 2s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			if cfg.Scenario != "expiry" {
+				for _, name := range []string{"duration", "think"} {
+					if f.Changed(name) {
+						return fmt.Errorf("--%s applies only to --scenario expiry", name)
+					}
+				}
+			}
+			// An unset --ttl or --stale-ttl leaves the scenario's default
+			// (zero TTL, nil StaleTTL); an explicit --ttl 0 is an error.
+			if f.Changed("ttl") && cfg.TTL < time.Millisecond {
+				return fmt.Errorf("--ttl must be at least 1ms (got %v)", cfg.TTL)
+			}
+			if f.Changed("stale-ttl") {
+				if staleTTL < 0 {
+					return errors.New("--stale-ttl must not be negative")
+				}
+				cfg.StaleTTL = &staleTTL
+			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if !noProgress {
 				cfg.Progress = stderr
@@ -63,16 +99,40 @@ stderr (--no-progress turns it off).`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.RedisURL, "redis", "", "Redis URL (redis:// or rediss://); default: an embedded in-process Redis")
 	f.StringVar(&cfg.PostgresDSN, "pg", "", "PostgreSQL DSN to use as the origin instead of the embedded SQLite database")
+	f.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "how requests arrive: "+strings.Join(demo.ScenarioNames(), " or "))
 	f.IntVar(&cfg.Instances, "instances", cfg.Instances, "independent app instances, each with its own Redis client and cache")
 	f.IntVar(&cfg.Goroutines, "goroutines", cfg.Goroutines, "concurrent requests per instance")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "hot keys the requests are spread over (request i asks for key i mod keys)")
 	f.DurationVar(&cfg.OriginLatency, "origin-latency", cfg.OriginLatency, "latency added to each origin query, modelling a remote database")
 	f.StringSliceVar(&cfg.Strategies, "strategies", cfg.Strategies, "strategies to run, in order ("+strings.Join(demo.StrategyNames(), ", ")+")")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "time to live of the cached values")
-	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each strategy's run; requests still running then count as errors")
+	f.DurationVar(&cfg.TTL, "ttl", 0, fmt.Sprintf("time to live of the cached values (default %s for stampede, so values outlive the run; "+
+		"%s for expiry, so keys expire several times in it: it must be below --duration)", fmtDuration(demo.DefaultTTL), fmtDuration(demo.DefaultExpiryTTL)))
+	f.DurationVar(&staleTTL, "stale-ttl", 0, "corral's stale-while-revalidate window after the TTL, corral.Options.StaleTTL "+
+		"(default 0 for stampede; equal to --ttl for expiry)")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "expiry only: how long each strategy's run sends requests")
+	f.DurationVar(&cfg.Think, "think", cfg.Think, "expiry only: each goroutine's pause between its requests (0: none)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each strategy's run (after --duration for expiry); requests still running then count as errors")
 	f.BoolVar(&jsonOut, "json", false, "print one JSON document on stdout instead of a table and charts")
 	f.BoolVar(&noProgress, "no-progress", false, "do not draw the progress bar on stderr")
 	return cmd
+}
+
+// fmtDuration formats d as time.Duration does, without a trailing "0s"
+// after minutes ("1m", not "1m0s").
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	return s
+}
+
+func scenarioHelp() string {
+	var b strings.Builder
+	for _, s := range demo.Scenarios() {
+		fmt.Fprintf(&b, "  %-9s %s\n", s.Name(), s.Help())
+	}
+	return b.String()
 }
 
 func strategyHelp() string {

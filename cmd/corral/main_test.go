@@ -49,7 +49,10 @@ func TestDemoHelpDocumentsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"--instances int", "(default 8)", "(default 250)", "(default 1)",
-		"(default 100ms)", "[naive,seed,corral]", "--redis", "--pg", "--json", "embedded"} {
+		"(default 100ms)", "[naive,seed,corral]", "--redis", "--pg", "--json", "embedded",
+		`--scenario string`, `stampede or expiry (default "stampede")`, "--duration duration", "(default 5s)",
+		"--think duration", "(default 10ms)", "default 1m for stampede", "1s for expiry",
+		"--stale-ttl duration", "default 0 for stampede; equal to --ttl for expiry"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo --help lacks %q:\n%s", want, out)
 		}
@@ -65,6 +68,98 @@ func TestDemoBadFlags(t *testing.T) {
 	} {
 		if _, _, err := corral(t, args...); err == nil {
 			t.Errorf("corral %v: no error", args)
+		}
+	}
+	// These fail before any run, with a message that names the problem.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--scenario", "bogus"}, `unknown scenario "bogus" (known: stampede, expiry)`},
+		{[]string{"demo", "--scenario", "expiry", "--duration", "0s"}, "duration must be positive"},
+		{[]string{"demo", "--scenario", "expiry", "--duration", "-1s"}, "duration must be positive"},
+		{[]string{"demo", "--scenario", "expiry", "--think", "-1ms"}, "think time is negative"},
+		{[]string{"demo", "--scenario", "expiry", "--ttl", "1m"}, "TTL (1m0s) must be shorter than the duration (5s)"},
+		{[]string{"demo", "--scenario", "expiry", "--ttl", "0s"}, "--ttl must be at least 1ms"},
+		{[]string{"demo", "--stale-ttl", "-1s"}, "--stale-ttl must not be negative"},
+		{[]string{"demo", "--duration", "10s"}, "--duration applies only to --scenario expiry"},
+		{[]string{"demo", "--think", "5ms"}, "--think applies only to --scenario expiry"},
+	} {
+		_, _, err := corral(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("corral %v = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// expirySmall are the flags of an expiry run small enough for a test.
+var expirySmall = []string{"--scenario", "expiry", "--instances", "4", "--goroutines", "20", "--keys", "2",
+	"--origin-latency", "20ms", "--duration", "1s", "--ttl", "250ms", "--think", "5ms"}
+
+// TestDemoExpiryJSON checks the expiry scenario's JSON document and its
+// progress bar, which shows the time elapsed on stderr.
+func TestDemoExpiryJSON(t *testing.T) {
+	srv := redistest.Start(t)
+	out, errOut, err := corral(t, append([]string{"demo", "--json", "--redis", srv.URL()}, expirySmall...)...)
+	if err != nil {
+		t.Fatalf("corral demo --scenario expiry --json: %v\nstderr: %s", err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var doc struct {
+		Config  map[string]any   `json:"config"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
+	}
+	want := map[string]any{"scenario": "expiry", "duration_seconds": 1.0, "ttl_seconds": 0.25,
+		"stale_ttl_seconds": 0.25, "think_ms": 5.0}
+	for k, v := range want {
+		if doc.Config[k] != v {
+			t.Errorf("config %s = %v, want %v", k, doc.Config[k], v)
+		}
+	}
+	if len(doc.Results) != 3 {
+		t.Fatalf("want 3 results:\n%s", out)
+	}
+	for _, res := range doc.Results {
+		if res["requests"].(float64) <= 80 || res["errors"].(float64) != 0 {
+			t.Errorf("%s: requests %v, errors %v; want more than one per goroutine, no errors",
+				res["strategy"], res["requests"], res["errors"])
+		}
+	}
+	if strings.ContainsAny(out, "\r\x1b") || strings.Contains(out, "█") || strings.Contains(out, "s/1s") {
+		t.Fatalf("the progress bar leaked into stdout:\n%q", out)
+	}
+	for _, name := range []string{"naive", "seed", "corral"} {
+		if !strings.Contains(errOut, name+" 1.0s/1s") {
+			t.Errorf("stderr shows no elapsed time for %s:\n%q", name, errOut)
+		}
+	}
+}
+
+// TestDemoExpiryHuman checks the human output of an expiry run on the
+// embedded defaults: the header says what the scenario does, and a line
+// per strategy gives its origin loads per key per TTL.
+func TestDemoExpiryHuman(t *testing.T) {
+	out, errOut, err := corral(t, append([]string{"demo", "--no-progress"}, expirySmall...)...)
+	if err != nil {
+		t.Fatalf("corral demo --scenario expiry: %v\nstderr: %s", err, errOut)
+	}
+	t.Log("\n" + out)
+	for _, want := range []string{"Redis:  embedded",
+		"expiry: 4 instances x 20 goroutines request 2 hot keys for 1s, pausing 5ms between requests; TTL 250ms, corral's stale window 250ms",
+		"Origin loads per key per TTL = origin loads / (2 keys x 1s / 0.25s):", "Origin loads", "p99 latency"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, name := range []string{"naive", "seed", "corral"} {
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +\d+\.\d\d$`).MatchString(out) {
+			t.Errorf("no loads-per-TTL line for %s", name)
 		}
 	}
 }

@@ -14,14 +14,19 @@ const (
 	DefaultGoroutines    = 250
 	DefaultKeys          = 1
 	DefaultOriginLatency = 100 * time.Millisecond
-	DefaultTTL           = time.Minute
+	DefaultTTL           = time.Minute // the stampede's: values outlive the run
+	DefaultExpiryTTL     = time.Second // the expiry scenario's: keys expire several times in a run
 	DefaultTimeout       = time.Minute
 	DefaultScenario      = "stampede"
+	DefaultDuration      = 5 * time.Second
+	DefaultThink         = 10 * time.Millisecond
 )
 
 // Config is one demo run's settings. Start from DefaultConfig: unlike the
 // library's Options, a zero here is taken literally where it makes sense
-// (OriginLatency 0 is no added latency) and rejected where it does not.
+// (OriginLatency 0 is no added latency) and rejected where it does not. The
+// exceptions are TTL and StaleTTL, whose defaults depend on the scenario:
+// TTL 0 and StaleTTL nil mean the scenario's default.
 type Config struct {
 	// RedisURL is a redis:// or rediss:// URL. Empty means an embedded
 	// in-process Redis (miniredis), reported as "embedded".
@@ -45,12 +50,27 @@ type Config struct {
 	// Scenario names how requests reach the instances; see Scenarios.
 	Scenario string
 
-	// TTL is the time to live of cached values (they outlive the run so a
-	// shared Redis cleans up after it).
+	// TTL is the (soft) time to live of cached values. 0 means the
+	// scenario's default: DefaultTTL for stampede, so values outlive the
+	// run and a shared Redis cleans up after it; DefaultExpiryTTL for
+	// expiry, so hot keys expire several times during the run.
 	TTL time.Duration
 
-	// Timeout bounds each strategy's run; a request still running then
-	// counts as an error.
+	// StaleTTL is corral's stale-while-revalidate window
+	// (corral.Options.StaleTTL); naive and seed have none. nil means the
+	// scenario's default: none for stampede, the TTL for expiry.
+	StaleTTL *time.Duration
+
+	// Duration is how long each strategy's run of the expiry scenario
+	// sends requests.
+	Duration time.Duration
+
+	// Think is how long each goroutine of the expiry scenario pauses
+	// between its requests (0: none).
+	Think time.Duration
+
+	// Timeout bounds each strategy's run, counted after Duration for the
+	// expiry scenario; a request still running then counts as an error.
 	Timeout time.Duration
 
 	// Progress, when not nil, receives a progress bar while each strategy
@@ -70,7 +90,8 @@ func DefaultConfig() Config {
 		OriginLatency: DefaultOriginLatency,
 		Strategies:    StrategyNames(),
 		Scenario:      DefaultScenario,
-		TTL:           DefaultTTL,
+		Duration:      DefaultDuration,
+		Think:         DefaultThink,
 		Timeout:       DefaultTimeout,
 	}
 }
@@ -78,7 +99,26 @@ func DefaultConfig() Config {
 // Requests is the number of requests each strategy serves.
 func (c Config) Requests() int { return c.Instances * c.Goroutines }
 
-// validate reports the first setting that makes no sense.
+// resolve fills in the scenario's defaults and checks the settings: it
+// returns the settings the run uses, and its scenario, or the first setting
+// that makes no sense.
+func (c Config) resolve() (Config, Scenario, error) {
+	sc, err := lookupScenario(c.Scenario)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	c = sc.Defaults(c)
+	if err := c.validate(); err != nil {
+		return Config{}, nil, err
+	}
+	if err := sc.Validate(c); err != nil {
+		return Config{}, nil, err
+	}
+	return c, sc, nil
+}
+
+// validate reports the first setting that makes no sense, once the
+// scenario's defaults are filled in.
 func (c Config) validate() error {
 	switch {
 	case c.Instances < 1:
@@ -95,13 +135,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("demo: origin latency is negative (%v)", c.OriginLatency)
 	case c.TTL < time.Millisecond:
 		return fmt.Errorf("demo: TTL must be at least 1ms (got %v)", c.TTL)
+	case c.StaleTTL == nil:
+		return errors.New("demo: no stale TTL") // the scenario's Defaults sets it
+	case *c.StaleTTL < 0:
+		return fmt.Errorf("demo: stale TTL is negative (%v)", *c.StaleTTL)
+	case c.Duration <= 0:
+		return fmt.Errorf("demo: duration must be positive (got %v)", c.Duration)
+	case c.Think < 0:
+		return fmt.Errorf("demo: think time is negative (%v)", c.Think)
 	case c.Timeout <= 0:
 		return fmt.Errorf("demo: timeout must be positive (got %v)", c.Timeout)
 	case len(c.Strategies) == 0:
 		return errors.New("demo: no strategy to run")
-	}
-	if _, err := lookupScenario(c.Scenario); err != nil {
-		return err
 	}
 	seen := make(map[string]bool)
 	for _, name := range c.Strategies {

@@ -8,7 +8,9 @@ import (
 )
 
 // corralStrategy reads through a corral.Cache: one Cache per app instance,
-// each on the instance's own client.
+// each on the instance's own client, with corral's default options plus
+// Env.StaleTTL as the stale-while-revalidate window (without one, corral
+// refreshes early, by XFetch).
 type corralStrategy struct{}
 
 func (corralStrategy) Name() string { return "corral" }
@@ -17,7 +19,7 @@ func (corralStrategy) Summary() string {
 }
 
 func (corralStrategy) NewInstance(env Env) (Instance, error) {
-	c, err := corral.New(env.Redis, &corral.Options{Logger: env.Logger})
+	c, err := corral.New(env.Redis, &corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL})
 	if err != nil {
 		return nil, fmt.Errorf("demo: corral: %w", err)
 	}

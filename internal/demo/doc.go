@@ -1,5 +1,6 @@
-// Package demo replays a cache stampede against a real origin and measures,
-// for each read-through strategy, what the origin and Redis went through. It
+// Package demo replays a cache stampede, or hot keys expiring under steady
+// load, against a real origin and measures, for each read-through strategy,
+// what the origin and Redis went through. It
 // is the engine of `corral demo`; the command in cmd/corral only parses flags
 // and prints.
 //
@@ -16,9 +17,12 @@
 //   - Strategies (strategy.go and one file each): naive cache-aside, the
 //     SET NX + 100 ms poll recipe, and corral. A Strategy makes one Instance
 //     per app instance; an Instance answers Fetch(ctx, key).
-//   - Scenarios (scenario.go, stampede.go): how requests reach the instances.
-//     The stampede releases every goroutine of every instance at once from
-//     one barrier.
+//   - Scenarios (scenario.go, stampede.go, expiry.go): how requests reach
+//     the instances. The stampede releases every goroutine of every instance
+//     at once from one barrier, on cold keys. In expiry every goroutine loops
+//     for a duration (request, think time) while the keys expire every TTL,
+//     so the origin loads count refreshes; corral runs with a
+//     stale-while-revalidate window (Config.StaleTTL).
 //
 // Run ties them together (run.go, trial.go) and returns a Report, which
 // encodes as the JSON document of `corral demo --json` or renders as a table

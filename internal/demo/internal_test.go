@@ -104,3 +104,31 @@ func TestHotKeysDistinct(t *testing.T) {
 		seen[k.customer] = true
 	}
 }
+
+// TestScenarioDefaults checks the settings left to the scenario: the TTL
+// and corral's stale window, unless given.
+func TestScenarioDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		scenario           string
+		ttl                time.Duration
+		stale              *time.Duration
+		wantTTL, wantStale time.Duration
+	}{
+		{"stampede", 0, nil, DefaultTTL, 0},
+		{"stampede", 0, new(3 * time.Second), DefaultTTL, 3 * time.Second},
+		{"expiry", 0, nil, DefaultExpiryTTL, DefaultExpiryTTL},
+		{"expiry", 2 * time.Second, nil, 2 * time.Second, 2 * time.Second}, // the stale window follows the TTL
+		{"expiry", 0, new(time.Duration(0)), DefaultExpiryTTL, 0},          // an explicit 0 turns it off
+	} {
+		cfg := DefaultConfig()
+		cfg.Scenario, cfg.TTL, cfg.StaleTTL = tc.scenario, tc.ttl, tc.stale
+		got, sc, err := cfg.resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.scenario, err)
+		}
+		if sc.Name() != tc.scenario || got.TTL != tc.wantTTL || *got.StaleTTL != tc.wantStale {
+			t.Errorf("%s, TTL %v, stale %v: resolved to %s, TTL %v, stale %v; want TTL %v, stale %v",
+				tc.scenario, tc.ttl, tc.stale, sc.Name(), got.TTL, *got.StaleTTL, tc.wantTTL, tc.wantStale)
+		}
+	}
+}

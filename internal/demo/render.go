@@ -47,6 +47,9 @@ func Render(w io.Writer, r *Report) error {
 	if _, err := fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n"); err != nil {
 		return err
 	}
+	if err := renderLoadsPerTTL(w, r); err != nil {
+		return err
+	}
 
 	charts := []struct {
 		title string
@@ -77,6 +80,32 @@ func Render(w io.Writer, r *Report) error {
 				res.Strategy, res.Errors, plural(int(res.Errors), "error", "errors"), res.FirstError); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// renderLoadsPerTTL writes, for a run with a duration (expiry), each
+// strategy's origin loads per key per TTL: loads / (keys x duration / TTL).
+// A cache that refreshes each key once per expiry shows about 1.
+func renderLoadsPerTTL(w io.Writer, r *Report) error {
+	c := r.Config
+	if c.DurationSeconds == nil || c.TTLSeconds <= 0 || c.Keys < 1 {
+		return nil
+	}
+	ttls := *c.DurationSeconds / c.TTLSeconds
+	if _, err := fmt.Fprintf(w, "\nOrigin loads per key per TTL = origin loads / (%d %s x %gs / %gs):\n",
+		c.Keys, plural(c.Keys, "key", "keys"), *c.DurationSeconds, c.TTLSeconds); err != nil {
+		return err
+	}
+	width := 0
+	for _, res := range r.Results {
+		width = max(width, len(res.Strategy))
+	}
+	for _, res := range r.Results {
+		perTTL := float64(res.OriginLoads) / (float64(c.Keys) * ttls)
+		if _, err := fmt.Fprintf(w, "  %-*s  %s\n", width, res.Strategy, strconv.FormatFloat(perTTL, 'f', 2, 64)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -40,6 +40,9 @@ func TestRender(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	if strings.Contains(out, "per key per TTL") {
+		t.Errorf("the stampede's output shows loads per TTL, which need a duration")
+	}
 	// One table row per strategy, with its numbers in order.
 	rows := map[string][]string{
 		"naive":  {"200", "173", "171", "62.5", "70.1", "88.4", "90.2", "373", "0"},
@@ -72,6 +75,36 @@ func TestRender(t *testing.T) {
 			if !regexp.MustCompile(`(?m)^` + name + ` +█* +` + value + ` *$`).MatchString(section) {
 				t.Errorf("chart %q: no bar %s = %s in\n%s", title, name, value, section)
 			}
+		}
+	}
+}
+
+// TestRenderExpiry checks what the human output adds for the expiry
+// scenario: each strategy's origin loads per key per TTL.
+func TestRenderExpiry(t *testing.T) {
+	r := &demo.Report{
+		Summary: "expiry: 8 instances x 50 goroutines request 2 hot keys for 5s, pausing 10ms between requests; TTL 1s, corral's stale window 1s",
+		Config: demo.ReportConfig{Scenario: "expiry", Redis: "embedded", Origin: "sqlite (embedded)",
+			OriginRows: 100000, Instances: 8, Goroutines: 50, Keys: 2, OriginLatencyMS: 50,
+			TTLSeconds: 1, StaleTTLSeconds: 1, DurationSeconds: new(5.0), ThinkMS: new(10.0),
+			Strategies: []string{"naive", "seed", "corral"}},
+		Results: []demo.Result{
+			{Strategy: "naive", Requests: 80000, OriginLoads: 4000, PeakOriginConcurrency: 400},
+			{Strategy: "seed", Requests: 70000, OriginLoads: 12, PeakOriginConcurrency: 1},
+			{Strategy: "corral", Requests: 140000, OriginLoads: 11, PeakOriginConcurrency: 1},
+		},
+	}
+	var buf bytes.Buffer
+	if err := demo.Render(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := ansi.ReplaceAllString(buf.String(), "")
+	t.Log("\n" + out)
+	for _, want := range []string{"corral demo: expiry: 8 instances x 50 goroutines request 2 hot keys for 5s",
+		"Origin loads per key per TTL = origin loads / (2 keys x 5s / 1s):",
+		"\n  naive   400.00\n", "\n  seed    1.20\n", "\n  corral  1.10\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
 		}
 	}
 }

@@ -20,31 +20,42 @@ type Report struct {
 
 // ReportConfig is the settings a run actually used.
 type ReportConfig struct {
-	Scenario            string   `json:"scenario"`
-	Redis               string   `json:"redis"`  // "embedded", or the URL with its password redacted
-	Origin              string   `json:"origin"` // "sqlite (embedded)" or "postgres"
-	OriginRows          int      `json:"origin_rows"`
-	Instances           int      `json:"instances"`
-	Goroutines          int      `json:"goroutines"`
-	Keys                int      `json:"keys"`
-	OriginLatencyMS     float64  `json:"origin_latency_ms"`
-	TTLSeconds          float64  `json:"ttl_seconds"`
-	Strategies          []string `json:"strategies"`
-	RequestsPerStrategy int      `json:"requests_per_strategy"`
+	Scenario        string   `json:"scenario"`
+	Redis           string   `json:"redis"`  // "embedded", or the URL with its password redacted
+	Origin          string   `json:"origin"` // "sqlite (embedded)" or "postgres"
+	OriginRows      int      `json:"origin_rows"`
+	Instances       int      `json:"instances"`
+	Goroutines      int      `json:"goroutines"`
+	Keys            int      `json:"keys"`
+	OriginLatencyMS float64  `json:"origin_latency_ms"`
+	TTLSeconds      float64  `json:"ttl_seconds"`
+	StaleTTLSeconds float64  `json:"stale_ttl_seconds"` // corral's stale-while-revalidate window
+	Strategies      []string `json:"strategies"`
+
+	// RequestsPerStrategy is what the stampede sends; absent for expiry,
+	// which sends as many as are served in its duration.
+	RequestsPerStrategy int `json:"requests_per_strategy,omitempty"`
+
+	// DurationSeconds and ThinkMS are the expiry scenario's run length and
+	// pause between a goroutine's requests; absent for the stampede.
+	DurationSeconds *float64 `json:"duration_seconds,omitempty"`
+	ThinkMS         *float64 `json:"think_ms,omitempty"`
 }
 
 // Result is what one strategy's run did to the origin and to Redis.
 type Result struct {
 	Strategy string `json:"strategy"`
 	Requests int    `json:"requests"`
-	// OriginLoads is the number of origin queries.
+	// OriginLoads is the number of origin queries in the run, the first
+	// load of each key and every refresh included.
 	OriginLoads int64 `json:"origin_loads"`
 	// PeakOriginConcurrency is the most origin queries running at once.
 	PeakOriginConcurrency int64 `json:"peak_origin_concurrency"`
 	// OriginMS is the mean duration of one origin query, added latency
 	// included; 0 when none ran.
 	OriginMS float64 `json:"origin_ms"`
-	// LatencyMS is the requests' latency from the scenario's start.
+	// LatencyMS is the requests' latency: from the release of the
+	// stampede, or from each request's own start in the expiry scenario.
 	LatencyMS Latency `json:"latency_ms"`
 	// RedisCommands is the commands the run sent to Redis, connection
 	// set-up left out, pub/sub (un)subscriptions included.

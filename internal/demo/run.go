@@ -14,10 +14,10 @@ import (
 // Redis or database); a request that fails during a run is counted in its
 // Result, not returned.
 func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
-	if err := cfg.validate(); err != nil {
+	cfg, sc, err := cfg.resolve()
+	if err != nil {
 		return nil, err
 	}
-	sc, _ := lookupScenario(cfg.Scenario)
 
 	rs, err := openRedis(ctx, cfg.RedisURL)
 	if err != nil {
@@ -51,9 +51,14 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		Keys:                cfg.Keys,
 		OriginLatencyMS:     durMS(cfg.OriginLatency),
 		TTLSeconds:          cfg.TTL.Seconds(),
+		StaleTTLSeconds:     cfg.StaleTTL.Seconds(),
 		Strategies:          cfg.Strategies,
 		RequestsPerStrategy: sc.Requests(cfg),
 	}, Summary: sc.Summary(cfg)}
+	if d := sc.Length(cfg); d > 0 {
+		report.Config.DurationSeconds = new(d.Seconds())
+		report.Config.ThinkMS = new(durMS(cfg.Think))
+	}
 	ns := "corral-demo:" + runID() + ":"
 	for _, name := range cfg.Strategies {
 		st, _ := LookupStrategy(name)

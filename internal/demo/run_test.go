@@ -107,21 +107,32 @@ func TestPostgres(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	for name, change := range map[string]func(*demo.Config){
-		"unknown strategy":   func(c *demo.Config) { c.Strategies = []string{"naive", "bogus"} },
-		"duplicate strategy": func(c *demo.Config) { c.Strategies = []string{"corral", "corral"} },
-		"no strategy":        func(c *demo.Config) { c.Strategies = nil },
-		"no instances":       func(c *demo.Config) { c.Instances = 0 },
-		"keys > requests":    func(c *demo.Config) { c.Instances, c.Goroutines, c.Keys = 1, 2, 3 },
-		"negative latency":   func(c *demo.Config) { c.OriginLatency = -time.Second },
-		"unknown scenario":   func(c *demo.Config) { c.Scenario = "bogus" },
+	for name, tc := range map[string]struct {
+		change func(*demo.Config)
+		want   string // in the error
+	}{
+		"unknown strategy":   {func(c *demo.Config) { c.Strategies = []string{"naive", "bogus"} }, `unknown strategy "bogus"`},
+		"duplicate strategy": {func(c *demo.Config) { c.Strategies = []string{"corral", "corral"} }, "listed twice"},
+		"no strategy":        {func(c *demo.Config) { c.Strategies = nil }, "no strategy"},
+		"no instances":       {func(c *demo.Config) { c.Instances = 0 }, "instances"},
+		"keys > requests":    {func(c *demo.Config) { c.Instances, c.Goroutines, c.Keys = 1, 2, 3 }, "keys"},
+		"negative latency":   {func(c *demo.Config) { c.OriginLatency = -time.Second }, "latency"},
+		"unknown scenario":   {func(c *demo.Config) { c.Scenario = "bogus" }, `unknown scenario "bogus" (known: stampede, expiry)`},
+		"negative TTL":       {func(c *demo.Config) { c.TTL = -time.Second }, "TTL"},
+		"negative stale TTL": {func(c *demo.Config) { c.StaleTTL = new(-time.Second) }, "stale TTL"},
+		"zero duration":      {func(c *demo.Config) { c.Scenario, c.Duration = "expiry", 0 }, "duration must be positive"},
+		"negative duration":  {func(c *demo.Config) { c.Scenario, c.Duration = "expiry", -time.Second }, "duration must be positive"},
+		"negative think":     {func(c *demo.Config) { c.Scenario, c.Think = "expiry", -time.Millisecond }, "think"},
+		"expiry TTL >= duration": {func(c *demo.Config) {
+			c.Scenario, c.TTL, c.Duration = "expiry", 5*time.Second, 5*time.Second
+		}, "must be shorter than the duration"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := demo.DefaultConfig()
-			change(&cfg)
+			tc.change(&cfg)
 			_, err := demo.Run(context.Background(), cfg)
-			if err == nil || !strings.HasPrefix(err.Error(), "demo: ") {
-				t.Fatalf("Run = %v, want an error starting with \"demo: \"", err)
+			if err == nil || !strings.HasPrefix(err.Error(), "demo: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error starting with \"demo: \" about %q", err, tc.want)
 			}
 		})
 	}

@@ -14,6 +14,24 @@ type stampede struct{}
 
 func (stampede) Name() string { return "stampede" }
 
+func (stampede) Help() string {
+	return "every goroutine of every instance asks once, all released at the same instant, for cold keys"
+}
+
+// Defaults: values outlive the run (a shared Redis cleans up after it), and
+// no stale window, which a cold stampede never reaches.
+func (stampede) Defaults(cfg Config) Config {
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.StaleTTL == nil {
+		cfg.StaleTTL = new(time.Duration(0))
+	}
+	return cfg
+}
+
+func (stampede) Validate(Config) error { return nil }
+
 func (stampede) Summary(cfg Config) string {
 	return fmt.Sprintf("stampede: %d requests at once (%d instances x %d goroutines) on %d cold %s",
 		cfg.Requests(), cfg.Instances, cfg.Goroutines, cfg.Keys, plural(cfg.Keys, "key", "keys"))
@@ -21,9 +39,11 @@ func (stampede) Summary(cfg Config) string {
 
 func (stampede) Requests(cfg Config) int { return cfg.Requests() }
 
+func (stampede) Length(Config) time.Duration { return 0 }
+
 // Run starts every goroutine, waits until all are ready, then releases them
 // together by closing one channel. Latency counts from that release.
-func (stampede) Run(ctx context.Context, t *Trial) {
+func (stampede) Run(ctx context.Context, _ Config, t *Trial) {
 	var ready, done sync.WaitGroup
 	release := make(chan struct{})
 	var start time.Time // written before release is closed, read after
@@ -43,7 +63,7 @@ func (stampede) Run(ctx context.Context, t *Trial) {
 		}
 	}
 	ready.Wait()
-	start = time.Now()
+	start = t.Begin()
 	close(release)
 	done.Wait()
 }

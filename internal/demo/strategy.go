@@ -42,6 +42,9 @@ type Env struct {
 	Namespace string
 	// TTL is the time to live of cached values.
 	TTL time.Duration
+	// StaleTTL is the stale-while-revalidate window of a strategy that has
+	// one (corral); the others ignore it.
+	StaleTTL time.Duration
 	// Load queries the origin for a key (a slow call, metered).
 	Load func(ctx context.Context, key string) ([]byte, error)
 	// Logger receives warnings; never nil.

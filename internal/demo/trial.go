@@ -18,12 +18,30 @@ type Trial struct {
 
 	expected map[string][]byte // the origin's answer for each key
 
+	began     atomic.Int64 // time.Now().UnixNano() at Begin, 0 before; for the progress bar
 	completed atomic.Int64 // requests returned, for the progress bar
 	errors    atomic.Int64
 
 	mu        sync.Mutex      // guards latencies, firstErr
 	latencies []time.Duration // one per request returned
 	firstErr  error
+}
+
+// Begin marks the start of the requests and returns it. A scenario calls it
+// once, as it releases its goroutines.
+func (t *Trial) Begin() time.Time {
+	now := time.Now()
+	t.began.Store(now.UnixNano())
+	return now
+}
+
+// elapsed is the time since Begin, 0 before.
+func (t *Trial) elapsed() time.Duration {
+	b := t.began.Load()
+	if b == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, b))
 }
 
 // Request asks inst for key and records the request: its latency from
@@ -73,6 +91,7 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	env := Env{
 		Namespace: r.ns + r.strategy.Name() + ":",
 		TTL:       r.cfg.TTL,
+		StaleTTL:  *r.cfg.StaleTTL,
 		Logger:    r.cfg.logger(),
 		Load: func(ctx context.Context, key string) ([]byte, error) {
 			c, ok := customerOf[key]
@@ -113,10 +132,16 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 		t.Instances = append(t.Instances, inst)
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	length := r.scenario.Length(r.cfg)
+	rctx, cancel := context.WithTimeout(ctx, length+r.cfg.Timeout)
 	defer cancel()
-	bar := startProgress(r.cfg.Progress, r.strategy.Name(), r.scenario.Requests(r.cfg), t.completed.Load)
-	r.scenario.Run(rctx, t)
+	var bar *progress
+	if length > 0 {
+		bar = startTimeProgress(r.cfg.Progress, r.strategy.Name(), length, t.elapsed)
+	} else {
+		bar = startProgress(r.cfg.Progress, r.strategy.Name(), r.scenario.Requests(r.cfg), t.completed.Load)
+	}
+	r.scenario.Run(rctx, r.cfg, t)
 	bar.stop()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("demo: %s: %w", r.strategy.Name(), err)
