@@ -53,7 +53,8 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      make(map[string]*flight),
 	}
-	c.store = &store{rdb: rdb, timeout: o.RedisTimeout, inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub}
+	c.store = &store{rdb: rdb, timeout: o.RedisTimeout, inline: o.NoticeInlineLimit,
+		noShard: o.DisableShardedPubSub, breaker: newBreaker(o, &c.stats)}
 	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
 	return c, nil
 }
@@ -165,7 +166,9 @@ func (c *Cache) countRedisError(ctx context.Context) {
 
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
-	return c.stats.snapshot()
+	s := c.stats.snapshot()
+	s.BreakerOpen = c.store.breaker.open()
+	return s
 }
 
 // Close stops the Cache: calls in progress return ErrClosed, running loads

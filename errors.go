@@ -43,6 +43,11 @@ var (
 	// failure's message.
 	ErrCachedFailure = errors.New("corral: a recent load failed")
 
+	// ErrCircuitOpen is wrapped by the errors of Redis calls that the circuit
+	// breaker skipped because Redis kept failing. Fetch fails open instead
+	// (unless DisableFailOpen); Get, Set and Delete return it.
+	ErrCircuitOpen = errors.New("corral: Redis unavailable, circuit breaker open")
+
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error
 	// text carries the remote error's message; its type is not preserved.

@@ -107,6 +107,19 @@ type Options struct {
 	// calling the loader directly when Redis fails.
 	DisableFailOpen bool
 
+	// BreakerThreshold is how many Redis calls in a row must fail (time out,
+	// lose their connection, or get a "not now" reply such as LOADING or
+	// CLUSTERDOWN) before the circuit breaker opens and skips Redis for
+	// BreakerCooldown. Default 5.
+	BreakerThreshold int
+
+	// BreakerCooldown is how long the open circuit breaker skips Redis before
+	// it lets one probe call through. Default 2s.
+	BreakerCooldown time.Duration
+
+	// DisableBreaker sends every call to Redis, however often Redis fails.
+	DisableBreaker bool
+
 	// DisableShardedPubSub makes corral use PUBLISH/SUBSCRIBE even on Redis
 	// 7+, where it otherwise uses sharded SPUBLISH/SSUBSCRIBE. Servers
 	// without sharded pub/sub are detected and use the plain commands anyway.
@@ -129,6 +142,8 @@ const (
 	DefaultJitter                 = 0.1
 	DefaultNoticeInlineLimit      = 16 << 10
 	DefaultMaxBackgroundRefreshes = 64
+	DefaultBreakerThreshold       = 5
+	DefaultBreakerCooldown        = 2 * time.Second
 
 	minLeaseTTL = 30 * time.Millisecond
 )
@@ -160,6 +175,7 @@ func (o *Options) withDefaults() (Options, error) {
 		{"NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL},
 		{"StaleTTL", &r.StaleTTL, 0},
 		{"ErrorTTL", &r.ErrorTTL, 0},
+		{"BreakerCooldown", &r.BreakerCooldown, DefaultBreakerCooldown},
 	} {
 		if *d.v < 0 {
 			return bad("%s is negative (%v)", d.name, *d.v)
@@ -197,6 +213,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxBackgroundRefreshes == 0 {
 		r.MaxBackgroundRefreshes = DefaultMaxBackgroundRefreshes
+	}
+	if r.BreakerThreshold < 0 {
+		return bad("BreakerThreshold is negative (%d)", r.BreakerThreshold)
+	}
+	if r.BreakerThreshold == 0 {
+		r.BreakerThreshold = DefaultBreakerThreshold
 	}
 	if r.Codec == nil {
 		r.Codec = JSONCodec{}

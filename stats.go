@@ -23,8 +23,10 @@ type Stats struct {
 	LeasesLost      uint64 // loads whose lease was revoked or expired while they ran
 	CommitsRejected uint64 // loaded values not stored because their lease was gone
 
-	FailOpens   uint64 // calls answered by the loader directly because Redis failed
-	RedisErrors uint64 // Redis calls that failed (timeouts included)
+	FailOpens    uint64 // calls answered by the loader directly because Redis failed
+	RedisErrors  uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
+	BreakerOpens uint64 // times the circuit breaker opened
+	BreakerOpen  bool   // the circuit breaker is open or half-open now
 
 	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
 	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
@@ -37,6 +39,7 @@ type counters struct {
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
+	breakerOpens                                     atomic.Uint64
 	subscribes, unsubscribes                         atomic.Uint64
 }
 
@@ -59,6 +62,7 @@ func (c *counters) snapshot() Stats {
 		CommitsRejected: c.commitsRejected.Load(),
 		FailOpens:       c.failOpens.Load(),
 		RedisErrors:     c.redisErrors.Load(),
+		BreakerOpens:    c.breakerOpens.Load(),
 		Subscribes:      c.subscribes.Load(),
 		Unsubscribes:    c.unsubscribes.Load(),
 	}

@@ -48,7 +48,8 @@ type store struct {
 	rdb     scripter
 	timeout time.Duration
 	inline  int
-	noShard bool // Options.DisableShardedPubSub
+	noShard bool     // Options.DisableShardedPubSub
+	breaker *breaker // nil when disabled
 
 	calls sync.WaitGroup // commands still running after their caller gave up
 
@@ -108,32 +109,41 @@ func parseFlags(f string) (kind entryKind, refreshFailed bool) {
 	return kind, strings.Contains(f, "x")
 }
 
-// do runs one Redis call and waits for it at most RedisTimeout. go-redis
-// bounds a socket read by the context only when the client has
-// ContextTimeoutEnabled, and by ReadTimeout (3s by default) otherwise; to
-// keep the bound with any client, the call runs in its own goroutine, and a
-// caller that times out returns without it. The goroutine ends when go-redis
-// gives up; Close waits for it.
+// do runs one Redis call through the circuit breaker and waits for it at
+// most RedisTimeout. go-redis bounds a socket read by the context only when
+// the client has ContextTimeoutEnabled, and by ReadTimeout (3s by default)
+// otherwise; to keep the bound with any client, the call runs in its own
+// goroutine, and a caller that times out returns without it. The goroutine
+// ends when go-redis gives up; Close waits for it.
 func (s *store) do(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	type result struct {
-		v   any
-		err error
-	}
-	done := make(chan result, 1)
-	s.calls.Add(1)
-	go func() {
-		defer s.calls.Done()
-		v, err := call(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return s.breaker.run(func() (any, error) {
+		parent := ctx
+		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		type result struct {
+			v   any
+			err error
+		}
+		done := make(chan result, 1)
+		s.calls.Add(1)
+		go func() {
+			defer s.calls.Done()
+			v, err := call(ctx)
+			done <- result{v, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil && parent.Err() != nil {
+				return nil, callerGone{r.err}
+			}
+			return r.v, r.err
+		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return nil, callerGone{err}
+			}
+			return nil, fmt.Errorf("corral: no reply from Redis within RedisTimeout %v: %w", s.timeout, ctx.Err())
+		}
+	})
 }
 
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {

@@ -1,0 +1,96 @@
+package corral
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+)
+
+// breaker is the circuit breaker in front of Redis (github.com/sony/gobreaker).
+// After BreakerThreshold consecutive failed calls it opens: for
+// BreakerCooldown every call fails at once with ErrCircuitOpen, so Fetch
+// fails open without paying RedisTimeout on each call. Then it lets one call
+// through (half-open): a success closes it, a failure opens it again.
+type breaker struct {
+	cb *gobreaker.CircuitBreaker[any]
+}
+
+func newBreaker(o Options, stats *counters) *breaker {
+	if o.DisableBreaker {
+		return nil
+	}
+	return &breaker{cb: gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:        "corral",
+		MaxRequests: 1,
+		Timeout:     o.BreakerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= uint32(o.BreakerThreshold)
+		},
+		IsSuccessful: func(err error) bool { return !redisFailed(err) },
+		IsExcluded: func(err error) bool {
+			var gone callerGone
+			return errors.As(err, &gone)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			switch to {
+			case gobreaker.StateOpen:
+				stats.breakerOpens.Add(1)
+				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "cooldown", o.BreakerCooldown)
+			case gobreaker.StateClosed:
+				o.Logger.Info("corral: Redis answers again; circuit breaker closed")
+			}
+		},
+	})}
+}
+
+// run runs call unless the breaker is open.
+func (b *breaker) run(call func() (any, error)) (any, error) {
+	if b == nil {
+		return call()
+	}
+	v, err := b.cb.Execute(call)
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
+	}
+	return v, err
+}
+
+// open reports whether the breaker is open or half-open now.
+func (b *breaker) open() bool {
+	return b != nil && b.cb.State() != gobreaker.StateClosed
+}
+
+// callerGone wraps the error of a call abandoned because its caller's
+// context ended: not a failure of Redis.
+type callerGone struct{ err error }
+
+func (e callerGone) Error() string { return e.err.Error() }
+func (e callerGone) Unwrap() error { return e.err }
+
+// redisFailed reports whether err says Redis is unavailable: a network
+// error, a timeout, or a reply that means "not now" (loading, cluster down,
+// failing over, out of memory, busy). Other error replies mean Redis is up
+// and answering; the caller leaving is nobody's failure.
+func redisFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	var gone callerGone
+	if errors.As(err, &gone) {
+		return false
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return true
+	}
+	msg := reply.Error()
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY", "NOREPLICAS", "OOM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
