@@ -40,6 +40,9 @@ func runChild(role string) int {
 	if os.Getenv("CORRAL_TEST_SWR") != "" {
 		opts = swrOptions()
 	}
+	if d, err := time.ParseDuration(os.Getenv("CORRAL_TEST_LEASE_TTL")); err == nil {
+		opts.LeaseTTL = d
+	}
 	c, err := corral.New(rdb, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -64,11 +67,20 @@ func runChild(role string) int {
 
 // childStampede runs n concurrent Fetch of key whose loader counts its runs
 // in Redis and returns 1 KiB of fresh random bytes, and prints one JSON
-// result a caller.
+// result a caller. With CORRAL_TEST_HANG set, the fleet's first load prints
+// "loading" and never returns (its process is to be killed).
 func childStampede(c *corral.Cache, rdb *redis.Client, key string, n int) int {
+	var stdout sync.Mutex // the loader and the results share stdout
 	load := func(ctx context.Context) ([]byte, error) {
-		if err := rdb.Incr(ctx, "loads:"+key).Err(); err != nil {
+		loads, err := rdb.Incr(ctx, "loads:"+key).Result()
+		if err != nil {
 			return nil, err
+		}
+		if loads == 1 && os.Getenv("CORRAL_TEST_HANG") != "" {
+			stdout.Lock()
+			fmt.Println("loading")
+			stdout.Unlock()
+			select {} // the origin hangs; the test kills this process
 		}
 		<-time.After(200 * time.Millisecond) // the origin's latency
 		b := make([]byte, 1024)
@@ -93,6 +105,8 @@ func childStampede(c *corral.Cache, rdb *redis.Client, key string, n int) int {
 		}()
 	}
 	wg.Wait()
+	stdout.Lock()
+	defer stdout.Unlock()
 	enc := json.NewEncoder(os.Stdout)
 	for _, r := range results {
 		enc.Encode(r)
@@ -285,4 +299,77 @@ func TestMultiProcessStaleWhileRevalidate(t *testing.T) {
 		t.Fatalf("%d refreshes (%d counted by the processes, %d commits rejected) in %v with a %v TTL; want one per expiry, %d..%d",
 			refreshes, total.Stats.Refreshes, total.Stats.CommitsRejected, duration, swrTTL, least, most)
 	}
+}
+
+// Four real processes in a stampede; the lease holder is SIGKILLed mid-load.
+// Another process takes over within LeaseTTL + 1s, the origin sees 2 loads,
+// and every surviving caller gets the value.
+func TestMultiProcessLeaseHolderKilled(t *testing.T) {
+	const processes, goroutines, leaseTTL = 4, 50, time.Second
+	e := newEnv(t, nil)
+	key := "hot:{kill}"
+	children := make([]*child, processes)
+	for i := range children {
+		children[i] = startChild(t, "stampede", "CORRAL_TEST_REDIS="+e.srv.Addr, "CORRAL_TEST_KEY="+key,
+			"CORRAL_TEST_GOROUTINES="+strconv.Itoa(goroutines), "CORRAL_TEST_LEASE_TTL="+leaseTTL.String(),
+			"CORRAL_TEST_HANG=1")
+	}
+	type line struct {
+		child int
+		text  string
+		at    time.Time
+	}
+	lines := make(chan line, processes*(goroutines+1))
+	var readers sync.WaitGroup
+	for i, c := range children {
+		io.WriteString(c.stdin, "go\n")
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for c.out.Scan() {
+				lines <- line{i, c.out.Text(), time.Now()}
+			}
+		}()
+	}
+	var holder int
+	var killed time.Time
+	for l := range lines {
+		if l.text == "loading" {
+			holder = l.child
+			children[holder].cmd.Process.Kill() // SIGKILL, mid-load
+			killed = time.Now()
+			break
+		}
+	}
+	var last time.Time
+	sums := map[string]int{}
+	for n := 0; n < (processes-1)*goroutines; n++ {
+		select {
+		case l := <-lines:
+			var r childResult
+			if err := json.Unmarshal([]byte(l.text), &r); err != nil || r.Err != "" || l.child == holder {
+				t.Fatalf("child %d: %q (%v)", l.child, l.text, err)
+			}
+			sums[r.Sum]++
+			last = l.at
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d surviving callers answered", n, (processes-1)*goroutines)
+		}
+	}
+	for i, c := range children {
+		if i != holder {
+			if err := c.cmd.Wait(); err != nil {
+				t.Fatalf("child %d: %v", i, err)
+			}
+		}
+	}
+	readers.Wait()
+	loads, _ := e.rdb.Get(context.Background(), "loads:"+key).Int()
+	if loads != 2 || len(sums) != 1 {
+		t.Fatalf("%d loads, %d distinct values; want 2 loads (the killed one and the takeover), 1 value", loads, len(sums))
+	}
+	if took := last.Sub(killed); took > leaseTTL+time.Second {
+		t.Fatalf("the survivors got the value %v after the kill; want within LeaseTTL + 1s", took)
+	}
+	t.Logf("takeover: every survivor answered %v after the holder was killed", last.Sub(killed).Round(time.Millisecond))
 }

@@ -10,13 +10,15 @@ import (
 
 // Proxy is a TCP proxy between clients and a Redis server, for fault
 // injection: it can cut a connection when the server's reply matches a
-// pattern (a reply lost to a dropped connection).
+// pattern (a reply lost to a dropped connection), reset every connection, or
+// turn into a black hole that accepts connections and never answers.
 type Proxy struct {
 	Addr string // where clients connect
 
 	target string
 	ln     net.Listener
 	cut    atomic.Pointer[[]byte] // cut the first connection whose reply contains this
+	hole   atomic.Bool            // drop all data both ways
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex // guards conns
@@ -40,6 +42,22 @@ func StartProxy(t testing.TB, target string) *Proxy {
 // CutOnReply makes the proxy drop, once, the connection on which the server
 // sends a reply containing pattern: the reply never reaches the client.
 func (p *Proxy) CutOnReply(pattern []byte) { p.cut.Store(&pattern) }
+
+// Blackhole makes the proxy swallow everything sent either way (on) or
+// forward again (off). Connections stay open: clients see no reply.
+// Connections that lost data are out of step with Redis afterwards; reset
+// them with Reset.
+func (p *Proxy) Blackhole(on bool) { p.hole.Store(on) }
+
+// Reset closes every connection through the proxy, as a network failure
+// would; new connections are accepted as before.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
@@ -68,27 +86,42 @@ func (p *Proxy) track(conns ...net.Conn) {
 	}
 }
 
-// pipe copies from src to dst; replies (server to client) are checked for
-// the cut pattern. Either side closing closes both.
+// pipe copies from src to dst, dropping everything while the proxy is a
+// black hole; replies (server to client) are checked for the cut pattern.
+// Either side closing closes both.
 func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
-	defer dst.Close()
-	defer src.Close()
+	defer p.untrack(dst, src)
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			if replies {
-				if pat := p.cut.Load(); pat != nil && bytes.Contains(buf[:n], *pat) && p.cut.CompareAndSwap(pat, nil) {
-					return // the reply is lost with the connection
-				}
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+		data := buf[:n]
+		switch {
+		case n == 0 || p.hole.Load():
+		case replies && p.cutNow(data):
+			return // the reply is lost with the connection
+		default:
+			if _, werr := dst.Write(data); werr != nil {
 				return
 			}
 		}
 		if err != nil { // io.EOF or a closed connection
 			return
 		}
+	}
+}
+
+// cutNow reports, once, whether data holds the cut pattern.
+func (p *Proxy) cutNow(data []byte) bool {
+	pat := p.cut.Load()
+	return pat != nil && bytes.Contains(data, *pat) && p.cut.CompareAndSwap(pat, nil)
+}
+
+func (p *Proxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(p.conns, c)
 	}
 }
 

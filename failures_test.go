@@ -1,0 +1,207 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// failOpts are options for a Cache in front of a failing Redis: short
+// timeouts and a breaker that trips after 3 failures for 300 ms.
+func failOpts() *corral.Options {
+	return &corral.Options{RedisTimeout: 100 * time.Millisecond, BreakerThreshold: 3, BreakerCooldown: 300 * time.Millisecond}
+}
+
+func TestCase_C06_RedisUnreachable(t *testing.T) {
+	for _, variant := range []string{"refuses connections", "accepts and never answers"} {
+		t.Run(variant, func(t *testing.T) {
+			srv := redistest.Start(t)
+			proxy := redistest.StartProxy(t, srv.Addr)
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, DialTimeout: 100 * time.Millisecond,
+				ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+			t.Cleanup(func() { rdb.Close() })
+			c := newCache(t, rdb, failOpts())
+			ctx := context.Background()
+			if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+				t.Fatal(err)
+			}
+			if variant == "refuses connections" {
+				srv.Kill()
+				proxy.Reset()
+			} else {
+				proxy.Blackhole(true)
+			}
+
+			// 100 concurrent Fetch of K: all get the loader's value, from one load.
+			var runs atomic.Int32
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range 100 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v, err := c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v"))
+					if err != nil || string(v) != "v" {
+						t.Errorf("Fetch = %q, %v; want the loader's value", v, err)
+					}
+				}()
+			}
+			wg.Wait()
+			// One Redis call, given up after RedisTimeout, then the load.
+			if took := time.Since(start); runs.Load() != 1 || took > 100*time.Millisecond+20*time.Millisecond+slack {
+				t.Fatalf("%d loads, %v; want 1 load after at most one RedisTimeout", runs.Load(), took)
+			}
+			// A few more failures trip the breaker; then calls skip Redis.
+			for i := 0; !c.Stats().BreakerOpen; i++ {
+				if i == 10 {
+					t.Fatalf("breaker still closed after 10 failed calls: %+v", c.Stats())
+				}
+				c.Fetch(ctx, "{K}", time.Minute, value("v"))
+			}
+			t0 := time.Now()
+			if v, err := c.Fetch(ctx, "{K}", time.Minute, value("v")); err != nil || string(v) != "v" || time.Since(t0) > 50*time.Millisecond {
+				t.Fatalf("with the breaker open: %q, %v after %v; want the value without waiting on Redis", v, err, time.Since(t0))
+			}
+			// Get, Set and Delete say Redis is unavailable.
+			if _, err := c.Get(ctx, "{K}"); !errors.Is(err, corral.ErrCircuitOpen) {
+				t.Fatalf("Get with the breaker open = %v", err)
+			}
+
+			// Redis comes back: caching resumes on its own.
+			if variant == "refuses connections" {
+				if err := srv.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				proxy.Blackhole(false)
+				proxy.Reset()
+			}
+			eventually(t, 3*time.Second, "caching resumes", func() bool {
+				c.Fetch(ctx, "{K}", time.Minute, value("v"))
+				_, err := c.Get(ctx, "{K}")
+				return err == nil
+			})
+			if st := c.Stats(); st.BreakerOpen || st.BreakerOpens == 0 || st.FailOpens == 0 {
+				t.Fatalf("stats after recovery %+v", st)
+			}
+		})
+	}
+}
+
+func TestNewWhileRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	c := newCache(t, rdb, failOpts())
+	ctx := context.Background()
+	if v, err := c.Fetch(ctx, "k", time.Minute, value("v")); err != nil || string(v) != "v" {
+		t.Fatalf("Fetch with Redis down = %q, %v; want fail-open", v, err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the first value is cached", func() bool {
+		c.Fetch(ctx, "k", time.Minute, value("v"))
+		v, _ := c.Get(ctx, "k")
+		return string(v) == "v"
+	})
+}
+
+func TestDisableFailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout = 100 * time.Millisecond })
+	o := failOpts()
+	o.DisableFailOpen = true
+	c := newCache(t, rdb, o)
+	srv.Kill()
+	var runs atomic.Int32
+	_, err := c.Fetch(context.Background(), "k", time.Minute, slow(0, &runs, "v"))
+	if err == nil || runs.Load() != 0 {
+		t.Fatalf("Fetch = %v with %d loads; want the Redis error and no load", err, runs.Load())
+	}
+}
+
+// SCRIPT FLUSH, or a restart, drops corral's scripts from Redis: callers
+// never notice (go-redis falls back from EVALSHA to EVAL on NOSCRIPT).
+func TestScriptsReloadAfterFlushAndRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.c.Fetch(ctx, "k", time.Minute, value("v"))
+	e.rdb.ScriptFlush(ctx)
+	if v, err := e.c.Fetch(ctx, "k", time.Minute, value("x")); err != nil || string(v) != "v" {
+		t.Fatalf("after SCRIPT FLUSH: %q, %v", v, err)
+	}
+	if err := e.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.c.Fetch(ctx, "k", time.Minute, value("after")); err != nil || string(v) != "after" {
+		t.Fatalf("after a restart: %q, %v", v, err)
+	}
+	if v, err := e.c.Get(ctx, "k"); err != nil || string(v) != "after" {
+		t.Fatalf("not cached after a restart: %q, %v", v, err)
+	}
+}
+
+// A waiter whose pub/sub connection drops still gets the value: go-redis
+// reconnects and re-subscribes, and the waiter's timer covers a notice lost
+// meanwhile.
+func TestPubSubConnectionDrops(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	ctx := context.Background()
+	holder := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 600 * time.Millisecond})
+	waiterRdb := redis.NewClient(&redis.Options{Addr: proxy.Addr})
+	t.Cleanup(func() { waiterRdb.Close() })
+	waiter := newCache(t, waiterRdb, &corral.Options{LeaseTTL: 600 * time.Millisecond})
+
+	loading := make(chan struct{})
+	finish := make(chan struct{})
+	go holder.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
+		close(loading)
+		<-finish
+		return []byte("v"), nil
+	})
+	<-loading
+	got := make(chan string, 1)
+	go func() {
+		v, _ := waiter.Fetch(ctx, "{k}", time.Minute, value("not me"))
+		got <- string(v)
+	}()
+	waitSubscribed(t, srv.Client(), "corral:n:{k}:{k}", 1)
+	proxy.Reset() // the waiter's connections drop, its pub/sub one included
+	close(finish) // the notice may be lost while it reconnects
+	select {
+	case v := <-got:
+		if v != "v" {
+			t.Fatalf("waiter got %q", v)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("waiter still waiting 2s after the load ended")
+	}
+	// The pub/sub connection is back and subscribed again for later waits.
+	loading2 := make(chan struct{})
+	finish2 := make(chan struct{})
+	go holder.Fetch(ctx, "{k2}", time.Minute, func(context.Context) ([]byte, error) {
+		close(loading2)
+		<-finish2
+		return []byte("v2"), nil
+	})
+	<-loading2
+	go func() {
+		v, _ := waiter.Fetch(ctx, "{k2}", time.Minute, value("not me"))
+		got <- string(v)
+	}()
+	waitSubscribed(t, srv.Client(), "corral:n:{k2}:{k2}", 1)
+	close(finish2)
+	if v := <-got; v != "v2" {
+		t.Fatalf("second waiter got %q", v)
+	}
+}

@@ -1,0 +1,64 @@
+package redistest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestServerKillRestart(t *testing.T) {
+	s := Start(t)
+	c := s.Client()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered after Kill")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after Restart: %v", err)
+	}
+	if n := c.Exists(ctx, "k").Val(); n != 0 {
+		t.Fatal("a restarted server kept data")
+	}
+}
+
+func TestProxy(t *testing.T) {
+	s := Start(t)
+	p := StartProxy(t, s.Addr)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	p.CutOnReply([]byte("hello"))
+	if err := c.Get(ctx, "k").Err(); err == nil {
+		t.Fatal("the cut reply arrived")
+	}
+	if v := c.Get(ctx, "k").Val(); v != "hello" {
+		t.Fatalf("after the cut, Get = %q (the cut is once only)", v)
+	}
+
+	p.Blackhole(true)
+	start := time.Now()
+	if err := c.Get(ctx, "k").Err(); err == nil || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("black hole answered: %v after %v", err, time.Since(start))
+	}
+	p.Blackhole(false)
+	p.Reset()
+	if v := c.Get(ctx, "k").Val(); v != "hello" {
+		t.Fatalf("after the black hole, Get = %q", v)
+	}
+}
