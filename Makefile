@@ -4,12 +4,15 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet bench demo
+.PHONY: test redis-server vet fuzz bench demo
+
+FUZZTIME ?= 5s
 
 # -p 1: one package at a time, so the timing bounds of the failure-case tests
 # are not measured on a machine the demo's tests keep busy.
 test: redis-server vet
 	$(GO) test -race -p 1 -timeout 20m ./...
+	$(MAKE) fuzz
 
 vet:
 	$(GO) vet ./...
@@ -19,6 +22,12 @@ redis-server:
 		echo "redis-server is missing: installing it with apt-get"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server; }
+
+# Each fuzz target runs briefly; a failure leaves its input in testdata/fuzz.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNotice$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFetch$$' -fuzztime $(FUZZTIME) .
 
 bench: redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...

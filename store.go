@@ -192,6 +192,9 @@ func parseFetch(res any) (fetchReply, error) {
 		r.value, r.refresh = []byte(v), refresh == 1
 		r.entry, r.refreshFailed = parseFlags(f)
 	case "LOAD":
+		if len(a) != 2 {
+			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+		}
 		r.kind = replyLoad
 		r.now, ok2 = a[1].(int64)
 	case "WAIT":

@@ -1,0 +1,106 @@
+package corral
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzNames checks the key layout for any key (braces, binary, unicode): the
+// three names share the slot tag Redis Cluster will hash, end with the key
+// itself, and never collide with another key's names.
+func FuzzNames(f *testing.F) {
+	for _, k := range []string{"x", "{x}", "x:l", "}x", "{x", "user:{42}:p", "{a}{b}", "x{}y", "ключ", "\x00\xff", "{}", "}{", "a:e:{b}:c"} {
+		f.Add(k, k+"'")
+	}
+	f.Fuzz(func(t *testing.T, k1, k2 string) {
+		n := newNames("corral", k1)
+		tag := slotTag(k1)
+		for _, name := range []string{n.entry, n.lease, n.notice} {
+			if got, ok := hashTag(name); !ok || got != tag {
+				t.Fatalf("name %q hashes by %q (ok %v), want the key's tag %q", name, got, ok, tag)
+			}
+			if !strings.HasSuffix(name, "}:"+k1) {
+				t.Fatalf("name %q does not end with the key %q", name, k1)
+			}
+		}
+		if n.entry == n.lease || n.entry == n.notice || n.lease == n.notice {
+			t.Fatalf("names of %q collide: %+v", k1, n)
+		}
+		if k1 == k2 {
+			return
+		}
+		m := newNames("corral", k2)
+		for _, a := range []string{n.entry, n.lease, n.notice} {
+			for _, b := range []string{m.entry, m.lease, m.notice} {
+				if a == b {
+					t.Fatalf("keys %q and %q share the name %q", k1, k2, a)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseNotice checks that any payload on a notice channel decodes to a
+// known kind, and a value notice to its payload.
+func FuzzParseNotice(f *testing.F) {
+	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, payload string) {
+		n := parseNotice(payload)
+		switch n.kind {
+		case noticeValue:
+			if string(n.value) != payload[1:] {
+				t.Fatalf("value notice %q decoded to %q", payload, n.value)
+			}
+		case noticeFailed:
+			if n.message != payload[1:] {
+				t.Fatalf("failure notice %q decoded to %q", payload, n.message)
+			}
+		case noticeNotFound, noticeCommitted, noticeChanged:
+		default:
+			t.Fatalf("payload %q decoded to unknown kind %q", payload, n.kind)
+		}
+	})
+}
+
+// FuzzParseFetch checks the decoding of fetch.lua's replies and of entry
+// flags: well-formed replies decode to what they say, anything else is an
+// error, never a panic.
+func FuzzParseFetch(f *testing.F) {
+	f.Add("HIT", "v", "", int64(0), int64(1700000000000))
+	f.Add("STALE", "", "nx", int64(1), int64(1))
+	f.Add("LOAD", "", "", int64(0), int64(5))
+	f.Add("WAIT", "", "", int64(250), int64(5))
+	f.Add("WAT", "\xff", "e", int64(-1), int64(-1))
+	f.Fuzz(func(t *testing.T, kind, v, flags string, n, now int64) {
+		for _, reply := range []any{
+			[]any{kind, v, flags, n, now},
+			[]any{kind, n, now},
+			[]any{kind, now},
+			[]any{kind},
+			[]any{},
+			kind,
+			nil,
+		} {
+			r, err := parseFetch(reply)
+			if err != nil {
+				continue
+			}
+			switch r.kind {
+			case replyHit, replyStale:
+				want, failed := parseFlags(flags)
+				if string(r.value) != v || r.entry != want || r.refreshFailed != failed || r.refresh != (n == 1) {
+					t.Fatalf("%#v decoded to %+v", reply, r)
+				}
+			case replyWait:
+				if r.pttl.Milliseconds() != n {
+					t.Fatalf("%#v decoded to %+v", reply, r)
+				}
+			}
+			if r.now != now {
+				t.Fatalf("%#v decoded now %d", reply, r.now)
+			}
+		}
+	})
+}
