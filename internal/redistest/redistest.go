@@ -66,21 +66,47 @@ func Start(t testing.TB, args ...string) *Server {
 // Run starts a redis-server keeping its files in dir, for use outside a
 // test (TestMain, examples). Stop it with Close.
 func Run(dir string, args ...string) (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{bin: bin, dir: dir, args: args}
+	var err error
 	for range 5 { // a free port can be taken between choosing and binding it
-		s.Addr, err = freeAddr()
-		if err != nil {
+		var addr string
+		if addr, err = freeAddr(); err != nil {
 			continue
 		}
-		if err = s.start(); err == nil {
+		var s *Server
+		if s, err = runOn(dir, addr, args...); err == nil {
 			return s, nil
 		}
 	}
 	return nil, fmt.Errorf("cannot start redis-server: %w", err)
+}
+
+// runOn starts a redis-server on addr.
+func runOn(dir, addr string, args ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: addr, bin: bin, dir: dir, args: args}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// running reports whether the process is up.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	exit := s.exit
+	s.mu.Unlock()
+	if exit == nil {
+		return false
+	}
+	select {
+	case <-exit:
+		return false
+	default:
+		return true
+	}
 }
 
 func freeAddr() (string, error) {

@@ -62,3 +62,19 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("after the black hole, Get = %q", v)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, 3, 1)
+	cc := c.Client()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "{x}1", "{x}2"} {
+		if err := cc.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := c.MasterOf("a")
+	r := c.ReplicaOf(m)
+	if r == m {
+		t.Fatal("a master is its own replica")
+	}
+}

@@ -1,0 +1,190 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a Redis Cluster of private redis-server processes: masters
+// with their replicas, on free loopback ports.
+type Cluster struct {
+	Nodes []*Server // masters first (as created), then replicas
+	t     testing.TB
+}
+
+// StartCluster starts a cluster of masters, each with replicas replicas,
+// waits until every node reports cluster_state:ok, and stops it when t ends.
+// Nodes time out after 1 s, so failovers in tests are quick.
+func StartCluster(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redistest: redis-cli not found (it comes with redis-server: apt-get install -y redis-server)")
+	}
+	c := &Cluster{t: t}
+	for range masters * (1 + replicas) {
+		port, err := clusterPort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s, err := runOn(t.TempDir(), "127.0.0.1:"+strconv.Itoa(port),
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
+			"--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no")
+		if err != nil {
+			t.Fatalf("redistest: cluster node: %v", err)
+		}
+		s.t = t
+		t.Cleanup(s.Close)
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitHealthy()
+	return c
+}
+
+// clusterPort returns a free port whose cluster bus port (port + 10000) is
+// free too.
+func clusterPort() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port pair for a cluster node")
+}
+
+// Addrs returns every node's address.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// Client returns a cluster client of c, closed when the test ends.
+func (c *Cluster) Client(opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	for _, f := range opts {
+		f(o)
+	}
+	cc := redis.NewClusterClient(o)
+	c.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// WaitHealthy waits until every running node reports cluster_state:ok with
+// all 16384 slots assigned, and every master has its replicas; it fails the
+// test after 30 s.
+func (c *Cluster) WaitHealthy() {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.healthy()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: cluster not healthy after 30s: %v", err)
+		}
+		<-time.After(50 * time.Millisecond) // polling the cluster's state, bounded by deadline
+	}
+}
+
+func (c *Cluster) healthy() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if !n.running() {
+			continue
+		}
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		info, err := cl.ClusterInfo(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_assigned:16384") {
+			return fmt.Errorf("node %s: %s", n.Addr, firstLines(info, 3))
+		}
+	}
+	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], " ")
+}
+
+// MasterOf returns the node that serves key's slot as master now.
+func (c *Cluster) MasterOf(key string) *Server {
+	c.t.Helper()
+	cc := c.Client()
+	m, err := cc.MasterForKey(context.Background(), key)
+	if err != nil {
+		c.t.Fatalf("redistest: master of %q: %v", key, err)
+	}
+	for _, n := range c.Nodes {
+		if n.Addr == m.Options().Addr {
+			return n
+		}
+	}
+	c.t.Fatalf("redistest: master %s of %q is not a node of this cluster", m.Options().Addr, key)
+	return nil
+}
+
+// ReplicaOf returns a replica of master.
+func (c *Cluster) ReplicaOf(master *Server) *Server {
+	c.t.Helper()
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer cl.Close()
+	id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		c.t.Fatalf("redistest: CLUSTER MYID: %v", err)
+	}
+	for _, n := range c.Nodes {
+		if n == master || !n.running() {
+			continue
+		}
+		nc := redis.NewClient(&redis.Options{Addr: n.Addr})
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		nc.Close()
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.Contains(f[2], "myself") && strings.Contains(f[2], "slave") && f[3] == id {
+				return n
+			}
+		}
+	}
+	c.t.Fatalf("redistest: no replica of %s", master.Addr)
+	return nil
+}
