@@ -10,12 +10,17 @@ import (
 )
 
 // notifier multiplexes the notice channels of all waiting flights over
-// shared pub/sub connections: one per Cache on a single Redis; on a Cluster
-// with sharded pub/sub, where a subscription must be made on the node owning
-// the channel's slot, one per slot tag (every channel with one tag has one
-// slot). Connections are opened on
-// first use. go-redis re-establishes a dropped connection and re-subscribes;
-// notices published meanwhile are lost, and waiters fall back to their timers.
+// shared pub/sub connections, opened on first use: one per Cache on a single
+// Redis (or with plain pub/sub, which a Cluster broadcasts to every node);
+// with sharded pub/sub on a Cluster, one per master node, since a shard
+// channel must be subscribed on the node that owns its slot.
+//
+// go-redis re-establishes a dropped connection and re-subscribes its
+// channels; notices published meanwhile are lost, and waiters fall back to
+// their timers. When a slot moves (resharding, failover), the owner's
+// server drops its shard channels; the notifier subscribes them again on
+// the new owner, and each new wait checks that its channel lives on the
+// slot's current master.
 type notifier struct {
 	rdb     redis.UniversalClient
 	store   *store
@@ -23,16 +28,27 @@ type notifier struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mu       sync.Mutex // guards everything below, and the order of (un)subscribe commands
+	mu       sync.Mutex // guards everything below, and orders (un)subscribe commands
 	conns    map[string]*pubsubConn
 	channels map[string]*channelSubs
 	closed   bool
-	wg       sync.WaitGroup // dispatch goroutines
+	wg       sync.WaitGroup // dispatch goroutines and re-subscriptions
 }
 
+// idleLinger is how long a pub/sub connection with no channels stays open
+// for the next wait before it is closed.
+const idleLinger = 30 * time.Second
+
+// pubsubConn is one pub/sub connection.
 type pubsubConn struct {
+	addr    string // the node; "" off a Cluster or with plain pub/sub
 	ps      *redis.PubSub
 	sharded bool
+
+	// guarded by notifier.mu:
+	channels int            // channels subscribed on it
+	leaving  map[string]int // our SUNSUBSCRIBEs not yet confirmed, by channel
+	idle     *time.Timer    // closes it after idleLinger without channels
 }
 
 // channelSubs is one subscribed notice channel and its local listeners.
@@ -88,6 +104,30 @@ func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout t
 	}
 }
 
+// node is where a channel is subscribed: its address and a client of it.
+type node struct {
+	addr    string
+	client  redis.UniversalClient
+	sharded bool
+}
+
+// nodeFor returns where channel must be subscribed now.
+func (n *notifier) nodeFor(ctx context.Context, channel string) (node, error) {
+	sharded, err := n.store.sharded(ctx)
+	if err != nil {
+		return node{}, err
+	}
+	cc, cluster := n.rdb.(*redis.ClusterClient)
+	if !cluster || !sharded {
+		return node{client: n.rdb, sharded: sharded}, nil
+	}
+	m, err := cc.MasterForKey(ctx, channel)
+	if err != nil {
+		return node{}, err
+	}
+	return node{addr: m.Options().Addr, client: m, sharded: true}, nil
+}
+
 // subscribe starts listening on channel and waits until the server has
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
@@ -96,7 +136,9 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	if ctx.Err() != nil {
 		return s // every caller has left: nothing to subscribe for
 	}
-	sharded, err := n.store.sharded(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
+	defer cancel()
+	at, err := n.nodeFor(sctx, channel)
 	if err != nil {
 		n.log.Warn("corral: cannot subscribe to notices; waiting on timers", "channel", channel, "err", err)
 		return s
@@ -108,16 +150,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	}
 	cs := n.channels[channel]
 	if cs == nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
-		conn, err := n.subscribeOn(sctx, channel, sharded)
-		cancel()
-		cs = &channelSubs{conn: conn, confirmed: make(chan struct{}), listeners: make(map[*subscription]struct{})}
+		cs = &channelSubs{listeners: make(map[*subscription]struct{})}
 		n.channels[channel] = cs
-		n.stats.subscribes.Add(1)
-		if err != nil {
-			n.stats.redisErrors.Add(1)
-			n.log.Warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
-		}
+	}
+	if cs.conn == nil || cs.conn.addr != at.addr {
+		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
 	}
 	cs.listeners[s] = struct{}{}
 	confirmed := cs.confirmed
@@ -134,58 +171,107 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	return s
 }
 
-// subscribeOn subscribes channel on its pub/sub connection, opening the
-// connection with channel as its first subscription when there is none yet
-// (so that go-redis connects a sharded subscription to the node owning the
-// channel's slot, not to a random node). Called with n.mu held.
-func (n *notifier) subscribeOn(ctx context.Context, channel string, sharded bool) (*pubsubConn, error) {
-	shard := ""
-	if _, cluster := n.rdb.(*redis.ClusterClient); cluster && sharded {
-		shard, _ = hashTag(channel)
+// bind subscribes cs's channel on the connection to at, leaving the one it
+// was on, if any. Called with n.mu held.
+func (n *notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
+	if cs.conn != nil {
+		n.unsubscribeOn(cs.conn, channel)
 	}
-	if c := n.conns[shard]; c != nil {
+	conn, err := n.subscribeOn(ctx, channel, at)
+	cs.conn, cs.confirmed = conn, make(chan struct{})
+	n.stats.subscribes.Add(1)
+	if err != nil {
+		n.stats.redisErrors.Add(1)
+		n.log.Warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
+	}
+}
+
+// subscribeOn subscribes channel on the connection to at, opening the
+// connection with channel as its first subscription when there is none yet
+// (so that go-redis connects it to that node). Called with n.mu held.
+func (n *notifier) subscribeOn(ctx context.Context, channel string, at node) (*pubsubConn, error) {
+	if c := n.conns[at.addr]; c != nil {
+		c.channels++
+		if c.idle != nil {
+			c.idle.Stop()
+			c.idle = nil
+		}
 		if c.sharded {
 			return c, c.ps.SSubscribe(ctx, channel)
 		}
 		return c, c.ps.Subscribe(ctx, channel)
 	}
 	var ps *redis.PubSub
-	if sharded {
-		ps = n.rdb.SSubscribe(ctx, channel)
+	if at.sharded {
+		ps = at.client.SSubscribe(ctx, channel)
 	} else {
-		ps = n.rdb.Subscribe(ctx, channel)
+		ps = at.client.Subscribe(ctx, channel)
 	}
-	c := &pubsubConn{ps: ps, sharded: sharded}
-	n.conns[shard] = c
+	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, channels: 1, leaving: make(map[string]int)}
+	n.conns[at.addr] = c
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	n.wg.Add(1)
-	go n.dispatch(ch)
+	go n.dispatch(c, ch)
 	return c, nil
+}
+
+// unsubscribeOn drops channel from c. Called with n.mu held.
+func (n *notifier) unsubscribeOn(c *pubsubConn, channel string) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	var err error
+	if c.sharded {
+		c.leaving[channel]++
+		err = c.ps.SUnsubscribe(ctx, channel)
+	} else {
+		err = c.ps.Unsubscribe(ctx, channel)
+	}
+	n.stats.unsubscribes.Add(1)
+	if err != nil {
+		n.stats.redisErrors.Add(1)
+	}
+	n.dropChannel(c)
+}
+
+// dropChannel counts one channel fewer on c, and closes c after idleLinger
+// if it stays without channels. Called with n.mu held.
+func (n *notifier) dropChannel(c *pubsubConn) {
+	c.channels--
+	if c.channels > 0 || n.conns[c.addr] != c {
+		return
+	}
+	c.idle = time.AfterFunc(idleLinger, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if c.channels == 0 && n.conns[c.addr] == c {
+			n.closeConn(c)
+		}
+	})
+}
+
+// closeConn closes c. Called with n.mu held.
+func (n *notifier) closeConn(c *pubsubConn) {
+	if n.conns[c.addr] == c {
+		delete(n.conns, c.addr)
+	}
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	_ = c.ps.Close()
 }
 
 // dispatch delivers the messages of one pub/sub connection to the waiters
 // listening on their channels, until the connection is closed.
-func (n *notifier) dispatch(ch <-chan any) {
+func (n *notifier) dispatch(c *pubsubConn, ch <-chan any) {
 	defer n.wg.Done()
 	for m := range ch {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
-				continue
-			}
-			n.mu.Lock()
-			if cs := n.channels[m.Channel]; cs != nil {
-				select {
-				case <-cs.confirmed:
-				default:
-					close(cs.confirmed)
-				}
-			}
-			n.mu.Unlock()
+			n.subscriptionEvent(c, m)
 		case *redis.Message:
 			nt := parseNotice(m.Payload)
 			n.mu.Lock()
-			if cs := n.channels[m.Channel]; cs != nil {
+			if cs := n.channels[m.Channel]; cs != nil && cs.conn == c {
 				for s := range cs.listeners {
 					select {
 					case s.notices <- nt:
@@ -194,6 +280,80 @@ func (n *notifier) dispatch(ch <-chan any) {
 				}
 			}
 			n.mu.Unlock()
+		}
+	}
+}
+
+// subscriptionEvent handles the server's word on a subscription: a
+// confirmation, or the server dropping a channel it no longer owns (a slot
+// that moved), which is subscribed again on the slot's new master.
+func (n *notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if m.Kind == "sunsubscribe" && c.leaving[m.Channel] > 0 {
+		if c.leaving[m.Channel]--; c.leaving[m.Channel] == 0 {
+			delete(c.leaving, m.Channel)
+		}
+		return // the confirmation of our own SUNSUBSCRIBE
+	}
+	cs := n.channels[m.Channel]
+	if cs == nil || cs.conn != c {
+		return // a channel we left, or moved ourselves
+	}
+	switch m.Kind {
+	case "subscribe", "ssubscribe":
+		select {
+		case <-cs.confirmed:
+		default:
+			close(cs.confirmed)
+		}
+	case "sunsubscribe":
+		if n.closed {
+			return
+		}
+		n.wg.Add(1)
+		go n.rebind(m.Channel, c)
+	}
+}
+
+// rebind subscribes channel again where its slot lives now, after its node
+// dropped it.
+func (n *notifier) rebind(channel string, from *pubsubConn) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	at, err := n.newOwner(ctx, channel, from.addr)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[channel]
+	if err != nil || n.closed || cs == nil || cs.conn != from {
+		return
+	}
+	n.dropChannel(from) // the server already dropped it there
+	cs.conn = nil
+	n.bind(ctx, cs, channel, at)
+}
+
+// newOwner returns where channel lives now that its slot left the node at
+// old: go-redis reloads the Cluster's slot map in the background, so this
+// asks again, briefly, until the answer changes.
+func (n *notifier) newOwner(ctx context.Context, channel, old string) (node, error) {
+	cc, ok := n.rdb.(*redis.ClusterClient)
+	if !ok {
+		return n.nodeFor(ctx, channel)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cc.ReloadState(ctx)
+		at, err := n.nodeFor(ctx, channel)
+		if err == nil && at.addr != old {
+			return at, nil
+		}
+		select {
+		case <-ctx.Done():
+			return at, err // still there: subscribe where go-redis says
+		case <-tick.C:
 		}
 	}
 }
@@ -215,17 +375,8 @@ func (s *subscription) close() {
 		return
 	}
 	delete(n.channels, s.channel)
-	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
-	defer cancel()
-	var err error
-	if cs.conn.sharded {
-		err = cs.conn.ps.SUnsubscribe(ctx, s.channel)
-	} else {
-		err = cs.conn.ps.Unsubscribe(ctx, s.channel)
-	}
-	n.stats.unsubscribes.Add(1)
-	if err != nil {
-		n.stats.redisErrors.Add(1)
+	if cs.conn != nil {
+		n.unsubscribeOn(cs.conn, s.channel)
 	}
 }
 
@@ -233,12 +384,10 @@ func (s *subscription) close() {
 func (n *notifier) close() error {
 	n.mu.Lock()
 	n.closed = true
-	conns := n.conns
-	n.conns = nil
-	n.mu.Unlock()
-	for _, c := range conns {
-		_ = c.ps.Close()
+	for _, c := range n.conns {
+		n.closeConn(c)
 	}
+	n.mu.Unlock()
 	n.wg.Wait()
 	return nil
 }

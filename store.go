@@ -50,6 +50,7 @@ type store struct {
 	inline  int
 	noShard bool     // Options.DisableShardedPubSub
 	breaker *breaker // nil when disabled
+	reload  func()   // on a Cluster: re-learn which node serves which slot
 
 	calls sync.WaitGroup // commands still running after their caller gave up
 
@@ -116,7 +117,7 @@ func parseFlags(f string) (kind entryKind, refreshFailed bool) {
 // goroutine, and a caller that times out returns without it. The goroutine
 // ends when go-redis gives up; Close waits for it.
 func (s *store) do(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
-	return s.breaker.run(func() (any, error) {
+	v, err := s.breaker.run(func() (any, error) {
 		parent := ctx
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
@@ -144,6 +145,12 @@ func (s *store) do(ctx context.Context, call func(context.Context) (any, error))
 			return nil, fmt.Errorf("corral: no reply from Redis within RedisTimeout %v: %w", s.timeout, ctx.Err())
 		}
 	})
+	if s.reload != nil && redisFailed(err) && !errors.Is(err, ErrCircuitOpen) {
+		// A node may have failed over. go-redis learns new slot owners from
+		// MOVED replies, which a dead node never sends: ask it to reload.
+		s.reload()
+	}
+	return v, err
 }
 
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {

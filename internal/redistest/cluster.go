@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -37,7 +38,8 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 		}
 		s, err := runOn(t.TempDir(), "127.0.0.1:"+strconv.Itoa(port),
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
-			"--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no")
+			"--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
+			"--repl-diskless-sync-delay", "0") // replicas sync at once, so they can take over
 		if err != nil {
 			t.Fatalf("redistest: cluster node: %v", err)
 		}
@@ -99,8 +101,9 @@ func (c *Cluster) Client(opts ...func(*redis.ClusterOptions)) *redis.ClusterClie
 }
 
 // WaitHealthy waits until every running node reports cluster_state:ok with
-// all 16384 slots assigned, and every master has its replicas; it fails the
-// test after 30 s.
+// all 16384 slots served by a master that is up (after a failover: by the
+// promoted replica), and every replica has synced with its master; it fails
+// the test after 30 s.
 func (c *Cluster) WaitHealthy() {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -125,12 +128,16 @@ func (c *Cluster) healthy() error {
 		}
 		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
 		info, err := cl.ClusterInfo(ctx).Result()
+		repl, rerr := cl.Info(ctx, "replication").Result()
 		cl.Close()
-		if err != nil {
+		if err = errors.Join(err, rerr); err != nil {
 			return err
 		}
-		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_assigned:16384") {
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 			return fmt.Errorf("node %s: %s", n.Addr, firstLines(info, 3))
+		}
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("replica %s has not synced with its master", n.Addr)
 		}
 	}
 	return nil
@@ -187,4 +194,68 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 	}
 	c.t.Fatalf("redistest: no replica of %s", master.Addr)
 	return nil
+}
+
+// nodeID returns s's cluster node id.
+func (c *Cluster) nodeID(s *Server) string {
+	c.t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer cl.Close()
+	id, err := cl.Do(context.Background(), "CLUSTER", "MYID").Text()
+	if err != nil {
+		c.t.Fatalf("redistest: CLUSTER MYID of %s: %v", s.Addr, err)
+	}
+	return id
+}
+
+// MoveSlot migrates slot, with its keys, from its master to the master to,
+// as resharding does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE).
+func (c *Cluster) MoveSlot(slot int, from, to *Server) {
+	c.t.Helper()
+	ctx := context.Background()
+	src := redis.NewClient(&redis.Options{Addr: from.Addr})
+	defer src.Close()
+	dst := redis.NewClient(&redis.Options{Addr: to.Addr})
+	defer dst.Close()
+	fromID, toID := c.nodeID(from), c.nodeID(to)
+	must := func(err error) {
+		if err != nil {
+			c.t.Fatalf("redistest: move slot %d: %v", slot, err)
+		}
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
+	host, port, _ := net.SplitHostPort(to.Addr)
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		must(err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "REPLACE", "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err())
+	}
+	for _, n := range c.Nodes {
+		if !n.running() {
+			continue
+		}
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		cl.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID) // replicas refuse; masters must take it
+		cl.Close()
+	}
+}
+
+// Failover makes replica take over its master's slots (CLUSTER FAILOVER on
+// the replica) and waits until the cluster is healthy again.
+func (c *Cluster) Failover(replica *Server) {
+	c.t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer cl.Close()
+	if err := cl.Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
+		c.t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+	}
+	c.WaitHealthy()
 }

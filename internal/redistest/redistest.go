@@ -28,6 +28,7 @@ type Server struct {
 	bin  string
 	dir  string
 	args []string
+	conf string // a Sentinel's config file; "" for a server
 
 	mu   sync.Mutex // guards cmd, exit
 	cmd  *exec.Cmd
@@ -120,10 +121,13 @@ func freeAddr() (string, error) {
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	args := append([]string{
-		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log"),
-	}, s.args...)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log")}
+	if s.conf != "" {
+		args = append([]string{s.conf, "--sentinel"}, args...) // a sentinel's config file comes first
+	} else {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr

@@ -78,3 +78,12 @@ func TestCluster(t *testing.T) {
 		t.Fatal("a master is its own replica")
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	s := StartSentinel(t)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: []string{s.Sentinel.Addr}})
+	defer c.Close()
+	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}

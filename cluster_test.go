@@ -1,0 +1,420 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// All of a key's Redis names share one Cluster slot, whatever the key looks
+// like, so every script gets all its keys and never hits CROSSSLOT.
+func TestClusterKeysShareASlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	c := newCache(t, cc, nil)
+	ctx := context.Background()
+	for _, key := range []string{"user:{42}:p", "{a}{b}", "x{}y", "}z", "ключ:{ü}", "bin\x00\xff{", "plain"} {
+		v, err := c.Fetch(ctx, key, time.Minute, value("v:"+key))
+		if err != nil || string(v) != "v:"+key {
+			t.Fatalf("Fetch(%q) on a cluster = %q, %v", key, v, err)
+		}
+		slots := map[int64]bool{}
+		tag := ""
+		if i := strings.IndexByte(key, '{'); i >= 0 {
+			if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+				tag = key[i+1 : i+1+j]
+			}
+		}
+		entry := findEntry(t, cc, key)
+		name := strings.TrimPrefix(entry, "corral:e:")
+		for _, kind := range []string{"e", "l", "n"} {
+			slot, err := cc.ClusterKeySlot(ctx, "corral:"+kind+":"+name).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots[slot] = true
+		}
+		if len(slots) != 1 {
+			t.Fatalf("names of %q span slots %v", key, slots)
+		}
+		if tag != "" { // a user's hash tag keeps its slot
+			want, _ := cc.ClusterKeySlot(ctx, "{"+tag+"}").Result()
+			if !slots[want] {
+				t.Fatalf("%q: names in slots %v, the user's tag {%s} in %d", key, slots, tag, want)
+			}
+		}
+	}
+}
+
+// findEntry returns the Redis name of key's entry, scanning every master.
+func findEntry(t *testing.T, cc *redis.ClusterClient, key string) string {
+	t.Helper()
+	var found string
+	var mu sync.Mutex
+	cc.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		keys, _ := m.Keys(ctx, "corral:e:*").Result()
+		for _, k := range keys {
+			if strings.HasSuffix(k, "}:"+key) {
+				mu.Lock()
+				found = k
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no entry for %q", key)
+	}
+	return found
+}
+
+// A stampede on a 3-master cluster from several instances: one load per
+// key, waiters woken by sharded notices on the nodes owning their keys, and
+// at most one pub/sub connection per instance per node.
+func TestClusterStampede(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts corral.Options
+	}{{"sharded", corral.Options{}}, {"plain", corral.Options{DisableShardedPubSub: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			cl := redistest.StartCluster(t, 3, 0)
+			const instances, goroutines, keys = 4, 25, 12
+			caches := make([]*corral.Cache, instances)
+			for i := range caches {
+				caches[i] = newCache(t, cl.Client(), &mode.opts)
+			}
+			var loads [keys]atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			var bad atomic.Int32
+			for _, c := range caches {
+				for g := range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						k := g % keys
+						<-start
+						v, err := c.Fetch(context.Background(), "item:"+strconv.Itoa(k), time.Minute, func(ctx context.Context) ([]byte, error) {
+							loads[k].Add(1)
+							return slow(100*time.Millisecond, nil, "v"+strconv.Itoa(k))(ctx)
+						})
+						if err != nil || string(v) != "v"+strconv.Itoa(k) {
+							bad.Add(1)
+						}
+					}()
+				}
+			}
+			t0 := time.Now()
+			close(start)
+			wg.Wait()
+			if bad.Load() != 0 {
+				t.Fatalf("%d callers failed", bad.Load())
+			}
+			for k := range loads {
+				if n := loads[k].Load(); n != 1 {
+					t.Fatalf("key %d loaded %d times", k, n)
+				}
+			}
+			// Woken by notices, not by the 5s fallback timer.
+			if took := time.Since(t0); took > time.Second {
+				t.Fatalf("stampede took %v", took)
+			}
+			// Pub/sub connections: at most one per instance per node.
+			ctx := context.Background()
+			for _, n := range cl.Nodes {
+				cli := redis.NewClient(&redis.Options{Addr: n.Addr})
+				list, _ := cli.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+				cli.Close()
+				if conns := strings.Count(list, "\n"); conns > instances {
+					t.Fatalf("node %s has %d pub/sub connections for %d instances", n.Addr, conns, instances)
+				}
+			}
+		})
+	}
+}
+
+// A waiter's shard channel moves with its slot (resharding): the node drops
+// the subscription and corral subscribes again on the new owner, so the
+// notice still wakes the waiter.
+func TestClusterResharding(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	holder := newCache(t, cl.Client(), nil)
+	waiter := newCache(t, cl.Client(), nil)
+	ctx := context.Background()
+	key := "{moving}"
+	loading, finish := make(chan struct{}), make(chan struct{})
+	go holder.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
+		close(loading)
+		<-finish
+		return []byte("v"), nil
+	})
+	<-loading
+	got := make(chan string, 1)
+	go func() {
+		v, _ := waiter.Fetch(ctx, key, time.Minute, value("not me"))
+		got <- string(v)
+	}()
+	eventually(t, 2*time.Second, "the waiter subscribed", func() bool { return waiter.Stats().Subscribes == 1 })
+	from := cl.MasterOf(key)
+	var to *redistest.Server
+	for _, n := range cl.Nodes {
+		if n != from {
+			to = n
+			break
+		}
+	}
+	slot := int(cl.Client().ClusterKeySlot(ctx, key).Val())
+	cl.MoveSlot(slot, from, to)
+	eventually(t, 3*time.Second, "the waiter subscribed again on the new owner", func() bool {
+		return waiter.Stats().Subscribes == 2
+	})
+	released := time.Now()
+	close(finish)
+	select {
+	case v := <-got:
+		if v != "v" || time.Since(released) > time.Second {
+			t.Fatalf("waiter got %q %v after the load; want the notice, not the 5s timer", v, time.Since(released))
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("waiter hangs after resharding")
+	}
+}
+
+// Failover during a stampede (CLUSTER FAILOVER, or a killed master): callers
+// still get values, nothing hangs, and loads stay bounded: at most one per
+// instance per key (each instance fails open at most once while its calls
+// fail) plus the one of the lease protocol.
+func TestClusterFailoverDuringStampede(t *testing.T) {
+	for _, how := range []string{"CLUSTER FAILOVER", "master killed"} {
+		t.Run(how, func(t *testing.T) {
+			cl := redistest.StartCluster(t, 3, 1)
+			const instances, goroutines = 4, 25
+			key := "{fo}"
+			opts := func() *corral.Options {
+				return &corral.Options{RedisTimeout: 300 * time.Millisecond, LeaseTTL: time.Second}
+			}
+			caches := make([]*corral.Cache, instances)
+			for i := range caches {
+				caches[i] = newCache(t, cl.Client(func(o *redis.ClusterOptions) {
+					o.ReadTimeout, o.DialTimeout = 300*time.Millisecond, 300*time.Millisecond
+				}), opts())
+			}
+			master := cl.MasterOf(key)
+			replica := cl.ReplicaOf(master)
+			var loads atomic.Int32
+			loading := make(chan struct{}, 1)
+			load := func(ctx context.Context) ([]byte, error) {
+				loads.Add(1)
+				select {
+				case loading <- struct{}{}:
+				default:
+				}
+				return slow(500*time.Millisecond, nil, "v")(ctx)
+			}
+			var wg sync.WaitGroup
+			var bad atomic.Int32
+			for _, c := range caches {
+				for range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+						defer cancel()
+						if v, err := c.Fetch(cctx, key, time.Minute, load); err != nil || string(v) != "v" {
+							if bad.Add(1) <= 3 {
+								t.Errorf("caller: %q, %v", v, err)
+							}
+						}
+					}()
+				}
+			}
+			<-loading
+			if how == "master killed" {
+				master.Kill()
+			} else {
+				cl.Failover(replica)
+			}
+			wg.Wait()
+			if n := loads.Load(); n > instances+1 {
+				t.Fatalf("%d loads for %d instances during a failover; want at most %d", n, instances, instances+1)
+			}
+			if how == "master killed" {
+				cl.WaitHealthy()
+			}
+			// Afterwards the key is cached again on the new master.
+			var lastErr error
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, ferr := caches[0].Fetch(context.Background(), key, time.Minute, value("v"))
+				v, err := caches[1].Get(context.Background(), key)
+				if err == nil && string(v) == "v" {
+					break
+				}
+				lastErr = errors.Join(ferr, err)
+				if time.Now().After(deadline) {
+					t.Fatalf("caching does not work after the failover: %v; stats %+v", lastErr, caches[0].Stats())
+				}
+				<-time.After(50 * time.Millisecond) // polling for recovery, bounded by the deadline
+			}
+			t.Logf("%s: %d loads", how, loads.Load())
+		})
+	}
+}
+
+// Sentinel: a failover client works, waiters included.
+func TestSentinelSmoke(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	client := func() *redis.Client {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: []string{s.Sentinel.Addr}})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder, waiter := newCache(t, client(), nil), newCache(t, client(), nil)
+	ctx := context.Background()
+	loading, finish := make(chan struct{}), make(chan struct{})
+	go holder.Fetch(ctx, "{s}", time.Minute, func(context.Context) ([]byte, error) {
+		close(loading)
+		<-finish
+		return []byte("v"), nil
+	})
+	<-loading
+	got := make(chan error, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, "{s}", time.Minute, value("not me"))
+		if err == nil && string(v) != "v" {
+			err = errors.New("wrong value " + string(v))
+		}
+		got <- err
+	}()
+	waitSubscribed(t, s.Master.Client(), "corral:n:{s}:{s}", 1)
+	close(finish)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterStampede runs one cold-key stampede per key over caches (each its
+// own instance) x goroutines, and returns the loads per key and the Redis
+// commands the instances sent.
+func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, goroutines int, keys []string) (loads map[string]int32, commands int64) {
+	commandsNow := func() (n int64) {
+		for i, c := range caches {
+			st := c.Stats()
+			n += hooks[i].commands.Load() + int64(st.Subscribes+st.Unsubscribes)
+		}
+		return n
+	}
+	before := commandsNow()
+	var mu sync.Mutex
+	loads = map[string]int32{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, c := range caches {
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := keys[g%len(keys)]
+				<-start
+				if _, err := c.Fetch(context.Background(), key, time.Minute, func(ctx context.Context) ([]byte, error) {
+					mu.Lock()
+					loads[key]++
+					mu.Unlock()
+					return slow(50*time.Millisecond, nil, key)(ctx)
+				}); err != nil {
+					tb.Error(err)
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	return loads, commandsNow() - before
+}
+
+// clusterInstances returns n instances on cl, each with its own cluster
+// client, warmed up like those of a running fleet: slot map loaded,
+// connections open, scripts known.
+func clusterInstances(tb testing.TB, cl *redistest.Cluster, n int) ([]*corral.Cache, []*faults) {
+	caches, hooks := make([]*corral.Cache, n), make([]*faults, n)
+	for i := range caches {
+		cc := cl.Client()
+		c, err := corral.New(cc, &corral.Options{Logger: quiet, RedisTimeout: 2 * time.Second})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { c.Close() })
+		if _, err := c.Fetch(context.Background(), "warm:"+strconv.Itoa(i), time.Minute, value("w")); err != nil {
+			tb.Fatal(err)
+		}
+		hooks[i] = &faults{}
+		cc.AddHook(hooks[i])
+		caches[i] = c
+	}
+	return caches, hooks
+}
+
+// A simulated fleet of 64 instances x 50 goroutines over the cluster: one
+// load per key, and Redis commands that grow with instances, not goroutines.
+func TestClusterScale(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	const instances = 64
+	caches, hooks := clusterInstances(t, cl, instances)
+	keys := []string{"scale:a", "scale:b", "scale:c", "scale:d"}
+	loads, commands := clusterStampede(t, caches, hooks, 50, keys)
+	for _, k := range keys {
+		if loads[k] != 1 {
+			t.Fatalf("loads %v; want 1 per key", loads)
+		}
+	}
+	// Per instance and key: fetch, subscribe, fetch, unsubscribe; a caller
+	// arriving after its instance's flight ended adds a fetch (a hit).
+	bound := int64(instances * (4 + 1) * len(keys))
+	if commands > bound {
+		t.Fatalf("%d commands for %d instances x %d keys; want at most %d", commands, instances, len(keys), bound)
+	}
+	// Ten times the goroutines, keys afresh: the same bound holds.
+	keys2 := []string{"scale:e", "scale:f", "scale:g", "scale:h"}
+	loads2, commands10 := clusterStampede(t, caches, hooks, 500, keys2)
+	for _, k := range keys2 {
+		if loads2[k] != 1 {
+			t.Fatalf("loads %v at 500 goroutines; want 1 per key", loads2)
+		}
+	}
+	if commands10 > bound {
+		t.Fatalf("commands grew with goroutines: %d at 50 a instance, %d at 500 (bound %d); loads %v", commands, commands10, bound, loads2)
+	}
+	t.Logf("64 instances: %d commands at 50 goroutines each, %d at 500", commands, commands10)
+}
+
+// BenchmarkClusterStampede reports Redis commands per cold-key stampede on
+// a 3-master cluster, per instance: they depend on instances, not on
+// goroutines.
+func BenchmarkClusterStampede(b *testing.B) {
+	cl := redistest.StartCluster(b, 3, 0)
+	for _, size := range []struct{ instances, goroutines int }{{16, 10}, {16, 50}, {64, 10}, {64, 50}} {
+		b.Run(strconv.Itoa(size.instances)+"x"+strconv.Itoa(size.goroutines), func(b *testing.B) {
+			caches, hooks := clusterInstances(b, cl, size.instances)
+			var total int64
+			var maxLoads int32
+			for i := range b.N {
+				key := "bench:cs:" + strconv.Itoa(size.instances) + ":" + strconv.Itoa(size.goroutines) + ":" + strconv.Itoa(i)
+				loads, commands := clusterStampede(b, caches, hooks, size.goroutines, []string{key})
+				total += commands
+				maxLoads = max(maxLoads, loads[key])
+			}
+			b.ReportMetric(float64(total)/float64(b.N), "redis-cmds/op")
+			b.ReportMetric(float64(total)/float64(b.N)/float64(size.instances), "cmds/instance")
+			b.ReportMetric(float64(maxLoads), "max-loads")
+		})
+	}
+}
