@@ -219,12 +219,14 @@ func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) ent
 	}
 	ttl = min(ttl, MaxTTL)
 	if j := c.opts.Jitter; j > 0 {
-		ttl = time.Duration(float64(ttl) * (1 + j*(2*c.opts.Rand()-1)))
+		ttl = min(time.Duration(float64(ttl)*(1+j*(2*c.opts.Rand()-1))), MaxTTL)
 	}
 	w := entryWrite{value: value, kind: kind, soft: max(ttl, time.Millisecond), took: took}
 	w.hard = w.soft
 	if kind == kindValue {
-		w.hard += min(c.opts.StaleTTL, MaxTTL)
+		w.hard += min(c.opts.StaleTTL, MaxTTL) // at most 2*MaxTTL: no overflow
+	} else {
+		w.took = 0 // a cached "not found" or failure is not refreshed early
 	}
 	return w
 }

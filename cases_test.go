@@ -470,7 +470,7 @@ func TestCase_C07_FirstCallerCancels(t *testing.T) {
 	}
 	a, b, c, d := make(chan res, 1), make(chan res, 1), make(chan res, 1), make(chan res, 1)
 	go func() { v, err := call(50 * time.Millisecond); a <- res{v, err} }()
-	eventually(t, time.Second, "A started the load", func() bool { return runs.Load() == 1 })
+	eventually(t, 3*time.Second, "A started the load", func() bool { return runs.Load() == 1 })
 	go func() { v, err := call(5 * time.Second); b <- res{v, err} }()
 	go func() { v, err := call(5 * time.Second); c <- res{v, err} }()
 	ra := <-a

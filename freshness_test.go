@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,7 +202,7 @@ func TestErrorTTLCachesFailures(t *testing.T) {
 // uniformly by ±Jitter.
 func TestJitterSpreadsExpiry(t *testing.T) {
 	const n, ttl = 1000, 100 * time.Second
-	e := newEnv(t, nil) // default Jitter 0.1
+	e := newEnv(t, &corral.Options{RedisTimeout: 10 * time.Second}) // default Jitter 0.1; 1,000 writes at once
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -307,5 +308,127 @@ func TestBackgroundRefreshBound(t *testing.T) {
 	close(release)
 	if runs.Load() != 1 {
 		t.Fatalf("%d refreshes ran with MaxBackgroundRefreshes 1", runs.Load())
+	}
+}
+
+// The backoff after a failed refresh never outlives the entry it protects:
+// once the stale value is gone, the next caller loads at once.
+func TestBackoffDoesNotOutliveTheEntry(t *testing.T) {
+	e := newEnv(t, &corral.Options{StaleTTL: 200 * time.Millisecond, ErrorTTL: 3 * time.Second, DisableJitter: true})
+	ctx := context.Background()
+	e.c.Fetch(ctx, "{bo}", 100*time.Millisecond, value("old"))
+	waitStale(t, e.rdb, "corral:e:{bo}:{bo}")
+	e.c.Fetch(ctx, "{bo}", 100*time.Millisecond, func(context.Context) ([]byte, error) { return nil, errors.New("down") })
+	eventually(t, time.Second, "the refresh fails", func() bool { return e.c.Stats().RefreshErrors == 1 })
+	if pttl := e.rdb.PTTL(ctx, leaseName("bo")).Val(); pttl > 300*time.Millisecond {
+		t.Fatalf("backoff PTTL %v outlives the entry's hard TTL", pttl)
+	}
+	eventually(t, time.Second, "the entry expires", func() bool { return e.rdb.Exists(ctx, "corral:e:{bo}:{bo}").Val() == 0 })
+	// Even a marker left behind (by an older version, or by hand) is no lease.
+	e.rdb.Set(ctx, leaseName("bo"), "backoff", 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	t0 := time.Now()
+	if v, err := e.c.Fetch(cctx, "{bo}", time.Minute, value("new")); err != nil || string(v) != "new" || time.Since(t0) > 200*time.Millisecond {
+		t.Fatalf("after the entry expired: %q, %v after %v; want a load at once", v, err, time.Since(t0))
+	}
+}
+
+// A cached failure (or "not found") is never refreshed early: ErrorTTL
+// keeps a failing origin alone for its whole length.
+func TestCachedFailureIsNotRefreshedEarly(t *testing.T) {
+	e := newEnv(t, &corral.Options{ErrorTTL: time.Second, Beta: 50})
+	ctx := context.Background()
+	var runs atomic.Int32
+	failing := func(ctx context.Context) ([]byte, error) {
+		runs.Add(1)
+		<-time.After(100 * time.Millisecond)
+		return nil, errors.New("down")
+	}
+	e.c.Fetch(ctx, "{cf}", time.Minute, failing)
+	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {
+		if _, err := e.c.Fetch(ctx, "{cf}", time.Minute, failing); !errors.Is(err, corral.ErrCachedFailure) {
+			t.Fatalf("within ErrorTTL: %v", err)
+		}
+	}
+	if n := runs.Load(); n != 1 || e.c.Stats().EarlyRefreshes != 0 {
+		t.Fatalf("a cached failure was refreshed early: %d loads, %+v", n, e.c.Stats())
+	}
+}
+
+// Closing a Cache mid-refresh is no failure of the origin: the entry is not
+// flagged, no backoff is left, and others refresh it at once.
+func TestCloseDuringBackgroundRefresh(t *testing.T) {
+	opts := func() *corral.Options {
+		return &corral.Options{StaleTTL: time.Minute, ErrorTTL: 5 * time.Second, DisableJitter: true}
+	}
+	e := newEnv(t, opts())
+	other := newCache(t, e.srv.Client(), opts())
+	ctx := context.Background()
+	e.c.Fetch(ctx, "{cr}", 100*time.Millisecond, value("old"))
+	waitStale(t, e.rdb, "corral:e:{cr}:{cr}")
+	refreshing := make(chan struct{})
+	e.c.Fetch(ctx, "{cr}", 100*time.Millisecond, func(ctx context.Context) ([]byte, error) {
+		close(refreshing)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	<-refreshing
+	e.c.Close()
+	if st := e.c.Stats(); st.RefreshErrors != 0 || st.LoadErrors != 0 {
+		t.Fatalf("Close counted as a failed refresh: %+v", st)
+	}
+	if f := e.rdb.HGet(ctx, "corral:e:{cr}:{cr}", "f").Val(); strings.Contains(f, "x") {
+		t.Fatalf("entry flagged as failed by Close: f=%q", f)
+	}
+	other.Fetch(ctx, "{cr}", time.Minute, value("new"))
+	eventually(t, time.Second, "the other instance refreshes", func() bool {
+		v, _ := other.Get(ctx, "{cr}")
+		return string(v) == "new"
+	})
+}
+
+// Closing the instance that holds a lease lets other instances' waiters take
+// over the load, rather than fail them (a rolling restart).
+func TestClosingTheHolderHandsOver(t *testing.T) {
+	e := newEnv(t, nil)
+	other := newCache(t, e.srv.Client(), nil)
+	ctx := context.Background()
+	loading := make(chan struct{})
+	go e.c.Fetch(ctx, "{ho}", time.Minute, func(ctx context.Context) ([]byte, error) {
+		close(loading)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	<-loading
+	got := make(chan error, 1)
+	go func() {
+		v, err := other.Fetch(ctx, "{ho}", time.Minute, value("mine"))
+		if err == nil && string(v) != "mine" {
+			err = errors.New("got " + string(v))
+		}
+		got <- err
+	}()
+	waitSubscribed(t, e.rdb, "corral:n:{ho}:{ho}", 1)
+	e.c.Close()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter after the holder closed: %v; want to take over the load", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("waiter still waiting 1s after the holder closed")
+	}
+}
+
+// TTLs near the maximum never overflow into a tiny TTL, whatever the jitter.
+func TestHugeTTLsDoNotOverflow(t *testing.T) {
+	e := newEnv(t, &corral.Options{StaleTTL: math.MaxInt64, Jitter: 0.95, Rand: func() float64 { return 0.999 }})
+	ctx := context.Background()
+	if err := e.c.Set(ctx, "{big}", []byte("v"), math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := e.rdb.PTTL(ctx, "corral:e:{big}:{big}").Val(); ttl < 100*365*24*time.Hour {
+		t.Fatalf("entry TTL %v; want the capped maximum, not an overflow", ttl)
 	}
 }

@@ -64,10 +64,15 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 		}
 	case isNotFound(err):
 		kind, val = kindNotFound, []byte{}
+	case errors.Is(err, ErrClosed):
+		// This process is shutting down: not the origin's failure. Other
+		// processes' waiters re-check and take over.
+		c.releaseLease(n, l.token, releaseArgs{notice: noticeRecheck})
+		return nil, err
 	case refresh:
 		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err), hold: c.opts.ErrorTTL, mark: true})
 		return nil, err
-	case c.opts.ErrorTTL > 0 && !errors.Is(err, ErrClosed):
+	case c.opts.ErrorTTL > 0:
 		kind, val = kindFailure, []byte(failureMessage(err))
 	default:
 		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err)})
@@ -131,7 +136,7 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 		}
 	}
 	took = time.Since(start)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.loadErrors.Add(1)
 	}
 	return val, took, err
@@ -165,7 +170,7 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 		c.stats.earlyRefreshes.Add(1)
 	}
 	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l, true)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.refreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
 	}

@@ -239,7 +239,7 @@ func (s *store) commit(ctx context.Context, n names, token string, w entryWrite)
 		return false, err
 	}
 	res, err := s.call(ctx, commitScript, []string{n.entry, n.lease, n.notice},
-		token, w.value, w.kind.flags(), ms(w.soft), ms(w.hard), w.took.Milliseconds(), pub, s.inline)
+		token, w.value, w.kind.flags(), ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
@@ -363,6 +363,12 @@ func isUnknownCommand(err error) bool {
 	}
 	msg := strings.ToLower(rerr.Error())
 	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "not supported")
+}
+
+// fractionalMS formats d in milliseconds with microsecond precision, so
+// that XFetch sees loads shorter than a millisecond too.
+func fractionalMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
 }
 
 // ms rounds d up to whole milliseconds, at least 1: Redis rejects a 0 TTL.

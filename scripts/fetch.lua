@@ -45,7 +45,10 @@ if e[1] and soft then
   return {'STALE', e[1], f, 0, now}
 end
 
-if take() then
+-- A backoff marker (release.lua) only holds refreshes of an entry off; with
+-- the entry gone, it must not make callers wait.
+if take() or (redis.call('GET', KEYS[2]) == 'backoff' and
+    redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])) then
   return {'LOAD', now}
 end
 local pttl = redis.call('PTTL', KEYS[2])

@@ -9,8 +9,9 @@
 -- ARGV[3] notice: 'e'..message (the load failed), 'd' (re-check), or ''
 --         (publish nothing)
 -- ARGV[4] hold, ms: when > 0, a backoff marker replaces the lease for this
---         long, so no caller refreshes the entry meanwhile (Options.ErrorTTL,
---         stale-if-error); 0 deletes the lease
+--         long, or until the entry expires if that is sooner, so no caller
+--         refreshes the entry meanwhile (Options.ErrorTTL, stale-if-error);
+--         0 deletes the lease
 -- ARGV[5] '1' to flag the entry (if any) 'x': its last refresh failed
 --
 -- Reply: 1 released, 0 the token no longer held the lease.
@@ -19,6 +20,12 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local hold = tonumber(ARGV[4])
 if hold > 0 then
+  local left = redis.call('PTTL', KEYS[3])
+  if left > 0 and left < hold then
+    hold = left
+  end
+end
+if hold > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('SET', KEYS[1], 'backoff', 'PX', hold)
 else
   redis.call('DEL', KEYS[1])
