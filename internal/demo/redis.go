@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -23,7 +24,11 @@ type redisServer struct {
 }
 
 // openRedis starts an embedded Redis when rawURL is empty, or parses rawURL
-// (redis:// or rediss://), and checks that the server answers.
+// and checks that the server answers. rawURL is a redis:// or rediss:// URL;
+// a Cluster is given by more addresses, either as go-redis's cluster URLs
+// take them (redis://h1:p1?addr=h2:p2&addr=h3:p3) or as a comma-separated
+// list (redis://h1:p1,h2:p2); a single address of a Cluster node is
+// recognised too (INFO cluster).
 func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 	s := &redisServer{}
 	if rawURL == "" {
@@ -35,12 +40,12 @@ func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 		s.Label, s.mini = "embedded", m
 		s.opts = redis.UniversalOptions{Addrs: []string{m.Addr()}}
 	} else {
-		o, err := redis.ParseURL(rawURL)
+		opts, err := parseRedis(ctx, rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("demo: --redis: %w", err)
+			return nil, err
 		}
 		s.Label = redactURL(rawURL)
-		s.opts = universalOptions(o)
+		s.opts = opts
 	}
 	c := redis.NewUniversalClient(&s.opts)
 	defer c.Close()
@@ -51,6 +56,50 @@ func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 		return nil, fmt.Errorf("demo: cannot reach Redis at %s: %w", s.Label, err)
 	}
 	return s, nil
+}
+
+// parseRedis turns --redis into client options, for one server or a Cluster.
+func parseRedis(ctx context.Context, raw string) (redis.UniversalOptions, error) {
+	first, rest, _ := strings.Cut(raw, ",")
+	var opts redis.UniversalOptions
+	if u, err := url.Parse(first); err == nil && u.Query().Has("addr") {
+		co, err := redis.ParseClusterURL(first)
+		if err != nil {
+			return opts, fmt.Errorf("demo: --redis: %w", err)
+		}
+		o := &redis.Options{Username: co.Username, Password: co.Password, TLSConfig: co.TLSConfig}
+		opts = universalOptions(o)
+		opts.Addrs = co.Addrs
+	} else {
+		o, err := redis.ParseURL(first)
+		if err != nil {
+			return opts, fmt.Errorf("demo: --redis: %w", err)
+		}
+		opts = universalOptions(o)
+	}
+	for _, a := range strings.Split(rest, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if strings.Contains(a, "://") { // a URL: take its host:port
+			o, err := redis.ParseURL(a)
+			if err != nil {
+				return opts, fmt.Errorf("demo: --redis: %w", err)
+			}
+			a = o.Addr
+		}
+		opts.Addrs = append(opts.Addrs, a)
+	}
+	if len(opts.Addrs) == 1 { // one address: maybe a Cluster node
+		c := redis.NewClient(opts.Simple())
+		defer c.Close()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if info, err := c.Info(pctx, "cluster").Result(); err == nil && strings.Contains(info, "cluster_enabled:1") {
+			opts.IsClusterMode = true
+		}
+	}
+	return opts, nil
 }
 
 // universalOptions carries what redis.ParseURL understood over to the
