@@ -72,8 +72,14 @@
 // NegativeTTL; other errors and panics reach every caller of that load and
 // are not cached. Every Redis call is bounded by RedisTimeout; when Redis
 // fails, Fetch calls the loader directly (fail-open), still once per key per
-// process, unless DisableFailOpen is set.
+// process, unless DisableFailOpen is set. After repeated failures a circuit
+// breaker skips Redis for a cool-down, then probes it and resumes.
 //
-// The Lua scripts are in scripts/*.lua; store.go runs them and notify.go
-// holds the subscriptions. Nothing else talks to Redis.
+// On a Redis Cluster, every name of a key lives in one slot; waiters keep one
+// pub/sub connection per master node and follow their channels when slots
+// move.
+//
+// The Lua scripts are in scripts/*.lua; store.go runs them (through the
+// breaker of breaker.go) and notify.go holds the subscriptions. Nothing else
+// talks to Redis.
 package corral

@@ -123,6 +123,8 @@ type Options struct {
 	// DisableShardedPubSub makes corral use PUBLISH/SUBSCRIBE even on Redis
 	// 7+, where it otherwise uses sharded SPUBLISH/SSUBSCRIBE. Servers
 	// without sharded pub/sub are detected and use the plain commands anyway.
+	// Every instance sharing a Redis must agree on it: notices published
+	// one way are not heard by waiters subscribed the other way.
 	DisableShardedPubSub bool
 
 	// Rand returns uniform random numbers in [0, 1) for XFetch and jitter.
