@@ -4,7 +4,7 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet fuzz bench demo
+.PHONY: test redis-server vet fuzz soak bench demo
 
 FUZZTIME ?= 5s
 
@@ -13,6 +13,7 @@ FUZZTIME ?= 5s
 test: redis-server vet
 	$(GO) test -race -p 1 -timeout 20m ./...
 	$(MAKE) fuzz
+	$(MAKE) soak
 
 vet:
 	$(GO) vet ./...
@@ -28,6 +29,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNotice$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFetch$$' -fuzztime $(FUZZTIME) .
+
+# A 20 s soak: 4 worker processes hammer corral while the soak kills and
+# replaces them, restarts its own redis-server and deletes keys; it fails on
+# any broken invariant (`go run ./cmd/corral soak --help` lists them).
+soak: redis-server
+	$(GO) run ./cmd/corral soak --duration 20s --processes 4 --no-progress
 
 bench: redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...

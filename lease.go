@@ -83,7 +83,9 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 	case cerr != nil:
 		c.stats.redisErrors.Add(1)
 		c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.entry, "err", cerr)
-		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(cerr)})
+		// The load worked; only storing it did not. Other processes' waiters
+		// re-check rather than fail.
+		c.releaseLease(n, l.token, releaseArgs{notice: noticeRecheck})
 	case !stored:
 		c.stats.commitsRejected.Add(1)
 		if kept {

@@ -1,12 +1,14 @@
 // Command corral is the command-line companion of the corral library.
 //
 //	corral demo    replay a cache stampede and compare strategies
+//	corral soak    hammer corral from many processes under chaos; check invariants
 //
 // Run `corral help` or `corral demo --help` for the flags.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,7 +23,12 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "corral:", err)
-		os.Exit(1)
+		code := 1
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) {
+			code = ec.ExitCode()
+		}
+		os.Exit(code)
 	}
 }
 
@@ -43,6 +50,6 @@ This command demonstrates it. Start with:
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newDemoCmd())
+	root.AddCommand(newDemoCmd(), newSoakCmd())
 	return root
 }

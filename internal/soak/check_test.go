@@ -1,0 +1,217 @@
+package soak
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const ms_ = time.Millisecond
+
+// load is a leased load of key by worker starting at t, taking the origin
+// latency.
+func load(key, worker int, t time.Duration) Load {
+	return Load{Key: key, Worker: worker, Start: t, Arrive: t + ms_, End: t + 21*ms_, Version: 1}
+}
+
+func failOpenLoad(key, worker int, t time.Duration) Load {
+	l := load(key, worker, t)
+	l.FailOpen = true
+	return l
+}
+
+// refreshes are the loads of a healthy fleet: key's loads one soft TTL
+// apart, by rotating workers, from 0 to until.
+func refreshes(key int, until time.Duration) []Load {
+	var ls []Load
+	for i, t := 0, time.Duration(0); t < until; i, t = i+1, t+DefaultTTL {
+		ls = append(ls, load(key, 1+i%4, t))
+	}
+	return ls
+}
+
+// only returns the violations of invariant inv.
+func only(res Result, inv int) []Violation {
+	var vs []Violation
+	for _, v := range res.Violations {
+		if v.Invariant == inv {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+func mustPass(t *testing.T, res Result) {
+	t.Helper()
+	for _, v := range res.Violations {
+		t.Errorf("unexpected %v", v)
+	}
+}
+
+func mustFind(t *testing.T, res Result, inv int, want string) {
+	t.Helper()
+	for _, v := range only(res, inv) {
+		if strings.Contains(v.Msg, want) {
+			t.Logf("found: %v", v)
+			return
+		}
+	}
+	t.Errorf("no violation of invariant %d with %q among %v", inv, want, res.Violations)
+}
+
+func TestCheckPassesOneLoadPerRefresh(t *testing.T) {
+	r := &Records{TTL: DefaultTTL, Loads: append(refreshes(0, 10*time.Second), refreshes(1, 10*time.Second)...)}
+	res := Check(r)
+	mustPass(t, res)
+	if res.Leased != 40 || res.Bound != 40 || res.FailOpen != 0 {
+		t.Errorf("leased %d, bound %d, fail-open %d; want 40, 40, 0", res.Leased, res.Bound, res.FailOpen)
+	}
+}
+
+// A stampede: every worker loads the key at its expiry.
+func TestCheckCatchesStampede(t *testing.T) {
+	loads := refreshes(0, 2*time.Second)
+	for w := range 12 {
+		loads = append(loads, load(0, 1+w%4, 2*time.Second+time.Duration(w)*ms_))
+	}
+	res := Check(&Records{TTL: DefaultTTL, Loads: loads})
+	mustFind(t, res, InvLoads, "key k0: 12 loads started within 11ms")
+	mustFind(t, res, InvLoads, "worker 1 ran 3 loads of key k0 at once")
+	if len(only(res, InvLoads)) > 5 { // one fleet-wide report per burst, one per worker
+		t.Errorf("a burst is reported once, got %v", res.Violations)
+	}
+}
+
+// Refreshing more often than the TTL is caught too, with no overlap at all.
+func TestCheckCatchesEarlyReloads(t *testing.T) {
+	var loads []Load
+	for i := range 10 {
+		loads = append(loads, load(3, 1, time.Duration(i)*300*ms_))
+	}
+	mustFind(t, Check(&Records{TTL: DefaultTTL, Loads: loads}), InvLoads, "key k3: 2 loads started within 300ms")
+}
+
+// Each event allows one more load in its window, and no more.
+func TestCheckAllowsOneLoadPerEvent(t *testing.T) {
+	base := func() []Load { return []Load{load(0, 1, time.Second), load(0, 2, time.Second+50*ms_)} }
+	for name, r := range map[string]*Records{
+		"delete":        {Deletes: []Delete{{Key: 0, Version: 2, Start: time.Second + 10*ms_, End: time.Second + 11*ms_}}},
+		"failed delete": {Deletes: []Delete{{Key: 0, Version: 2, Start: time.Second - 2*time.Second, End: time.Second - time.Second, Err: "timeout"}}},
+		"restart":       {Outages: []Outage{{Down: time.Second + 10*ms_, Up: time.Second + 40*ms_}}},
+		"degraded":      {Degraded: []Interval{{Worker: 1, From: time.Second + 5*ms_, To: time.Second + 6*ms_}}},
+		"takeover":      {Kills: []Kill{{Worker: 1, At: time.Second + 20*ms_}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r.TTL, r.Loads = DefaultTTL, base()
+			res := Check(r)
+			mustPass(t, res)
+			if res.Bound != 2 {
+				t.Errorf("bound %d, want 2", res.Bound)
+			}
+			r.Loads = append(r.Loads, load(0, 3, time.Second+60*ms_))
+			mustFind(t, Check(r), InvLoads, "3 loads started within 60ms")
+		})
+	}
+	// A Delete of another key, or more than LeaseTTL before, allows
+	// nothing; nor does trouble in a worker that was not loading the key.
+	r := &Records{TTL: DefaultTTL, Loads: base(), Deletes: []Delete{
+		{Key: 1, Version: 2, Start: time.Second + 10*ms_, End: time.Second + 11*ms_},
+		{Key: 0, Version: 2, Start: -10 * ms_, End: -5 * ms_},
+	}, Degraded: []Interval{{Worker: 3, From: time.Second + 5*ms_, To: time.Second + 6*ms_}}}
+	mustFind(t, Check(r), InvLoads, "2 loads started within 50ms")
+}
+
+// Fail-open loads are left out of the fleet-wide bound but still bounded
+// per process: one flight at a time (plus a background refresh).
+func TestCheckFailOpen(t *testing.T) {
+	var loads []Load
+	for w := 1; w <= 4; w++ {
+		for i := range 50 { // back to back, each flight after the last
+			loads = append(loads, failOpenLoad(0, w, time.Second+time.Duration(i)*21*ms_))
+		}
+	}
+	loads = append(loads, load(0, 1, 5*time.Second)) // caching resumed
+	res := Check(&Records{TTL: DefaultTTL, Loads: loads})
+	mustPass(t, res)
+	if res.FailOpen != 200 || res.Leased != 1 {
+		t.Errorf("fail-open %d, leased %d; want 200, 1", res.FailOpen, res.Leased)
+	}
+
+	// Loads inside a degraded interval count as fail-open even untagged.
+	res = Check(&Records{TTL: DefaultTTL, Loads: []Load{load(0, 1, time.Second), load(0, 1, time.Second+30*ms_)},
+		Degraded: []Interval{{Worker: 1, From: 900 * ms_, To: 2 * time.Second}}})
+	mustPass(t, res)
+
+	// Without coalescing, every caller of a worker loads at once.
+	loads = nil
+	for range 5 {
+		loads = append(loads, failOpenLoad(2, 3, time.Second))
+	}
+	mustFind(t, Check(&Records{TTL: DefaultTTL, Loads: loads}), InvLoads, "worker 3 ran 4 loads of key k2 at once (at most 3 allowed")
+}
+
+func TestCheckStaleAfterDelete(t *testing.T) {
+	del := Delete{Key: 0, Version: 2, Start: 1990 * ms_, End: 2 * time.Second}
+	call := func(worker int, start, end time.Duration, v int64) Call {
+		return Call{Key: 0, Worker: worker, Start: start, End: end, Version: v}
+	}
+	for _, tc := range []struct {
+		name   string
+		calls  []Call
+		want   string // "" for no violation
+		joined int
+	}{
+		{"new version", []Call{call(1, 2100*ms_, 2120*ms_, 2)}, "", 0},
+		{"before the delete", []Call{call(1, 1900*ms_, 2100*ms_, 1)}, "", 0},
+		{"stale read", []Call{call(1, 2100*ms_, 2120*ms_, 1)},
+			"worker 1: Fetch of k0 started at t=2.100s, after the Delete that returned at t=2.000s (version now 2), and returned version 1", 0},
+		{"long after", []Call{call(1, 5*time.Second, 5*time.Second+ms_, 1)}, "and returned version 1", 0},
+		{"joined a flight begun before", []Call{call(1, 1995*ms_, 2120*ms_, 1), call(1, 2100*ms_, 2120*ms_, 1)}, "", 1},
+		{"that flight was another worker's", []Call{call(2, 1995*ms_, 2120*ms_, 1), call(1, 2100*ms_, 2120*ms_, 1)}, "worker 1: Fetch of k0", 0},
+		{"that flight had ended", []Call{call(1, 1995*ms_, 2050*ms_, 1), call(1, 2100*ms_, 2120*ms_, 1)}, "worker 1: Fetch of k0", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(&Records{TTL: DefaultTTL, Calls: tc.calls, Deletes: []Delete{del}})
+			if tc.want == "" {
+				mustPass(t, res)
+			} else {
+				mustFind(t, res, InvStale, tc.want)
+			}
+			if res.StaleJoined != tc.joined {
+				t.Errorf("StaleJoined = %d, want %d", res.StaleJoined, tc.joined)
+			}
+		})
+	}
+	// A Delete that failed promises nothing.
+	failed := del
+	failed.Err = "corral: Redis unavailable"
+	mustPass(t, Check(&Records{TTL: DefaultTTL, Deletes: []Delete{failed},
+		Calls: []Call{call(1, 2100*ms_, 2120*ms_, 1)}}))
+}
+
+func TestCheckLateCall(t *testing.T) {
+	res := Check(&Records{TTL: DefaultTTL, Calls: []Call{
+		{Key: 4, Worker: 2, Start: time.Second, End: time.Second + Deadline + DeadlineSlack, Version: 1}, // just in time
+		{Key: 4, Worker: 2, Start: time.Second, End: time.Second + 2500*ms_, Err: "context deadline exceeded"},
+	}})
+	mustFind(t, res, InvDeadline, "worker 2: Fetch of k4 took 2.5s, past its 2s deadline + 100ms")
+	if n := len(only(res, InvDeadline)); n != 1 {
+		t.Errorf("%d deadline violations, want 1", n)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	res := Check(&Records{TTL: DefaultTTL,
+		Calls:    []Call{{Key: 1, Worker: 3, Start: time.Second, End: time.Second + 5*ms_, Err: "corral: remote load failed"}},
+		Failures: []Failure{{Worker: 5, At: 3 * time.Second, Msg: "exited by itself: exit status 2"}},
+	})
+	mustFind(t, res, InvError, "worker 3: Fetch of k1 failed after 5ms: corral: remote load failed")
+	mustFind(t, res, InvError, "worker 5: exited by itself: exit status 2")
+}
+
+func TestViolationString(t *testing.T) {
+	v := Violation{Invariant: InvStale, Key: 1, Worker: 2, At: 1500 * ms_, Msg: "m"}
+	if got, want := v.String(), "violation of invariant 2 (stale after delete) at t=1.500s: m"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

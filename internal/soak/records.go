@@ -1,0 +1,125 @@
+package soak
+
+import (
+	"fmt"
+	"time"
+)
+
+// Every time in the records is a time.Duration since the run's epoch, read
+// from the wall clock of the one host that runs the orchestrator, the
+// workers and Redis (whose TIME, used by corral's scripts, is that clock too).
+
+// Load is one origin load, as the origin recorded it.
+type Load struct {
+	Key, Worker int
+	Start       time.Duration // the worker's clock when its loader began, before the request
+	Arrive      time.Duration // the origin's clock when the request arrived
+	End         time.Duration // the origin's clock when the response was written (or the caller left)
+	FailOpen    bool          // the worker had seen Redis trouble within degradedHold (see observer)
+	Version     int64         // the version the origin answered
+}
+
+// Call is one Fetch a worker made.
+type Call struct {
+	Key, Worker int
+	Start, End  time.Duration
+	Version     int64  // the version in the value returned; 0 with an error
+	Err         string // "" for a value
+}
+
+// Delete is one version bump at the origin followed by a Delete of the key
+// through the orchestrator's own Cache.
+type Delete struct {
+	Key        int
+	Version    int64         // the key's version after the bump, before Delete was called
+	Start, End time.Duration // Delete called, Delete returned
+	Err        string        // "" when Delete returned nil
+}
+
+// Outage is one restart of the soak's Redis: killed at Down, answering again
+// (empty) at Up.
+type Outage struct{ Down, Up time.Duration }
+
+// Kill is one SIGKILL of a worker.
+type Kill struct {
+	Worker int
+	At     time.Duration
+}
+
+// Interval is a span in which a worker saw signs of Redis trouble (a failed
+// Redis call, an open circuit breaker, a lost lease or a rejected commit),
+// extended by degradedHold.
+type Interval struct {
+	Worker   int
+	From, To time.Duration
+}
+
+// Failure is a worker that failed by itself: it exited without being told
+// to, or did not stop when told to.
+type Failure struct {
+	Worker int
+	At     time.Duration
+	Msg    string
+}
+
+// Records are everything a run observed, the input of Check.
+type Records struct {
+	TTL      time.Duration
+	Loads    []Load
+	Calls    []Call
+	Deletes  []Delete
+	Outages  []Outage
+	Kills    []Kill
+	Degraded []Interval
+	Failures []Failure
+}
+
+// Invariant numbers, as `corral soak --help` lists them.
+const (
+	InvLoads    = 1 // loads per key per refresh
+	InvStale    = 2 // no value older than a Delete after it returned
+	InvDeadline = 3 // no caller past its deadline
+	InvError    = 4 // no error while fail-open was possible
+)
+
+// InvariantNames name the invariants in reports.
+var InvariantNames = map[int]string{
+	InvLoads:    "loads per refresh",
+	InvStale:    "stale after delete",
+	InvDeadline: "deadline",
+	InvError:    "error",
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant int           `json:"invariant"`
+	Key       int           `json:"key"`    // -1 when not about a key
+	Worker    int           `json:"worker"` // 0 when not about one worker
+	At        time.Duration `json:"at_ns"`
+	Msg       string        `json:"message"`
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("violation of invariant %d (%s) at t=%s: %s",
+		v.Invariant, InvariantNames[v.Invariant], fmtT(v.At), v.Msg)
+}
+
+// Result is what Check found.
+type Result struct {
+	Violations []Violation
+
+	Leased   int // loads counted by the fleet-wide bound (invariant 1a)
+	FailOpen int // loads made while their worker may have failed open (judged by 1b)
+	Bound    int // what invariant 1a allowed for the windows that had leased loads
+
+	// StaleJoined counts calls that returned a value older than a Delete
+	// they started after, because they joined an in-process flight of their
+	// worker that had started before that Delete returned (see checkStale).
+	StaleJoined int
+	// StaleJoinedExamples describe the first few of them.
+	StaleJoinedExamples []string
+	// Unverifiable counts stale-looking calls that could not be judged
+	// because their worker was killed right after them, so the record of
+	// the flight they may have joined may have died with it.
+	Unverifiable int
+}
