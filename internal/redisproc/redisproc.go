@@ -1,7 +1,7 @@
-// Package redisproc runs a private redis-server process on a loopback port,
-// for programs (not tests: internal/redistest is for those). `corral soak`
-// uses it to start a Redis of its own, kill it and start it again, empty, on
-// the same port, and stop it at the end.
+// Package redisproc runs a private redis-server process on a loopback port.
+// `corral soak` uses it to start a Redis of its own, kill it and start it
+// again, empty, on the same port, and stop it at the end; internal/redistest
+// builds the tests' servers, Clusters and Sentinels on it.
 //
 // The server keeps nothing on disk (no RDB snapshots, no AOF), so a restart
 // is a restart with an empty cache. Readiness is read from the server's own
@@ -38,8 +38,8 @@ const startTimeout = 15 * time.Second
 type Server struct {
 	Addr string // 127.0.0.1:port; the same across restarts
 
-	bin string
-	dir string
+	bin  string
+	opts Options
 
 	mu   sync.Mutex // guards proc
 	proc *process   // nil while stopped
@@ -63,23 +63,44 @@ func Binary() (string, error) {
 	return p, nil
 }
 
+// Options say how to run a server.
+type Options struct {
+	Dir  string   // working directory; must exist
+	Addr string   // 127.0.0.1:port to listen on; "" picks a free port
+	Args []string // more redis-server arguments, e.g. "--cluster-enabled", "yes"
+
+	// SentinelConfig, when set, runs a Sentinel with this config file (which
+	// Sentinel rewrites) instead of a server.
+	SentinelConfig string
+}
+
 // Start starts redis-server on a free loopback port, with its working
 // directory in dir (which must exist). Stop it with Stop.
 func Start(ctx context.Context, dir string) (*Server, error) {
+	return StartWith(ctx, Options{Dir: dir})
+}
+
+// StartWith starts redis-server as o says. Stop it with Stop.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, opts: o, Addr: o.Addr}
 	for range 5 { // a free port can be taken between choosing and binding it
-		if s.Addr, err = freeAddr(); err != nil {
-			continue
+		if o.Addr == "" {
+			if s.Addr, err = freeAddr(); err != nil {
+				continue
+			}
 		}
-		if err = s.Restart(ctx); err == nil {
-			return s, nil
+		if err = s.Restart(ctx); err == nil || o.Addr != "" {
+			break
 		}
 	}
-	return nil, fmt.Errorf("redisproc: cannot start redis-server: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: cannot start redis-server: %w", err)
+	}
+	return s, nil
 }
 
 // freeAddr returns a free loopback address whose port lies below the
@@ -152,9 +173,13 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin,
-		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", "", "--daemonize", "no")
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.opts.Dir, "--logfile", "", "--daemonize", "no"}
+	if s.opts.SentinelConfig != "" {
+		args = append([]string{s.opts.SentinelConfig, "--sentinel"}, args...) // the config file comes first
+	} else {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	cmd := exec.Command(s.bin, append(args, s.opts.Args...)...)
 	setProcessGroup(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -213,7 +238,8 @@ func (p *process) readLog(out interface{ Read([]byte) (int, error) }, done chan<
 			p.log = p.log[len(p.log)-20:]
 		}
 		p.mu.Unlock()
-		if !ready && strings.Contains(line, "Ready to accept connections") {
+		// A server says it is ready; a Sentinel says which one it is.
+		if !ready && (strings.Contains(line, "Ready to accept connections") || strings.Contains(line, "Sentinel ID is")) {
 			ready = true
 			close(p.ready)
 		}

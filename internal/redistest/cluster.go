@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,15 +37,11 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
-		s, err := runOn(t.TempDir(), "127.0.0.1:"+strconv.Itoa(port),
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
+		s := startWith(t, redisproc.Options{Dir: t.TempDir(), Addr: "127.0.0.1:" + strconv.Itoa(port), Args: []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(port) + ".conf",
 			"--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
-			"--repl-diskless-sync-delay", "0") // replicas sync at once, so they can take over
-		if err != nil {
-			t.Fatalf("redistest: cluster node: %v", err)
-		}
-		s.t = t
-		t.Cleanup(s.Close)
+			"--repl-diskless-sync-delay", "0", // replicas sync at once, so they can take over
+		}})
 		c.Nodes = append(c.Nodes, s)
 	}
 	args := []string{"--cluster", "create"}
@@ -123,7 +120,7 @@ func (c *Cluster) healthy() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, n := range c.Nodes {
-		if !n.running() {
+		if !n.Running() {
 			continue
 		}
 		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
@@ -176,7 +173,7 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 		c.t.Fatalf("redistest: CLUSTER MYID: %v", err)
 	}
 	for _, n := range c.Nodes {
-		if n == master || !n.running() {
+		if n == master || !n.Running() {
 			continue
 		}
 		nc := redis.NewClient(&redis.Options{Addr: n.Addr})
@@ -239,7 +236,7 @@ func (c *Cluster) MoveSlot(slot int, from, to *Server) {
 		must(src.Do(ctx, args...).Err())
 	}
 	for _, n := range c.Nodes {
-		if !n.running() {
+		if !n.Running() {
 			continue
 		}
 		cl := redis.NewClient(&redis.Options{Addr: n.Addr})

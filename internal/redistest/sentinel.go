@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,27 +30,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var sen *Server
-	var err error
-	for range 5 { // a free port can be taken between choosing and binding it
-		var addr string
-		if addr, err = freeAddr(); err != nil {
-			continue
-		}
-		bin, berr := Binary()
-		if berr != nil {
-			t.Fatalf("redistest: %v", berr)
-		}
-		sen = &Server{Addr: addr, bin: bin, dir: dir, conf: conf}
-		if err = sen.start(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("redistest: sentinel: %v", err)
-	}
-	sen.t = t
-	t.Cleanup(sen.Close)
+	sen := startWith(t, redisproc.Options{Dir: dir, SentinelConfig: conf})
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sen.Addr})
 	defer sc.Close()
 	deadline := time.Now().Add(10 * time.Second)
