@@ -339,21 +339,14 @@ func TestRemoteLoadErrorReachesWaiters(t *testing.T) {
 	e := newEnv(t, nil)
 	other := newCache(t, e.srv.Client(), nil)
 	ctx := context.Background()
-	loading := make(chan struct{})
-	fail := make(chan struct{})
-	go e.c.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
-		close(loading)
-		<-fail
-		return nil, errors.New("db exploded")
-	})
-	<-loading
+	fail := hold(t, e.c, "{k}", nil, errors.New("db exploded"))
 	got := make(chan error, 1)
 	go func() {
 		_, err := other.Fetch(ctx, "{k}", time.Minute, value("mine"))
 		got <- err
 	}()
 	waitSubscribed(t, e.rdb, "corral:n:{k}:{k}", 1)
-	close(fail)
+	fail()
 	err := <-got
 	if !errors.Is(err, corral.ErrRemoteLoad) || !strings.Contains(err.Error(), "db exploded") {
 		t.Fatalf("remote waiter got %v; want ErrRemoteLoad with the message", err)
@@ -368,15 +361,8 @@ func TestReadAfterWriteInOneProcess(t *testing.T) {
 		t.Run(write, func(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx := context.Background()
-			loading := make(chan struct{})
-			finish := make(chan struct{})
-			go e.c.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
-				close(loading)
-				<-finish
-				return []byte("old"), nil
-			})
-			<-loading
-			defer close(finish)
+			finish := hold(t, e.c, "{k}", []byte("old"), nil)
+			defer finish()
 			if write == "Delete" {
 				e.c.Delete(ctx, "{k}")
 			} else {

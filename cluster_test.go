@@ -151,13 +151,7 @@ func TestClusterResharding(t *testing.T) {
 	waiter := newCache(t, cl.Client(), nil)
 	ctx := context.Background()
 	key := "{moving}"
-	loading, finish := make(chan struct{}), make(chan struct{})
-	go holder.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
-		close(loading)
-		<-finish
-		return []byte("v"), nil
-	})
-	<-loading
+	finish := hold(t, holder, key, []byte("v"), nil)
 	got := make(chan string, 1)
 	go func() {
 		v, _ := waiter.Fetch(ctx, key, time.Minute, value("not me"))
@@ -178,7 +172,7 @@ func TestClusterResharding(t *testing.T) {
 		return waiter.Stats().Subscribes == 2
 	})
 	released := time.Now()
-	close(finish)
+	finish()
 	select {
 	case v := <-got:
 		if v != "v" || time.Since(released) > time.Second {
@@ -280,13 +274,7 @@ func TestSentinelSmoke(t *testing.T) {
 	}
 	holder, waiter := newCache(t, client(), nil), newCache(t, client(), nil)
 	ctx := context.Background()
-	loading, finish := make(chan struct{}), make(chan struct{})
-	go holder.Fetch(ctx, "{s}", time.Minute, func(context.Context) ([]byte, error) {
-		close(loading)
-		<-finish
-		return []byte("v"), nil
-	})
-	<-loading
+	finish := hold(t, holder, "{s}", []byte("v"), nil)
 	got := make(chan error, 1)
 	go func() {
 		v, err := waiter.Fetch(ctx, "{s}", time.Minute, value("not me"))
@@ -296,7 +284,7 @@ func TestSentinelSmoke(t *testing.T) {
 		got <- err
 	}()
 	waitSubscribed(t, s.Master.Client(), "corral:n:{s}:{s}", 1)
-	close(finish)
+	finish()
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}

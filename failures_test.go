@@ -162,14 +162,7 @@ func TestPubSubConnectionDrops(t *testing.T) {
 	t.Cleanup(func() { waiterRdb.Close() })
 	waiter := newCache(t, waiterRdb, &corral.Options{LeaseTTL: 600 * time.Millisecond})
 
-	loading := make(chan struct{})
-	finish := make(chan struct{})
-	go holder.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
-		close(loading)
-		<-finish
-		return []byte("v"), nil
-	})
-	<-loading
+	finish := hold(t, holder, "{k}", []byte("v"), nil)
 	got := make(chan string, 1)
 	go func() {
 		v, _ := waiter.Fetch(ctx, "{k}", time.Minute, value("not me"))
@@ -177,7 +170,7 @@ func TestPubSubConnectionDrops(t *testing.T) {
 	}()
 	waitSubscribed(t, srv.Client(), "corral:n:{k}:{k}", 1)
 	proxy.Reset() // the waiter's connections drop, its pub/sub one included
-	close(finish) // the notice may be lost while it reconnects
+	finish()      // the notice may be lost while it reconnects
 	select {
 	case v := <-got:
 		if v != "v" {
@@ -187,20 +180,13 @@ func TestPubSubConnectionDrops(t *testing.T) {
 		t.Fatal("waiter still waiting 2s after the load ended")
 	}
 	// The pub/sub connection is back and subscribed again for later waits.
-	loading2 := make(chan struct{})
-	finish2 := make(chan struct{})
-	go holder.Fetch(ctx, "{k2}", time.Minute, func(context.Context) ([]byte, error) {
-		close(loading2)
-		<-finish2
-		return []byte("v2"), nil
-	})
-	<-loading2
+	finish2 := hold(t, holder, "{k2}", []byte("v2"), nil)
 	go func() {
 		v, _ := waiter.Fetch(ctx, "{k2}", time.Minute, value("not me"))
 		got <- string(v)
 	}()
 	waitSubscribed(t, srv.Client(), "corral:n:{k2}:{k2}", 1)
-	close(finish2)
+	finish2()
 	if v := <-got; v != "v2" {
 		t.Fatalf("second waiter got %q", v)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,4 +107,23 @@ func slow(d time.Duration, n *atomic.Int32, s string) func(context.Context) ([]b
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// hold starts a Fetch of key on c whose load returns (val, err) only when
+// finish is called, and returns once that load has started: c's process
+// holds key's lease. finish may be called once; the test's end calls it if
+// the test did not.
+func hold(t *testing.T, c *corral.Cache, key string, val []byte, err error) (finish func()) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	go c.Fetch(context.Background(), key, time.Minute, func(context.Context) ([]byte, error) {
+		close(started)
+		<-release
+		return val, err
+	})
+	<-started
+	var once sync.Once
+	finish = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(finish)
+	return finish
 }

@@ -35,14 +35,7 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 			ctx := context.Background()
 			want := bytes.Repeat([]byte{'v'}, mode.size)
 			holder := newCache(t, srv.Client(), &mode.opts)
-			loading := make(chan struct{})
-			finish := make(chan struct{})
-			go holder.Fetch(ctx, "{k}", time.Minute, func(context.Context) ([]byte, error) {
-				close(loading)
-				<-finish
-				return want, nil
-			})
-			<-loading
+			finish := hold(t, holder, "{k}", want, nil)
 
 			const processes = 3
 			var wg sync.WaitGroup
@@ -76,7 +69,7 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 			}
 			waitSubscribed(t, srv.Client(), "corral:n:{k}:{k}", processes)
 			released := time.Now()
-			close(finish)
+			finish()
 			wg.Wait()
 			if wrong.Load() > 0 {
 				t.Fatalf("%d waiters did not get the value", wrong.Load())
