@@ -191,3 +191,33 @@ func TestPubSubConnectionDrops(t *testing.T) {
 		t.Fatalf("second waiter got %q", v)
 	}
 }
+
+// A slow Redis (replies later than RedisTimeout) is a failing Redis: callers
+// get the loader's value in about RedisTimeout, the breaker trips, and
+// caching resumes when Redis is fast again.
+func TestSlowRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	c := newCache(t, rdb, failOpts())
+	ctx := context.Background()
+	c.Fetch(ctx, "warm", time.Minute, value("w"))
+	proxy.Latency(300 * time.Millisecond)
+	t0 := time.Now()
+	if v, err := c.Fetch(ctx, "{slow}", time.Minute, value("v")); err != nil || string(v) != "v" || time.Since(t0) > 100*time.Millisecond+slack {
+		t.Fatalf("Fetch through a slow Redis = %q, %v after %v; want the value after about RedisTimeout", v, err, time.Since(t0))
+	}
+	for i := 0; !c.Stats().BreakerOpen; i++ {
+		if i == 10 {
+			t.Fatalf("breaker still closed: %+v", c.Stats())
+		}
+		c.Fetch(ctx, "{slow}", time.Minute, value("v"))
+	}
+	proxy.Latency(0)
+	eventually(t, 5*time.Second, "caching resumes", func() bool {
+		c.Fetch(ctx, "{slow}", time.Minute, value("v"))
+		_, err := c.Get(ctx, "{slow}")
+		return err == nil
+	})
+}

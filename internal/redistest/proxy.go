@@ -6,12 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy between clients and a Redis server, for fault
 // injection: it can cut a connection when the server's reply matches a
-// pattern (a reply lost to a dropped connection), reset every connection, or
-// turn into a black hole that accepts connections and never answers.
+// pattern (a reply lost to a dropped connection), delay replies, reset every
+// connection, or turn into a black hole that accepts connections and never
+// answers.
 type Proxy struct {
 	Addr string // where clients connect
 
@@ -19,6 +21,7 @@ type Proxy struct {
 	ln     net.Listener
 	cut    atomic.Pointer[[]byte] // cut the first connection whose reply contains this
 	hole   atomic.Bool            // drop all data both ways
+	delay  atomic.Int64           // added to every chunk of replies, ns
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex // guards conns
@@ -42,6 +45,10 @@ func StartProxy(t testing.TB, target string) *Proxy {
 // CutOnReply makes the proxy drop, once, the connection on which the server
 // sends a reply containing pattern: the reply never reaches the client.
 func (p *Proxy) CutOnReply(pattern []byte) { p.cut.Store(&pattern) }
+
+// Latency delays every reply by d (0 for none), as a slow network or a
+// busy server would.
+func (p *Proxy) Latency(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Blackhole makes the proxy swallow everything sent either way (on) or
 // forward again (off). Connections stay open: clients see no reply.
@@ -100,6 +107,9 @@ func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
 		case replies && p.cutNow(data):
 			return // the reply is lost with the connection
 		default:
+			if d := p.delay.Load(); replies && d > 0 {
+				time.Sleep(time.Duration(d)) // the injected latency itself
+			}
 			if _, werr := dst.Write(data); werr != nil {
 				return
 			}
