@@ -56,7 +56,10 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	c.store = &store{rdb: rdb, timeout: o.RedisTimeout, inline: o.NoticeInlineLimit,
 		noShard: o.DisableShardedPubSub, breaker: newBreaker(o, &c.stats)}
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		c.store.reload = func() { cc.ReloadState(context.Background()) }
+		c.store.reload = func() {
+			cc.ReloadState(context.Background())
+			c.notify.revalidateSoon()
+		}
 	}
 	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
 	return c, nil

@@ -43,6 +43,11 @@ var (
 	// failure's message.
 	ErrCachedFailure = errors.New("corral: a recent load failed")
 
+	// ErrRedisTimeout is wrapped by the error of a Redis call that got no
+	// reply within Options.RedisTimeout. It is not context.DeadlineExceeded:
+	// the caller's own context may have plenty of time left.
+	ErrRedisTimeout = errors.New("corral: no reply from Redis within RedisTimeout")
+
 	// ErrCircuitOpen is wrapped by the errors of Redis calls that the circuit
 	// breaker skipped because Redis kept failing. Fetch fails open instead
 	// (unless DisableFailOpen); Get, Set and Delete return it.

@@ -92,6 +92,9 @@ func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
 	a, refresh := c.resolve(f)
 	c.finish(f, a)
+	if f.after != nil {
+		f.after() // a commit to retry, now that the callers have their answer
+	}
 	if refresh != nil {
 		c.refreshInBackground(f, refresh)
 	}
@@ -155,7 +158,7 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 				c.releaseLease(f.names, l.token, releaseArgs{notice: noticeRecheck})
 				return answer{err: context.Canceled}, nil
 			}
-			val, err := c.loadAndCommit(f.ctx, f.names, f.ttl, f.load, l, false)
+			val, err := c.loadAndCommit(f, l, false)
 			return answer{val: val, err: err, out: outMiss}, nil
 		}
 		// WAIT: another process holds the lease.
@@ -190,6 +193,7 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:
+		sub.refresh(f.ctx) // no notice in time: make sure we can still hear one
 		return answer{}, false
 	case <-f.ctx.Done():
 		return answer{err: c.closedErr(f.ctx.Err())}, true

@@ -24,6 +24,8 @@ type flight struct {
 	stop   context.CancelFunc
 	unhook func() bool // unregisters the cancellation by Close
 
+	after func() // set by the flight's goroutine: work to do once callers are answered
+
 	// guarded by Cache.mu:
 	callers int  // callers still waiting
 	loading bool // holds a lease: keeps running when callers leave

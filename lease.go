@@ -45,15 +45,18 @@ func failureMessage(err error) string {
 
 func failureNotice(err error) string { return "e" + failureMessage(err) }
 
-// loadAndCommit runs load while a watchdog keeps l alive, then stores the
-// result under l (commit.lua) or, when load failed, hands l back. refresh
-// says an entry is still being served (stale-while-revalidate or early
-// refresh): a failure then leaves it in place, flagged, and with ErrorTTL
-// holds further refreshes off (stale-if-error). The loaded value is returned
-// even when the commit is rejected or fails: callers are owed it either way.
-func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease, refresh bool) ([]byte, error) {
+// loadAndCommit runs f's load while a watchdog keeps l alive, then stores
+// the result under l (commit.lua) or, when the load failed, hands l back.
+// refresh says an entry is still being served (stale-while-revalidate or
+// early refresh): a failure then leaves it in place, flagged, and with
+// ErrorTTL holds further refreshes off (stale-if-error). The loaded value is
+// returned even when the commit is rejected or fails: callers are owed it
+// either way. A commit that failed because a Cluster node died is left in
+// f.after, to be tried again once the callers have their answer.
+func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error) {
+	n := f.names
 	w := c.watch(n, l)
-	val, took, err := c.runLoader(parent, load)
+	val, took, err := c.runLoader(f.ctx, f.load)
 	kept := w.halt() // no renewal is sent, or can land, after this
 
 	kind := kindValue
@@ -78,14 +81,13 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err)})
 		return nil, err
 	}
-	stored, cerr := c.store.commit(c.bounded(), n, l.token, c.entry(val, kind, ttl, took))
+	e := c.entry(val, kind, f.ttl, took)
+	stored, cerr := c.store.commit(c.bounded(), n, l.token, e)
 	switch {
+	case cerr != nil && c.store.reload != nil && redisFailed(cerr):
+		f.after = func() { c.recommit(n, l.token, e) }
 	case cerr != nil:
-		c.stats.redisErrors.Add(1)
-		c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.entry, "err", cerr)
-		// The load worked; only storing it did not. Other processes' waiters
-		// re-check rather than fail.
-		c.releaseLease(n, l.token, releaseArgs{notice: noticeRecheck})
+		c.commitFailed(n, l.token, cerr)
 	case !stored:
 		c.stats.commitsRejected.Add(1)
 		if kept {
@@ -97,6 +99,44 @@ func (c *Cache) loadAndCommit(parent context.Context, n names, ttl time.Duration
 		return nil, err
 	}
 	return val, nil
+}
+
+// commitFailed hands the lease back after a commit failed: the load worked,
+// only storing it did not, so other processes' waiters re-check rather than
+// fail.
+func (c *Cache) commitFailed(n names, token string, err error) {
+	c.stats.redisErrors.Add(1)
+	c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.entry, "err", err)
+	c.releaseLease(n, token, releaseArgs{notice: noticeRecheck})
+}
+
+// recommit tries again, for a while, a commit that failed because a Cluster
+// node died: the slot map is being reloaded, and once the replica that took
+// over is known, the commit lands there (the lease was replicated to it) and
+// its notice reaches the waiters, which have moved there too (notify.go).
+func (c *Cache) recommit(n names, token string, e entryWrite) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for end := time.Now().Add(revalidateFor); time.Now().Before(end); {
+		select {
+		case <-tick.C:
+		case <-c.ctx.Done():
+			return
+		}
+		var stored bool
+		stored, err = c.store.commit(c.bounded(), n, token, e)
+		if err == nil {
+			if !stored {
+				c.stats.commitsRejected.Add(1)
+			}
+			return
+		}
+		if !redisFailed(err) {
+			break
+		}
+	}
+	c.commitFailed(n, token, err)
 }
 
 // runLoader runs load under context.WithoutCancel(parent), bounded by
@@ -171,7 +211,10 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 	if l.early {
 		c.stats.earlyRefreshes.Add(1)
 	}
-	_, err := c.loadAndCommit(context.WithoutCancel(f.ctx), f.names, f.ttl, f.load, l, true)
+	_, err := c.loadAndCommit(f, l, true)
+	if f.after != nil {
+		f.after()
+	}
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.refreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)

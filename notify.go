@@ -28,11 +28,14 @@ type notifier struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mu       sync.Mutex // guards everything below, and orders (un)subscribe commands
-	conns    map[string]*pubsubConn
-	channels map[string]*channelSubs
-	closed   bool
-	wg       sync.WaitGroup // dispatch goroutines and re-subscriptions
+	mu           sync.Mutex // guards everything below, and orders (un)subscribe commands
+	conns        map[string]*pubsubConn
+	channels     map[string]*channelSubs
+	closed       bool
+	revalidating bool           // a revalidate goroutine runs
+	watching     bool           // the watch goroutine runs
+	stop         chan struct{}  // closed by close
+	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
 }
 
 // idleLinger is how long a pub/sub connection with no channels stays open
@@ -101,6 +104,7 @@ func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout t
 	return &notifier{
 		rdb: rdb, store: s, stats: stats, timeout: timeout, log: log,
 		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs),
+		stop: make(chan struct{}),
 	}
 }
 
@@ -209,6 +213,11 @@ func (n *notifier) subscribeOn(ctx context.Context, channel string, at node) (*p
 	}
 	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, channels: 1, leaving: make(map[string]int)}
 	n.conns[at.addr] = c
+	if at.addr != "" && !n.watching { // a Cluster node: watch that it stays up
+		n.watching = true
+		n.wg.Add(1)
+		go n.watch()
+	}
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	n.wg.Add(1)
 	go n.dispatch(c, ch)
@@ -358,6 +367,146 @@ func (n *notifier) newOwner(ctx context.Context, channel, old string) (node, err
 	}
 }
 
+// refresh is for a waiter whose timer fired without a notice: the notice may
+// have been lost with its subscription (a reconnect that go-redis could not
+// re-subscribe, a master that died). It subscribes the channel again, where
+// its slot lives now; on the same node that is a no-op for the server.
+func (s *subscription) refresh(ctx context.Context) {
+	n := s.n
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
+	defer cancel()
+	at, err := n.nodeFor(sctx, s.channel)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[s.channel]
+	if n.closed || cs == nil {
+		return
+	}
+	if cs.conn != nil && cs.conn.addr == at.addr {
+		cs.conn.channels-- // subscribeOn counts it again
+	}
+	old := cs.conn
+	cs.conn = nil
+	if old != nil && old.addr != at.addr {
+		n.unsubscribeOn(old, s.channel)
+	}
+	n.bind(sctx, cs, s.channel, at)
+}
+
+// revalidateSoon checks, in the background and for a short while, that each
+// subscribed channel lives on the master that serves its slot now, and moves
+// those that do not, telling their waiters to fetch again (a notice may have
+// been lost). It runs after a Redis call failed on a Cluster, when a master
+// may have died: a dead node says nothing to its subscribers.
+func (n *notifier) revalidateSoon() {
+	if _, ok := n.rdb.(*redis.ClusterClient); !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.revalidating || len(n.channels) == 0 {
+		return
+	}
+	n.revalidating = true
+	n.wg.Add(1)
+	go n.revalidate()
+}
+
+// revalidateFor is how long revalidate keeps checking: long enough for a
+// replica to be promoted and go-redis to learn of it.
+const revalidateFor = 3 * time.Second
+
+func (n *notifier) revalidate() {
+	defer n.wg.Done()
+	defer func() {
+		n.mu.Lock()
+		n.revalidating = false
+		n.mu.Unlock()
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(revalidateFor); time.Now().Before(end); <-tick.C {
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			return
+		}
+		channels := make([]string, 0, len(n.channels))
+		for ch := range n.channels {
+			channels = append(channels, ch)
+		}
+		n.mu.Unlock()
+		for _, ch := range channels {
+			ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+			at, err := n.nodeFor(ctx, ch)
+			if err == nil {
+				n.moveIfStale(ctx, ch, at)
+			}
+			cancel()
+		}
+	}
+}
+
+// watchEvery is how often the connections to Cluster nodes with waiting
+// channels are checked.
+const watchEvery = time.Second
+
+// watch checks, while the notifier lives, that the pub/sub connections to
+// Cluster nodes with channels still reach their node (a PING on the
+// connection). A node that died tells its subscribers nothing, and its slots
+// move to a replica: a failed check has the slot map reloaded and the
+// channels moved (revalidateSoon).
+func (n *notifier) watch() {
+	defer n.wg.Done()
+	tick := time.NewTicker(watchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		n.mu.Lock()
+		var busy []*pubsubConn
+		for _, c := range n.conns {
+			if c.channels > 0 {
+				busy = append(busy, c)
+			}
+		}
+		n.mu.Unlock()
+		for _, c := range busy {
+			ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+			err := c.ps.Ping(ctx)
+			cancel()
+			if err != nil && n.store.reload != nil {
+				n.store.reload() // reloads the slot map and calls revalidateSoon
+				break
+			}
+		}
+	}
+}
+
+// moveIfStale binds channel to at if it lives elsewhere, and tells its
+// waiters to fetch again.
+func (n *notifier) moveIfStale(ctx context.Context, channel string, at node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[channel]
+	if n.closed || cs == nil || cs.conn == nil || cs.conn.addr == at.addr {
+		return
+	}
+	n.bind(ctx, cs, channel, at)
+	for s := range cs.listeners {
+		select {
+		case s.notices <- notice{kind: noticeChanged}:
+		default:
+		}
+	}
+}
+
 // close stops listening. The last listener of a channel unsubscribes it.
 func (s *subscription) close() {
 	n := s.n
@@ -384,6 +533,7 @@ func (s *subscription) close() {
 func (n *notifier) close() error {
 	n.mu.Lock()
 	n.closed = true
+	close(n.stop)
 	for _, c := range n.conns {
 		n.closeConn(c)
 	}

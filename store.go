@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,8 +55,8 @@ type store struct {
 
 	calls sync.WaitGroup // commands still running after their caller gave up
 
-	mu      sync.Mutex // guards publish
-	publish string     // "SPUBLISH" or "PUBLISH"; "" until detected
+	probeMu sync.Mutex             // one probe at a time
+	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
 }
 
 // fetch replies (see fetch.lua).
@@ -142,7 +143,7 @@ func (s *store) do(ctx context.Context, call func(context.Context) (any, error))
 			if err := parent.Err(); err != nil {
 				return nil, callerGone{err}
 			}
-			return nil, fmt.Errorf("corral: no reply from Redis within RedisTimeout %v: %w", s.timeout, ctx.Err())
+			return nil, fmt.Errorf("%w (%v)", ErrRedisTimeout, s.timeout)
 		}
 	})
 	if s.reload != nil && redisFailed(err) && !errors.Is(err, ErrCircuitOpen) {
@@ -153,9 +154,26 @@ func (s *store) do(ctx context.Context, call func(context.Context) (any, error))
 	return v, err
 }
 
+// call runs a script. While a Cluster migrates the slot of its keys, a
+// script whose keys are split between the two nodes gets TRYAGAIN; it is
+// tried again after a short, growing pause, within RedisTimeout.
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
 	return s.do(ctx, func(ctx context.Context) (any, error) {
-		return sc.Run(ctx, s.rdb, keys, args...).Result()
+		pause := 5 * time.Millisecond
+		for {
+			v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
+			if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+				return v, err
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return v, err
+			}
+			pause *= 2
+		}
 	})
 }
 
@@ -324,45 +342,41 @@ func (s *store) get(ctx context.Context, n names) (value []byte, kind entryKind,
 
 // publishCommand returns the command the scripts publish notices with:
 // SPUBLISH where the server has sharded pub/sub (Redis 7+) and it is not
-// disabled, PUBLISH otherwise. It probes the server once, on first use, so
-// New works while Redis is down.
+// disabled, PUBLISH otherwise. It probes the server on first use, so New
+// works while Redis is down; concurrent first callers share one probe. A
+// server that answers the probe with any error (an unknown or renamed
+// command, an ACL that denies it) gets PUBLISH; a probe that gets no answer
+// is tried again next time.
 func (s *store) publishCommand(ctx context.Context) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.publish != "" {
-		return s.publish, nil
+	if pub := s.publish.Load(); pub != nil {
+		return *pub, nil
 	}
-	if s.noShard {
-		s.publish = "PUBLISH"
-		return s.publish, nil
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if pub := s.publish.Load(); pub != nil {
+		return *pub, nil
 	}
-	// A channel nobody subscribes to; the probe reaches no one.
-	_, err := s.do(ctx, func(ctx context.Context) (any, error) {
-		return s.rdb.SPublish(ctx, "corral:probe", "").Result()
-	})
-	switch {
-	case err == nil:
-		s.publish = "SPUBLISH"
-	case isUnknownCommand(err):
-		s.publish = "PUBLISH"
-	default:
-		return "", fmt.Errorf("corral: detect sharded pub/sub: %w", err)
+	pub := "PUBLISH"
+	if !s.noShard {
+		// A channel nobody subscribes to; the probe reaches no one.
+		_, err := s.do(ctx, func(ctx context.Context) (any, error) {
+			return s.rdb.SPublish(ctx, "corral:probe", "").Result()
+		})
+		var reply redis.Error
+		switch {
+		case err == nil:
+			pub = "SPUBLISH"
+		case !errors.As(err, &reply):
+			return "", fmt.Errorf("corral: detect sharded pub/sub: %w", err)
+		}
 	}
-	return s.publish, nil
+	s.publish.Store(&pub)
+	return pub, nil
 }
 
 func (s *store) sharded(ctx context.Context) (bool, error) {
 	pub, err := s.publishCommand(ctx)
 	return pub == "SPUBLISH", err
-}
-
-func isUnknownCommand(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := strings.ToLower(rerr.Error())
-	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "not supported")
 }
 
 // fractionalMS formats d in milliseconds with microsecond precision, so
