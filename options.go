@@ -31,10 +31,11 @@ type Options struct {
 	// Default 10s.
 	LoadTimeout time.Duration
 
-	// RedisTimeout bounds every Redis call corral makes, through the call's
-	// context. go-redis applies context deadlines to the socket only when
-	// the client has ContextTimeoutEnabled; otherwise its own ReadTimeout
-	// and WriteTimeout bound the wait. Default 500ms.
+	// RedisTimeout bounds every Redis call corral makes, whatever the
+	// client's own timeouts: a call without a reply by then fails with
+	// ErrRedisTimeout (and Fetch fails open). It includes waiting for a pooled
+	// connection, so keep it above the client's worst queueing delay under
+	// load. Default 500ms.
 	RedisTimeout time.Duration
 
 	// StaleTTL is the stale-while-revalidate window (RFC 5861): how long an
