@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/internal/termbar"
 )
 
 // Trial is one strategy's run of a scenario: the app instances, the hot
@@ -135,14 +137,14 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	length := r.scenario.Length(r.cfg)
 	rctx, cancel := context.WithTimeout(ctx, length+r.cfg.Timeout)
 	defer cancel()
-	var bar *progress
+	var bar *termbar.Bar
 	if length > 0 {
-		bar = startTimeProgress(r.cfg.Progress, r.strategy.Name(), length, t.elapsed)
+		bar = termbar.Elapsed(r.cfg.Progress, r.strategy.Name(), length, t.elapsed)
 	} else {
-		bar = startProgress(r.cfg.Progress, r.strategy.Name(), r.scenario.Requests(r.cfg), t.completed.Load)
+		bar = termbar.Count(r.cfg.Progress, r.strategy.Name(), int64(r.scenario.Requests(r.cfg)), t.completed.Load)
 	}
 	r.scenario.Run(rctx, r.cfg, t)
-	bar.stop()
+	bar.Stop()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("demo: %s: %w", r.strategy.Name(), err)
 	}

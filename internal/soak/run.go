@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redisproc"
+	"github.com/corralhq/corral/internal/termbar"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := s.since()
 	end := start + cfg.Duration
-	bar := startProgress(cfg.Progress, cfg.Duration, func() time.Duration { return s.since() - start })
+	bar := termbar.Elapsed(cfg.Progress, "soak", cfg.Duration, func() time.Duration { return s.since() - start })
 	s.logf("start: %d workers, seed %d, Redis %s, origin %s", cfg.Processes, s.seed, s.redisLabel(), s.origin.URL())
 
 	var chaos sync.WaitGroup
@@ -87,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	chaos.Wait()
-	bar.stop()
+	bar.Stop()
 	elapsed := s.since() - start
 
 	stopFailures := s.stopAll()
