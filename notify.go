@@ -176,10 +176,7 @@ func (n *notifier) subscribeOn(ctx context.Context, channel string, at node) (*p
 			c.idle.Stop()
 			c.idle = nil
 		}
-		if c.sharded {
-			return c, c.ps.SSubscribe(ctx, channel)
-		}
-		return c, c.ps.Subscribe(ctx, channel)
+		return c, send(ctx, c, channel)
 	}
 	var ps *redis.PubSub
 	if at.sharded {
@@ -198,6 +195,14 @@ func (n *notifier) subscribeOn(ctx context.Context, channel string, at node) (*p
 	n.wg.Add(1)
 	go n.dispatch(c, ch)
 	return c, nil
+}
+
+// send sends c's (S)SUBSCRIBE of channel.
+func send(ctx context.Context, c *pubsubConn, channel string) error {
+	if c.sharded {
+		return c.ps.SSubscribe(ctx, channel)
+	}
+	return c.ps.Subscribe(ctx, channel)
 }
 
 // unsubscribeOn drops channel from c. Called with n.mu held.
@@ -319,15 +324,14 @@ func (s *subscription) refresh(ctx context.Context) {
 	if n.closed || cs == nil {
 		return
 	}
-	if cs.conn != nil && cs.conn.addr == at.addr {
-		cs.conn.channels-- // subscribeOn counts it again
+	if cs.conn == nil || cs.conn.addr != at.addr {
+		n.bind(sctx, cs, s.channel, at) // its slot moved, or it never got subscribed
+		return
 	}
-	old := cs.conn
-	cs.conn = nil
-	if old != nil && old.addr != at.addr {
-		n.unsubscribeOn(old, s.channel)
+	n.stats.subscribes.Add(1)
+	if err := send(sctx, cs.conn, s.channel); err != nil {
+		n.stats.redisErrors.Add(1)
 	}
-	n.bind(sctx, cs, s.channel, at)
 }
 
 // close stops listening. The last listener of a channel unsubscribes it.

@@ -104,17 +104,7 @@ func TestDemoExpiryJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("corral demo --scenario expiry --json: %v\nstderr: %s", err, errOut)
 	}
-	dec := json.NewDecoder(strings.NewReader(out))
-	var doc struct {
-		Config  map[string]any   `json:"config"`
-		Results []map[string]any `json:"results"`
-	}
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
-	}
+	doc := decodeOne(t, out)
 	want := map[string]any{"scenario": "expiry", "duration_seconds": 1.0, "ttl_seconds": 0.25,
 		"stale_ttl_seconds": 0.25, "think_ms": 5.0}
 	for k, v := range want {
@@ -172,17 +162,7 @@ func TestDemoJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("corral demo --json: %v\nstderr: %s", err, errOut)
 	}
-	dec := json.NewDecoder(strings.NewReader(out))
-	var doc struct {
-		Config  map[string]any   `json:"config"`
-		Results []map[string]any `json:"results"`
-	}
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
-	}
+	doc := decodeOne(t, out)
 	if len(doc.Results) != 3 || doc.Config["requests_per_strategy"] != 200.0 {
 		t.Fatalf("unexpected document:\n%s", out)
 	}
@@ -227,4 +207,24 @@ func TestDemoHuman(t *testing.T) {
 	if regexp.MustCompile(`\x1b\[`).MatchString(out) {
 		t.Errorf("colours in output to a non-terminal")
 	}
+}
+
+// document is the demo's JSON document.
+type document struct {
+	Config  map[string]any   `json:"config"`
+	Results []map[string]any `json:"results"`
+}
+
+// decodeOne decodes out, which must hold exactly one JSON document.
+func decodeOne(t *testing.T, out string) document {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	var doc document
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
+	}
+	return doc
 }

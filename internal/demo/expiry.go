@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -65,46 +64,28 @@ func (expiry) Length(cfg Config) time.Duration { return cfg.Duration }
 // deadline finishes and counts; none starts after it. Latency counts from
 // each request's own start.
 func (expiry) Run(ctx context.Context, cfg Config, t *Trial) {
-	var ready, done sync.WaitGroup
-	release := make(chan struct{})
-	var deadline time.Time // written before release is closed, read after
-	i := 0
-	for _, inst := range t.Instances {
-		for range t.Goroutines {
-			key := t.Keys[i%len(t.Keys)]
-			i++
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				ready.Done()
-				<-release
-				pause := time.NewTimer(time.Hour)
-				defer pause.Stop()
-				for {
-					t.Request(ctx, inst, key, time.Now())
-					left := time.Until(deadline)
-					if left <= 0 || ctx.Err() != nil {
-						return
-					}
-					if cfg.Think > 0 {
-						// Think time: a paced client, not synchronisation.
-						pause.Reset(min(cfg.Think, left))
-						select {
-						case <-pause.C:
-						case <-ctx.Done():
-							return
-						}
-						if !time.Now().Before(deadline) {
-							return
-						}
-					}
+	t.together(func(inst Instance, key string, start time.Time) {
+		deadline := start.Add(cfg.Duration)
+		pause := time.NewTimer(time.Hour)
+		defer pause.Stop()
+		for {
+			t.Request(ctx, inst, key, time.Now())
+			left := time.Until(deadline)
+			if left <= 0 || ctx.Err() != nil {
+				return
+			}
+			if cfg.Think > 0 {
+				// Think time: a paced client, not synchronisation.
+				pause.Reset(min(cfg.Think, left))
+				select {
+				case <-pause.C:
+				case <-ctx.Done():
+					return
 				}
-			}()
+				if !time.Now().Before(deadline) {
+					return
+				}
+			}
 		}
-	}
-	ready.Wait()
-	deadline = t.Begin().Add(cfg.Duration)
-	close(release)
-	done.Wait()
+	})
 }

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -44,28 +43,9 @@ func (stampede) Length(Config) time.Duration { return 0 }
 // Run starts every goroutine, waits until all are ready, then releases them
 // together by closing one channel. Latency counts from that release.
 func (stampede) Run(ctx context.Context, _ Config, t *Trial) {
-	var ready, done sync.WaitGroup
-	release := make(chan struct{})
-	var start time.Time // written before release is closed, read after
-	i := 0
-	for _, inst := range t.Instances {
-		for range t.Goroutines {
-			key := t.Keys[i%len(t.Keys)]
-			i++
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				ready.Done()
-				<-release
-				t.Request(ctx, inst, key, start)
-			}()
-		}
-	}
-	ready.Wait()
-	start = t.Begin()
-	close(release)
-	done.Wait()
+	t.together(func(inst Instance, key string, start time.Time) {
+		t.Request(ctx, inst, key, start)
+	})
 }
 
 func plural(n int, one, many string) string {

@@ -174,3 +174,33 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	}
 	return res, nil
 }
+
+// together runs body on every goroutine of every instance at once:
+// goroutine i, counted over all instances, asks for key i mod Keys. It starts
+// them all, waits until each is ready, marks the start (Begin) and releases
+// them by closing one channel, then waits until every body has returned.
+// start, the release time, is the same for every body.
+func (t *Trial) together(body func(inst Instance, key string, start time.Time)) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	var start time.Time // written before release is closed, read after
+	i := 0
+	for _, inst := range t.Instances {
+		for range t.Goroutines {
+			key := t.Keys[i%len(t.Keys)]
+			i++
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-release
+				body(inst, key, start)
+			}()
+		}
+	}
+	ready.Wait()
+	start = t.Begin()
+	close(release)
+	done.Wait()
+}

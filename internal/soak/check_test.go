@@ -96,7 +96,7 @@ func TestCheckAllowsOneLoadPerEvent(t *testing.T) {
 	base := func() []Load { return []Load{load(0, 1, time.Second), load(0, 2, time.Second+50*ms_)} }
 	for name, r := range map[string]*Records{
 		"delete":        {Deletes: []Delete{{Key: 0, Version: 2, Start: time.Second + 10*ms_, End: time.Second + 11*ms_}}},
-		"failed delete": {Deletes: []Delete{{Key: 0, Version: 2, Start: time.Second - 2*time.Second, End: time.Second - time.Second, Err: "timeout"}}},
+		"failed delete": {Deletes: []Delete{{Key: 0, Version: 2, Start: -time.Second, End: 0, Err: "timeout"}}},
 		"restart":       {Outages: []Outage{{Down: time.Second + 10*ms_, Up: time.Second + 40*ms_}}},
 		"degraded":      {Degraded: []Interval{{Worker: 1, From: time.Second + 5*ms_, To: time.Second + 6*ms_}}},
 		"takeover":      {Kills: []Kill{{Worker: 1, At: time.Second + 20*ms_}}},

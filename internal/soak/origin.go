@@ -94,13 +94,6 @@ func (o *origin) bump(key int) int64 {
 	return o.versions[key]
 }
 
-// count returns how many loads the origin has served.
-func (o *origin) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.loads)
-}
-
 // close stops the server (once) and returns its loads.
 func (o *origin) close() []Load {
 	o.closed.Do(func() {
