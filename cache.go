@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -85,7 +87,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, kind, ok, err := c.store.get(ctx, newNames(c.opts.Prefix, key))
+	v, kind, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
 	switch {
 	case err != nil:
 		c.countRedisError(ctx)
@@ -98,11 +100,11 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 
 // entryAnswer is what a cached entry answers: its value, ErrNotFound, or its
 // cached failure.
-func entryAnswer(v []byte, kind entryKind) ([]byte, error) {
+func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 	switch kind {
-	case kindNotFound:
+	case wire.NotFound:
 		return nil, ErrNotFound
-	case kindFailure:
+	case wire.Failure:
 		return nil, fmt.Errorf("%w: %s", ErrCachedFailure, v)
 	}
 	return v, nil
@@ -125,7 +127,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := c.store.commit(ctx, newNames(c.opts.Prefix, key), "", c.entry(value, kindValue, ttl, 0))
+	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, ttl, 0))
 	if err != nil {
 		c.countRedisError(ctx)
 		return err
@@ -144,7 +146,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.store.delete(ctx, newNames(c.opts.Prefix, key)); err != nil {
+	if err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key)); err != nil {
 		c.countRedisError(ctx)
 		return err
 	}
@@ -213,11 +215,11 @@ func (c *Cache) check(key string) error {
 // negative entry, ErrorTTL for a cached failure) spread by ±Jitter, its hard
 // TTL StaleTTL longer (for values only: a cached "not found" or failure has
 // no stale window).
-func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) entryWrite {
+func (c *Cache) entry(value []byte, kind wire.Kind, ttl, took time.Duration) entryWrite {
 	switch kind {
-	case kindNotFound:
+	case wire.NotFound:
 		ttl = c.opts.NegativeTTL
-	case kindFailure:
+	case wire.Failure:
 		ttl = c.opts.ErrorTTL
 	}
 	ttl = min(ttl, MaxTTL)
@@ -226,7 +228,7 @@ func (c *Cache) entry(value []byte, kind entryKind, ttl, took time.Duration) ent
 	}
 	w := entryWrite{value: value, kind: kind, soft: max(ttl, time.Millisecond), took: took}
 	w.hard = w.soft
-	if kind == kindValue {
+	if kind == wire.Value {
 		w.hard += min(c.opts.StaleTTL, MaxTTL) // at most 2*MaxTTL: no overflow
 	} else {
 		w.took = 0 // a cached "not found" or failure is not refreshed early

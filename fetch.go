@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"fmt"
 	"time"
@@ -129,33 +131,33 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 			c.stats.redisErrors.Add(1)
 			return c.failOpen(f, err), nil
 		}
-		switch r.kind {
-		case replyHit, replyStale:
+		switch r.Kind {
+		case wire.Hit, wire.Stale:
 			out := outHit
 			switch {
 			case sub != nil:
 				out = outMiss // found after waiting for another process's load
-			case r.kind == replyStale:
+			case r.Kind == wire.Stale:
 				out = outStale
 			}
-			if r.refresh {
-				refresh = &lease{token: token, serverNow: r.now, at: time.Now(), early: r.kind == replyHit}
+			if r.Refresh {
+				refresh = &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit}
 			}
 			switch {
-			case out == outStale && r.refreshFailed:
+			case out == outStale && r.RefreshFailed:
 				out = outStaleIfError
-			case r.entry == kindNotFound && sub == nil:
+			case r.Entry == wire.NotFound && sub == nil:
 				out = outNegative
-			case r.entry == kindFailure && sub == nil:
+			case r.Entry == wire.Failure && sub == nil:
 				out = outFailure
 			}
-			val, err := entryAnswer(r.value, r.entry)
+			val, err := entryAnswer(r.Value, r.Entry)
 			return answer{val: val, err: err, out: out}, refresh
-		case replyLoad:
-			l := &lease{token: token, serverNow: r.now, at: time.Now()}
+		case wire.Load:
+			l := &lease{token: token, serverNow: r.Now, at: time.Now()}
 			if !c.startLoading(f) {
 				// Every caller left while fetch.lua ran: hand the lease back.
-				c.releaseLease(f.names, l.token, releaseArgs{notice: noticeRecheck})
+				c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
 				return answer{err: context.Canceled}, nil
 			}
 			val, err := c.loadAndCommit(f, l, false)
@@ -166,10 +168,10 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
 			c.stats.waits.Add(1)
-			sub = c.notify.subscribe(f.ctx, f.names.notice)
+			sub = c.notify.subscribe(f.ctx, f.names.Notice)
 			continue
 		}
-		if a, done := c.awaitNotice(f, sub, r.pttl); done {
+		if a, done := c.awaitNotice(f, sub, r.PTTL); done {
 			return a, nil
 		}
 	}
@@ -183,13 +185,13 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a
 	defer timer.Stop()
 	select {
 	case n := <-sub.notices:
-		switch n.kind {
-		case noticeValue:
-			return answer{val: n.value, out: outMiss}, true
-		case noticeNotFound:
+		switch n.Kind {
+		case wire.NoticeValue:
+			return answer{val: n.Value, out: outMiss}, true
+		case wire.NoticeNotFound:
 			return answer{err: ErrNotFound, out: outMiss}, true
-		case noticeFailed:
-			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.message), out: outMiss}, true
+		case wire.NoticeFailed:
+			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:

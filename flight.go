@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"bytes"
 	"context"
 	"sync/atomic"
@@ -17,7 +19,7 @@ import (
 // and is loading, whose result other callers and processes are owed.
 type flight struct {
 	key    string
-	names  names
+	names  wire.Names
 	ttl    time.Duration
 	load   func(context.Context) ([]byte, error)
 	ctx    context.Context // values of the first caller; cancelled as below and by Close
@@ -63,7 +65,7 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	}
 	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	f = &flight{
-		key: key, names: newNames(c.opts.Prefix, key), ttl: ttl, load: load,
+		key: key, names: wire.NewNames(c.opts.Prefix, key), ttl: ttl, load: load,
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
 		callers: 1, done: make(chan struct{}),
 	}

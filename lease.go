@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"errors"
 	"fmt"
@@ -27,24 +29,6 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
 }
 
-// noticeRecheck is published when a lease is handed back unused: fetch again.
-const noticeRecheck = "d"
-
-// maxNoticeMessage bounds the error text a notice or cached failure carries.
-const maxNoticeMessage = 1024
-
-// failureMessage is err's text as other processes see it: in a failure
-// notice or a cached failure, at most maxNoticeMessage bytes.
-func failureMessage(err error) string {
-	msg := err.Error()
-	if len(msg) > maxNoticeMessage {
-		msg = msg[:maxNoticeMessage]
-	}
-	return msg
-}
-
-func failureNotice(err error) string { return "e" + failureMessage(err) }
-
 // loadAndCommit runs f's load while a watchdog keeps l alive, then stores
 // the result under l (commit.lua) or, when the load failed, hands l back.
 // refresh says an entry is still being served (stale-while-revalidate or
@@ -59,26 +43,26 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error)
 	val, took, err := c.runLoader(f.ctx, f.load)
 	kept := w.halt() // no renewal is sent, or can land, after this
 
-	kind := kindValue
+	kind := wire.Value
 	switch {
 	case err == nil:
 		if val == nil {
 			val = []byte{}
 		}
 	case isNotFound(err):
-		kind, val = kindNotFound, []byte{}
+		kind, val = wire.NotFound, []byte{}
 	case errors.Is(err, ErrClosed):
 		// This process is shutting down: not the origin's failure. Other
 		// processes' waiters re-check and take over.
-		c.releaseLease(n, l.token, releaseArgs{notice: noticeRecheck})
+		c.releaseLease(n, l.token, releaseArgs{notice: wire.Recheck})
 		return nil, err
 	case refresh:
-		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err), hold: c.opts.ErrorTTL, mark: true})
+		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err), hold: c.opts.ErrorTTL, mark: true})
 		return nil, err
 	case c.opts.ErrorTTL > 0:
-		kind, val = kindFailure, []byte(failureMessage(err))
+		kind, val = wire.Failure, []byte(wire.FailureMessage(err))
 	default:
-		c.releaseLease(n, l.token, releaseArgs{notice: failureNotice(err)})
+		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err)})
 		return nil, err
 	}
 	e := c.entry(val, kind, f.ttl, took)
@@ -93,9 +77,9 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error)
 		if kept {
 			c.stats.leasesLost.Add(1)
 		}
-		c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.entry)
+		c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.Entry)
 	}
-	if kind != kindValue {
+	if kind != wire.Value {
 		return nil, err
 	}
 	return val, nil
@@ -104,17 +88,17 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error)
 // commitFailed hands the lease back after a commit failed: the load worked,
 // only storing it did not, so other processes' waiters re-check rather than
 // fail.
-func (c *Cache) commitFailed(n names, token string, err error) {
+func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	c.stats.redisErrors.Add(1)
-	c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.entry, "err", err)
-	c.releaseLease(n, token, releaseArgs{notice: noticeRecheck})
+	c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.Entry, "err", err)
+	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
 // recommit tries again, for a while, a commit that failed because a Cluster
 // node died: the slot map is being reloaded, and once the replica that took
 // over is known, the commit lands there (the lease was replicated to it) and
 // its notice reaches the waiters, which have moved there too (notify.go).
-func (c *Cache) recommit(n names, token string, e entryWrite) {
+func (c *Cache) recommit(n wire.Names, token string, e entryWrite) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var err error
@@ -222,10 +206,10 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 }
 
 // releaseLease hands a lease back (release.lua).
-func (c *Cache) releaseLease(n names, token string, a releaseArgs) {
+func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.bounded(), n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
-		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.lease, "err", err)
+		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, "err", err)
 	}
 }
 
@@ -243,7 +227,7 @@ type watchdog struct {
 	lost bool // set by the watchdog goroutine; read after done is closed
 }
 
-func (c *Cache) watch(n names, l *lease) *watchdog {
+func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -262,14 +246,14 @@ func (c *Cache) watch(n names, l *lease) *watchdog {
 			switch {
 			case err != nil:
 				c.stats.redisErrors.Add(1)
-				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.lease, "err", err)
+				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
 			case res == renewNot:
 				w.lost = true
 				c.stats.leasesLost.Add(1)
-				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.lease)
+				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
 				return
 			case res == renewLate:
-				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.lease)
+				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
 			}
 		}
 	}()

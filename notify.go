@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"log/slog"
 	"sync"
@@ -65,39 +67,7 @@ type channelSubs struct {
 type subscription struct {
 	n       *notifier
 	channel string
-	notices chan notice
-}
-
-// notice is a parsed completion notice (see commit.lua and release.lua).
-type notice struct {
-	kind    byte
-	value   []byte // noticeValue
-	message string // noticeFailed
-}
-
-const (
-	noticeValue     = 'v' // committed; value inline
-	noticeNotFound  = 'n' // committed a negative entry
-	noticeCommitted = 'c' // committed; value too large to inline: fetch
-	noticeFailed    = 'e' // the load failed; message follows
-	noticeChanged   = 'd' // deleted, revoked or released: fetch
-)
-
-func parseNotice(payload string) notice {
-	if payload == "" {
-		return notice{kind: noticeChanged}
-	}
-	n := notice{kind: payload[0]}
-	switch n.kind {
-	case noticeValue:
-		n.value = []byte(payload[1:])
-	case noticeFailed:
-		n.message = payload[1:]
-	case noticeNotFound, noticeCommitted, noticeChanged:
-	default:
-		n.kind = noticeChanged // unknown: the safe reading is "fetch again"
-	}
-	return n
+	notices chan wire.Notice
 }
 
 func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout time.Duration, log *slog.Logger) *notifier {
@@ -112,7 +82,7 @@ func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout t
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
 func (n *notifier) subscribe(ctx context.Context, channel string) *subscription {
-	s := &subscription{n: n, channel: channel, notices: make(chan notice, 4)}
+	s := &subscription{n: n, channel: channel, notices: make(chan wire.Notice, 4)}
 	if ctx.Err() != nil {
 		return s // every caller has left: nothing to subscribe for
 	}
@@ -259,7 +229,7 @@ func (n *notifier) dispatch(c *pubsubConn, ch <-chan any) {
 		case *redis.Subscription:
 			n.subscriptionEvent(c, m)
 		case *redis.Message:
-			nt := parseNotice(m.Payload)
+			nt := wire.ParseNotice(m.Payload)
 			n.mu.Lock()
 			if cs := n.channels[m.Channel]; cs != nil && cs.conn == c {
 				for s := range cs.listeners {

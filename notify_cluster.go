@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"time"
 
@@ -181,7 +183,7 @@ func (n *notifier) moveIfStale(ctx context.Context, channel string, at node) {
 	n.bind(ctx, cs, channel, at)
 	for s := range cs.listeners {
 		select {
-		case s.notices <- notice{kind: noticeChanged}:
+		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
 		default:
 		}
 	}

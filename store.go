@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	_ "embed"
 	"errors"
@@ -57,58 +59,6 @@ type store struct {
 
 	probeMu sync.Mutex             // one probe at a time
 	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
-}
-
-// fetch replies (see fetch.lua).
-type replyKind int
-
-const (
-	replyHit replyKind = iota
-	replyStale
-	replyLoad
-	replyWait
-)
-
-type fetchReply struct {
-	kind          replyKind
-	value         []byte
-	entry         entryKind     // HIT, STALE: what the entry caches
-	refreshFailed bool          // HIT, STALE: the last refresh of the entry failed
-	refresh       bool          // this caller took the lease to refresh (HIT, STALE)
-	pttl          time.Duration // WAIT: the lease's remaining time
-	now           int64         // the server clock, ms
-}
-
-// entryKind is what an entry caches, from its f flags.
-type entryKind byte
-
-const (
-	kindValue    entryKind = iota // f has neither n nor e: a value
-	kindNotFound                  // f "n": the loader's ErrNotFound (negative caching)
-	kindFailure                   // f "e": a load's failure, its message in v (Options.ErrorTTL)
-)
-
-// flags returns the f field that marks kind.
-func (k entryKind) flags() string {
-	switch k {
-	case kindNotFound:
-		return "n"
-	case kindFailure:
-		return "e"
-	}
-	return ""
-}
-
-// parseFlags reads an entry's f field: what it caches, and whether its last
-// refresh failed ("x", set by release.lua).
-func parseFlags(f string) (kind entryKind, refreshFailed bool) {
-	switch {
-	case strings.Contains(f, "n"):
-		kind = kindNotFound
-	case strings.Contains(f, "e"):
-		kind = kindFailure
-	}
-	return kind, strings.Contains(f, "x")
 }
 
 // do runs one Redis call through the circuit breaker and waits for it at
@@ -177,65 +127,15 @@ func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args 
 	})
 }
 
-func (s *store) fetch(ctx context.Context, n names, token string, leaseTTL time.Duration, x float64) (fetchReply, error) {
-	res, err := s.call(ctx, fetchScript, []string{n.entry, n.lease},
+func (s *store) fetch(ctx context.Context, n wire.Names, token string, leaseTTL time.Duration, x float64) (wire.FetchReply, error) {
+	res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease},
 		token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64))
 	if err != nil {
-		return fetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+		return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
 	}
-	r, err := parseFetch(res)
+	r, err := wire.ParseFetch(res)
 	if err != nil {
-		return fetchReply{}, fmt.Errorf("corral: fetch: %w", err)
-	}
-	return r, nil
-}
-
-func parseFetch(res any) (fetchReply, error) {
-	a, ok := res.([]any)
-	if !ok || len(a) < 2 {
-		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-	}
-	kind, _ := a[0].(string)
-	var r fetchReply
-	var ok2 bool
-	switch kind {
-	case "HIT", "STALE":
-		if len(a) != 5 {
-			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-		}
-		r.kind = replyHit
-		if kind == "STALE" {
-			r.kind = replyStale
-		}
-		v, ok1 := a[1].(string)
-		f, okf := a[2].(string)
-		refresh, okr := a[3].(int64)
-		r.now, ok2 = a[4].(int64)
-		if !ok1 || !okf || !okr || !ok2 {
-			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-		}
-		r.value, r.refresh = []byte(v), refresh == 1
-		r.entry, r.refreshFailed = parseFlags(f)
-	case "LOAD":
-		if len(a) != 2 {
-			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-		}
-		r.kind = replyLoad
-		r.now, ok2 = a[1].(int64)
-	case "WAIT":
-		if len(a) != 3 {
-			return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-		}
-		r.kind = replyWait
-		pttl, ok1 := a[1].(int64)
-		r.now, ok2 = a[2].(int64)
-		ok2 = ok1 && ok2
-		r.pttl = time.Duration(pttl) * time.Millisecond
-	default:
-		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
-	}
-	if !ok2 {
-		return fetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+		return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
 	}
 	return r, nil
 }
@@ -243,7 +143,7 @@ func parseFetch(res any) (fetchReply, error) {
 // entryWrite is one entry to store: a load's result or a Set.
 type entryWrite struct {
 	value []byte
-	kind  entryKind
+	kind  wire.Kind
 	soft  time.Duration // soft TTL
 	hard  time.Duration // hard TTL: soft + stale window
 	took  time.Duration // the load's duration, for XFetch
@@ -251,13 +151,13 @@ type entryWrite struct {
 
 // commit stores w under n. With a token it stores only while that token holds
 // the lease; it reports whether it stored.
-func (s *store) commit(ctx context.Context, n names, token string, w entryWrite) (bool, error) {
+func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return false, err
 	}
-	res, err := s.call(ctx, commitScript, []string{n.entry, n.lease, n.notice},
-		token, w.value, w.kind.flags(), ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
+	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice},
+		token, w.value, w.kind.Flags(), ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
@@ -273,8 +173,8 @@ const (
 	renewLate renewResult = -1 // reached the server after its deadline
 )
 
-func (s *store) renew(ctx context.Context, n names, token string, ttl time.Duration, deadline int64) (renewResult, error) {
-	res, err := s.call(ctx, renewScript, []string{n.lease}, token, ttl.Milliseconds(), deadline)
+func (s *store) renew(ctx context.Context, n wire.Names, token string, ttl time.Duration, deadline int64) (renewResult, error) {
+	res, err := s.call(ctx, renewScript, []string{n.Lease}, token, ttl.Milliseconds(), deadline)
 	if err != nil {
 		return renewNot, fmt.Errorf("corral: renew lease: %w", err)
 	}
@@ -290,7 +190,7 @@ type releaseArgs struct {
 }
 
 // release hands the lease back if token still holds it (release.lua).
-func (s *store) release(ctx context.Context, n names, token string, a releaseArgs) (bool, error) {
+func (s *store) release(ctx context.Context, n wire.Names, token string, a releaseArgs) (bool, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return false, err
@@ -303,19 +203,19 @@ func (s *store) release(ctx context.Context, n names, token string, a releaseArg
 	if a.hold > 0 {
 		hold = ms(a.hold)
 	}
-	res, err := s.call(ctx, releaseScript, []string{n.lease, n.notice, n.entry}, token, pub, a.notice, hold, mark)
+	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, token, pub, a.notice, hold, mark)
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
 	return res == int64(1), nil
 }
 
-func (s *store) delete(ctx context.Context, n names) error {
+func (s *store) delete(ctx context.Context, n wire.Names) error {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := s.call(ctx, deleteScript, []string{n.entry, n.lease, n.notice}, pub); err != nil {
+	if _, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, pub); err != nil {
 		return fmt.Errorf("corral: delete: %w", err)
 	}
 	return nil
@@ -323,20 +223,20 @@ func (s *store) delete(ctx context.Context, n names) error {
 
 // get reads an entry without taking a lease: its value and what it caches.
 // ok is false when there is no entry.
-func (s *store) get(ctx context.Context, n names) (value []byte, kind entryKind, ok bool, err error) {
+func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
 	res, err := s.do(ctx, func(ctx context.Context) (any, error) {
-		return s.rdb.HMGet(ctx, n.entry, "v", "f").Result()
+		return s.rdb.HMGet(ctx, n.Entry, "v", "f").Result()
 	})
 	if err != nil {
-		return nil, kindValue, false, fmt.Errorf("corral: get: %w", err)
+		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
 	}
 	vals := res.([]any)
 	v, ok := vals[0].(string)
 	if !ok {
-		return nil, kindValue, false, nil
+		return nil, wire.Value, false, nil
 	}
 	f, _ := vals[1].(string)
-	kind, _ = parseFlags(f)
+	kind, _ = wire.ParseFlags(f)
 	return []byte(v), kind, true, nil
 }
 

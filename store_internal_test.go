@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"testing"
 	"time"
@@ -19,24 +21,24 @@ func newStore(t *testing.T, args ...string) (*store, *redis.Client) {
 func TestFetchScriptReplies(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := newStore(t)
-	n := newNames("corral", "k")
+	n := wire.NewNames("corral", "k")
 	lt := 2 * time.Second
 
 	// No entry, lease free: LOAD, and the lease is ours with an expiry.
 	r, err := s.fetch(ctx, n, "tokA", lt, 0)
-	if err != nil || r.kind != replyLoad || r.now <= 0 {
+	if err != nil || r.Kind != wire.Load || r.Now <= 0 {
 		t.Fatalf("cold fetch = %+v, %v; want LOAD", r, err)
 	}
-	if got := rdb.Get(ctx, n.lease).Val(); got != "tokA" {
+	if got := rdb.Get(ctx, n.Lease).Val(); got != "tokA" {
 		t.Fatalf("lease = %q, want tokA", got)
 	}
-	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl <= 0 || pttl > lt {
+	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl <= 0 || pttl > lt {
 		t.Fatalf("lease PTTL = %v, want (0, %v]", pttl, lt)
 	}
 
 	// No entry, lease held by another: WAIT with the lease's PTTL.
 	r, err = s.fetch(ctx, n, "tokB", lt, 0)
-	if err != nil || r.kind != replyWait || r.pttl <= 0 || r.pttl > lt {
+	if err != nil || r.Kind != wire.Wait || r.PTTL <= 0 || r.PTTL > lt {
 		t.Fatalf("fetch while leased = %+v, %v; want WAIT with 0 < pttl <= %v", r, err, lt)
 	}
 
@@ -49,35 +51,35 @@ func TestFetchScriptReplies(t *testing.T) {
 	if ok, err := s.commit(ctx, n, "tokA", w); err != nil || !ok {
 		t.Fatalf("commit by holder = %v, %v; want stored", ok, err)
 	}
-	if rdb.Exists(ctx, n.lease).Val() != 0 {
+	if rdb.Exists(ctx, n.Lease).Val() != 0 {
 		t.Fatal("lease still exists after commit")
 	}
-	h := rdb.HGetAll(ctx, n.entry).Val()
+	h := rdb.HGetAll(ctx, n.Entry).Val()
 	if h["v"] != "v1" || h["d"] != "40" || h["f"] != "" || h["s"] == "" {
 		t.Fatalf("entry = %v", h)
 	}
 
 	// Fresh entry, no early refresh: HIT without refresh, no lease taken.
 	r, err = s.fetch(ctx, n, "tokC", lt, 0)
-	if err != nil || r.kind != replyHit || string(r.value) != "v1" || r.refresh || r.entry != kindValue {
+	if err != nil || r.Kind != wire.Hit || string(r.Value) != "v1" || r.Refresh || r.Entry != wire.Value {
 		t.Fatalf("fresh fetch = %+v, %v; want HIT v1", r, err)
 	}
-	if rdb.Exists(ctx, n.lease).Val() != 0 {
+	if rdb.Exists(ctx, n.Lease).Val() != 0 {
 		t.Fatal("a plain HIT took the lease")
 	}
 
 	// Fresh entry, XFetch fires (d*x far beyond the remaining minute): HIT
 	// and "you refresh", with the lease taken.
 	r, err = s.fetch(ctx, n, "tokC", lt, 1e9)
-	if err != nil || r.kind != replyHit || !r.refresh {
+	if err != nil || r.Kind != wire.Hit || !r.Refresh {
 		t.Fatalf("early-refresh fetch = %+v, %v; want HIT + refresh", r, err)
 	}
-	if rdb.Get(ctx, n.lease).Val() != "tokC" {
+	if rdb.Get(ctx, n.Lease).Val() != "tokC" {
 		t.Fatal("early refresh did not take the lease")
 	}
 	// XFetch fires but the lease is held: a plain HIT.
 	r, err = s.fetch(ctx, n, "tokD", lt, 1e9)
-	if err != nil || r.kind != replyHit || r.refresh {
+	if err != nil || r.Kind != wire.Hit || r.Refresh {
 		t.Fatalf("early-refresh fetch while leased = %+v, %v; want plain HIT", r, err)
 	}
 	if ok, _ := s.release(ctx, n, "tokC", releaseArgs{}); !ok {
@@ -85,13 +87,13 @@ func TestFetchScriptReplies(t *testing.T) {
 	}
 
 	// Past the soft expiry, inside the hard TTL: STALE.
-	rdb.HSet(ctx, n.entry, "s", r.now-1000)
+	rdb.HSet(ctx, n.Entry, "s", r.Now-1000)
 	r, err = s.fetch(ctx, n, "tokE", lt, 0)
-	if err != nil || r.kind != replyStale || string(r.value) != "v1" || !r.refresh {
+	if err != nil || r.Kind != wire.Stale || string(r.Value) != "v1" || !r.Refresh {
 		t.Fatalf("stale fetch = %+v, %v; want STALE + refresh", r, err)
 	}
 	r, err = s.fetch(ctx, n, "tokF", lt, 0)
-	if err != nil || r.kind != replyStale || r.refresh {
+	if err != nil || r.Kind != wire.Stale || r.Refresh {
 		t.Fatalf("stale fetch while leased = %+v, %v; want STALE without refresh", r, err)
 	}
 }
@@ -102,15 +104,15 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 	for _, tc := range []struct {
 		key   string
 		value []byte
-		kind  entryKind
+		kind  wire.Kind
 	}{
-		{"empty", []byte{}, kindValue},
-		{"missing", []byte{}, kindNotFound},
-		{"failed", []byte("db down"), kindFailure},
-		{"bin", []byte{0, 255, '{', '}', 0}, kindValue},
+		{"empty", []byte{}, wire.Value},
+		{"missing", []byte{}, wire.NotFound},
+		{"failed", []byte("db down"), wire.Failure},
+		{"bin", []byte{0, 255, '{', '}', 0}, wire.Value},
 	} {
-		n := newNames("corral", tc.key)
-		if r, _ := s.fetch(ctx, n, "t", time.Second, 0); r.kind != replyLoad {
+		n := wire.NewNames("corral", tc.key)
+		if r, _ := s.fetch(ctx, n, "t", time.Second, 0); r.Kind != wire.Load {
 			t.Fatalf("%s: want LOAD, got %+v", tc.key, r)
 		}
 		w := entryWrite{value: tc.value, kind: tc.kind, soft: time.Minute, hard: time.Minute}
@@ -118,7 +120,7 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 			t.Fatalf("%s: commit = %v, %v", tc.key, ok, err)
 		}
 		r, err := s.fetch(ctx, n, "t2", time.Second, 0)
-		if err != nil || r.kind != replyHit || string(r.value) != string(tc.value) || r.entry != tc.kind {
+		if err != nil || r.Kind != wire.Hit || string(r.Value) != string(tc.value) || r.Entry != tc.kind {
 			t.Fatalf("%s: fetch = %+v, %v", tc.key, r, err)
 		}
 	}
@@ -127,31 +129,31 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 func TestRenewScript(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := newStore(t)
-	n := newNames("corral", "k")
+	n := wire.NewNames("corral", "k")
 	r, _ := s.fetch(ctx, n, "tok", 200*time.Millisecond, 0)
-	l := &lease{token: "tok", serverNow: r.now, at: time.Now()}
+	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
 
 	if res, err := s.renew(ctx, n, "tok", time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
 		t.Fatalf("renew by holder = %v, %v", res, err)
 	}
-	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl < 50*time.Second {
+	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl < 50*time.Second {
 		t.Fatalf("PTTL after renew = %v", pttl)
 	}
 	if res, _ := s.renew(ctx, n, "other", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
 		t.Fatalf("renew by non-holder = %v, want renewNot", res)
 	}
 	// A renewal whose deadline has passed on the server clock is dropped.
-	if res, _ := s.renew(ctx, n, "tok", time.Hour, r.now-1); res != renewLate {
+	if res, _ := s.renew(ctx, n, "tok", time.Hour, r.Now-1); res != renewLate {
 		t.Fatalf("late renew = %v, want renewLate", res)
 	}
-	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl > time.Minute {
+	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl > time.Minute {
 		t.Fatalf("a late or foreign renewal extended the lease: PTTL %v", pttl)
 	}
 	// release: only by the holder.
-	if ok, _ := s.release(ctx, n, "other", releaseArgs{notice: noticeRecheck}); ok {
+	if ok, _ := s.release(ctx, n, "other", releaseArgs{notice: wire.Recheck}); ok {
 		t.Fatal("release by non-holder succeeded")
 	}
-	if ok, _ := s.release(ctx, n, "tok", releaseArgs{notice: noticeRecheck}); !ok {
+	if ok, _ := s.release(ctx, n, "tok", releaseArgs{notice: wire.Recheck}); !ok {
 		t.Fatal("release by holder failed")
 	}
 	if res, _ := s.renew(ctx, n, "tok", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
@@ -164,33 +166,33 @@ func TestRenewScript(t *testing.T) {
 func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := newStore(t)
-	n := newNames("corral", "k")
+	n := wire.NewNames("corral", "k")
 	s.fetch(ctx, n, "t1", time.Second, 0)
 	s.commit(ctx, n, "t1", entryWrite{value: []byte("v"), soft: time.Millisecond, hard: time.Minute})
 	eventually(t, time.Second, func() bool {
 		r, _ := s.fetch(ctx, n, "t2", time.Second, 0)
-		return r.kind == replyStale && r.refresh
+		return r.Kind == wire.Stale && r.Refresh
 	})
 	if ok, _ := s.release(ctx, n, "t2", releaseArgs{hold: 300 * time.Millisecond, mark: true}); !ok {
 		t.Fatal("release by holder failed")
 	}
-	if got := rdb.Get(ctx, n.lease).Val(); got != "backoff" {
+	if got := rdb.Get(ctx, n.Lease).Val(); got != "backoff" {
 		t.Fatalf("lease after a held release = %q, want the backoff marker", got)
 	}
-	if pttl := rdb.PTTL(ctx, n.lease).Val(); pttl <= 0 || pttl > 300*time.Millisecond {
+	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl <= 0 || pttl > 300*time.Millisecond {
 		t.Fatalf("backoff PTTL = %v", pttl)
 	}
 	r, _ := s.fetch(ctx, n, "t3", time.Second, 0)
-	if r.kind != replyStale || r.refresh || !r.refreshFailed || string(r.value) != "v" {
+	if r.Kind != wire.Stale || r.Refresh || !r.RefreshFailed || string(r.Value) != "v" {
 		t.Fatalf("fetch during the backoff = %+v; want STALE, no refresh, flagged", r)
 	}
 	// The next successful commit clears the flag.
 	eventually(t, time.Second, func() bool {
 		r, _ := s.fetch(ctx, n, "t4", time.Second, 0)
-		return r.refresh
+		return r.Refresh
 	})
 	s.commit(ctx, n, "t4", entryWrite{value: []byte("v2"), soft: time.Minute, hard: time.Minute})
-	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.refreshFailed || string(r.value) != "v2" {
+	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.RefreshFailed || string(r.Value) != "v2" {
 		t.Fatalf("after a good commit: %+v", r)
 	}
 }
@@ -212,12 +214,12 @@ func eventually(t *testing.T, within time.Duration, cond func() bool) {
 func TestDeleteScriptRevokesLease(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := newStore(t)
-	n := newNames("corral", "k")
+	n := wire.NewNames("corral", "k")
 	s.fetch(ctx, n, "tok", time.Minute, 0)
 	if err := s.delete(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if rdb.Exists(ctx, n.lease, n.entry).Val() != 0 {
+	if rdb.Exists(ctx, n.Lease, n.Entry).Val() != 0 {
 		t.Fatal("delete left the lease or entry")
 	}
 	w := entryWrite{value: []byte("old"), soft: time.Minute, hard: time.Minute}
@@ -274,22 +276,22 @@ func TestSlotTag(t *testing.T) {
 		"{":           "",
 		"plain":       "",
 	} {
-		got, ok := hashTag(key)
+		got, ok := wire.HashTag(key)
 		if want == "" {
 			if ok {
-				t.Errorf("hashTag(%q) = %q, want none", key, got)
+				t.Errorf("wire.HashTag(%q) = %q, want none", key, got)
 			}
-			if tag := slotTag(key); len(tag) != 16 {
-				t.Errorf("slotTag(%q) = %q, want a 16-digit hash", key, tag)
+			if tag := wire.SlotTag(key); len(tag) != 16 {
+				t.Errorf("wire.SlotTag(%q) = %q, want a 16-digit hash", key, tag)
 			}
 			continue
 		}
-		if got != want || slotTag(key) != want {
-			t.Errorf("hashTag(%q) = %q, want %q", key, got, want)
+		if got != want || wire.SlotTag(key) != want {
+			t.Errorf("wire.HashTag(%q) = %q, want %q", key, got, want)
 		}
 	}
-	n := newNames("p", "user:{42}:p")
-	if n.entry != "p:e:{42}:user:{42}:p" || n.lease != "p:l:{42}:user:{42}:p" || n.notice != "p:n:{42}:user:{42}:p" {
+	n := wire.NewNames("p", "user:{42}:p")
+	if n.Entry != "p:e:{42}:user:{42}:p" || n.Lease != "p:l:{42}:user:{42}:p" || n.Notice != "p:n:{42}:user:{42}:p" {
 		t.Fatalf("names = %+v", n)
 	}
 }
@@ -300,14 +302,14 @@ func TestSlotTag(t *testing.T) {
 func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
-	n := newNames("corral", "k")
-	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.kind != replyLoad {
+	n := wire.NewNames("corral", "k")
+	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.Kind != wire.Load {
 		t.Fatalf("first fetch = %+v", r)
 	}
-	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.kind != replyLoad {
+	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.Kind != wire.Load {
 		t.Fatalf("resent fetch = %+v, want LOAD again", r)
 	}
-	if r, _ := s.fetch(ctx, n, "theirs", time.Second, 0); r.kind != replyWait {
+	if r, _ := s.fetch(ctx, n, "theirs", time.Second, 0); r.Kind != wire.Wait {
 		t.Fatalf("another token's fetch = %+v, want WAIT", r)
 	}
 }

@@ -1,6 +1,8 @@
 package corral
 
 import (
+	"github.com/corralhq/corral/internal/wire"
+
 	"context"
 	"math"
 	"math/rand/v2"
@@ -40,21 +42,21 @@ func TestEarlyRefreshRate(t *testing.T) {
 		}
 		c := &Cache{opts: o}
 		s := &store{rdb: rdb, timeout: time.Second}
-		n := newNames("corral", "xfetch")
+		n := wire.NewNames("corral", "xfetch")
 		refreshed := 0
 		now, _ := rdb.Time(ctx).Result()
 		serverNow := now.UnixMilli()
 		for range trials {
-			rdb.HSet(ctx, n.entry, "v", "x", "s", serverNow+b.r, "d", d, "f", "")
-			rdb.Del(ctx, n.lease)
+			rdb.HSet(ctx, n.Entry, "v", "x", "s", serverNow+b.r, "d", d, "f", "")
+			rdb.Del(ctx, n.Lease)
 			r, err := s.fetch(ctx, n, "tok", time.Minute, c.earlyFactor())
-			if err != nil || r.kind != replyHit {
+			if err != nil || r.Kind != wire.Hit {
 				t.Fatalf("fetch = %+v, %v", r, err)
 			}
-			if r.refresh {
+			if r.Refresh {
 				refreshed++
 			}
-			serverNow = r.now
+			serverNow = r.Now
 		}
 		p := math.Exp(-float64(b.r) / (d * b.beta))
 		expect := trials * p

@@ -1,4 +1,4 @@
-package corral
+package wire
 
 import (
 	"strings"
@@ -13,25 +13,25 @@ func FuzzNames(f *testing.F) {
 		f.Add(k, k+"'")
 	}
 	f.Fuzz(func(t *testing.T, k1, k2 string) {
-		n := newNames("corral", k1)
-		tag := slotTag(k1)
-		for _, name := range []string{n.entry, n.lease, n.notice} {
-			if got, ok := hashTag(name); !ok || got != tag {
+		n := NewNames("corral", k1)
+		tag := SlotTag(k1)
+		for _, name := range []string{n.Entry, n.Lease, n.Notice} {
+			if got, ok := HashTag(name); !ok || got != tag {
 				t.Fatalf("name %q hashes by %q (ok %v), want the key's tag %q", name, got, ok, tag)
 			}
 			if !strings.HasSuffix(name, "}:"+k1) {
 				t.Fatalf("name %q does not end with the key %q", name, k1)
 			}
 		}
-		if n.entry == n.lease || n.entry == n.notice || n.lease == n.notice {
+		if n.Entry == n.Lease || n.Entry == n.Notice || n.Lease == n.Notice {
 			t.Fatalf("names of %q collide: %+v", k1, n)
 		}
 		if k1 == k2 {
 			return
 		}
-		m := newNames("corral", k2)
-		for _, a := range []string{n.entry, n.lease, n.notice} {
-			for _, b := range []string{m.entry, m.lease, m.notice} {
+		m := NewNames("corral", k2)
+		for _, a := range []string{n.Entry, n.Lease, n.Notice} {
+			for _, b := range []string{m.Entry, m.Lease, m.Notice} {
 				if a == b {
 					t.Fatalf("keys %q and %q share the name %q", k1, k2, a)
 				}
@@ -41,25 +41,25 @@ func FuzzNames(f *testing.F) {
 }
 
 // FuzzParseNotice checks that any payload on a notice channel decodes to a
-// known kind, and a value notice to its payload.
+// known kind, and a value or failure notice to its payload.
 func FuzzParseNotice(f *testing.F) {
 	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, payload string) {
-		n := parseNotice(payload)
-		switch n.kind {
-		case noticeValue:
-			if string(n.value) != payload[1:] {
-				t.Fatalf("value notice %q decoded to %q", payload, n.value)
+		n := ParseNotice(payload)
+		switch n.Kind {
+		case NoticeValue:
+			if string(n.Value) != payload[1:] {
+				t.Fatalf("value notice %q decoded to %q", payload, n.Value)
 			}
-		case noticeFailed:
-			if n.message != payload[1:] {
-				t.Fatalf("failure notice %q decoded to %q", payload, n.message)
+		case NoticeFailed:
+			if n.Message != payload[1:] {
+				t.Fatalf("failure notice %q decoded to %q", payload, n.Message)
 			}
-		case noticeNotFound, noticeCommitted, noticeChanged:
+		case NoticeNotFound, NoticeCommitted, NoticeRecheck:
 		default:
-			t.Fatalf("payload %q decoded to unknown kind %q", payload, n.kind)
+			t.Fatalf("payload %q decoded to unknown kind %q", payload, n.Kind)
 		}
 	})
 }
@@ -83,23 +83,26 @@ func FuzzParseFetch(f *testing.F) {
 			kind,
 			nil,
 		} {
-			r, err := parseFetch(reply)
+			r, err := ParseFetch(reply)
 			if err != nil {
 				continue
 			}
-			switch r.kind {
-			case replyHit, replyStale:
-				want, failed := parseFlags(flags)
-				if string(r.value) != v || r.entry != want || r.refreshFailed != failed || r.refresh != (n == 1) {
+			switch r.Kind {
+			case Hit, Stale:
+				want, failed := ParseFlags(flags)
+				if string(r.Value) != v || r.Entry != want || r.RefreshFailed != failed || r.Refresh != (n == 1) {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
-			case replyWait:
-				if r.pttl.Milliseconds() != n {
+			case Wait:
+				if r.PTTL.Milliseconds() != n {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
+			case Load:
+			default:
+				t.Fatalf("%#v decoded to unknown kind %d", reply, r.Kind)
 			}
-			if r.now != now {
-				t.Fatalf("%#v decoded now %d", reply, r.now)
+			if r.Now != now {
+				t.Fatalf("%#v decoded now %d", reply, r.Now)
 			}
 		}
 	})

@@ -1,0 +1,243 @@
+// Package wire is the Go side of corral's Redis protocol, the mirror of the
+// headers of scripts/*.lua: the Redis names of a key, the flags of an entry,
+// the replies of fetch.lua and the notices published on a key's channel.
+// Every message is built and parsed here, side by side, with one constant
+// for each byte or word of the format. Nothing here talks to Redis.
+package wire
+
+import (
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+)
+
+// Names are the Redis names of one cache key K under prefix P (a contract:
+// users inspect them with redis-cli):
+//
+//	Entry   P:e:{T}:K  hash: v payload, s soft expiry (server ms),
+//	                   d last load (ms), f flags
+//	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL
+//	Notice  P:n:{T}:K  pub/sub channel: completion notices
+//
+// T is K's own hash tag when it has a non-empty one, else the hex FNV-1a
+// 64-bit hash of K. All three share one Cluster slot, K is kept whole at the
+// end, and the kind sits before the tag, so no two keys share a name.
+type Names struct {
+	Entry, Lease, Notice string
+}
+
+// NewNames returns key's names under prefix.
+func NewNames(prefix, key string) Names {
+	tag := SlotTag(key)
+	return Names{
+		Entry:  prefix + ":e:{" + tag + "}:" + key,
+		Lease:  prefix + ":l:{" + tag + "}:" + key,
+		Notice: prefix + ":n:{" + tag + "}:" + key,
+	}
+}
+
+// SlotTag returns key's hash tag by Redis Cluster's rule (the text between
+// the first '{' and the first '}' after it, when not empty), or otherwise a
+// 16-digit hex FNV-1a hash of the key.
+func SlotTag(key string) string {
+	if tag, ok := HashTag(key); ok {
+		return tag
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// HashTag returns the hash tag Redis Cluster hashes name by, if it has one.
+func HashTag(name string) (string, bool) {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return "", false
+	}
+	end := strings.IndexByte(name[open+1:], '}')
+	if end <= 0 { // no '}' after the '{', or an empty tag "{}"
+		return "", false
+	}
+	return name[open+1 : open+1+end], true
+}
+
+// Kind is what an entry caches, from its f field.
+type Kind byte
+
+const (
+	Value    Kind = iota // f has neither n nor e: a value
+	NotFound             // f "n": the loader's ErrNotFound (negative caching)
+	Failure              // f "e": a load's failure, its message in v (Options.ErrorTTL)
+)
+
+// Entry flags, the letters of an entry's f field.
+const (
+	flagNotFound      = 'n'
+	flagFailure       = 'e'
+	flagRefreshFailed = 'x' // set by release.lua: the entry's last refresh failed
+)
+
+// Flags returns the f field that marks kind, as commit.lua stores it.
+func (k Kind) Flags() string {
+	switch k {
+	case NotFound:
+		return string(rune(flagNotFound))
+	case Failure:
+		return string(rune(flagFailure))
+	}
+	return ""
+}
+
+// ParseFlags reads an entry's f field: what it caches, and whether its last
+// refresh failed.
+func ParseFlags(f string) (k Kind, refreshFailed bool) {
+	switch {
+	case strings.IndexByte(f, flagNotFound) >= 0:
+		k = NotFound
+	case strings.IndexByte(f, flagFailure) >= 0:
+		k = Failure
+	}
+	return k, strings.IndexByte(f, flagRefreshFailed) >= 0
+}
+
+// Reply is the kind of a fetch.lua reply.
+type Reply int
+
+const (
+	Hit   Reply = iota // {'HIT',   v, f, refresh, now}
+	Stale              // {'STALE', v, f, refresh, now}
+	Load               // {'LOAD',  now}
+	Wait               // {'WAIT',  pttl, now}
+)
+
+// replyWords are the first elements of fetch.lua's replies, by Reply.
+var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT"}
+
+// replyLens are the lengths of fetch.lua's replies, by Reply.
+var replyLens = [...]int{Hit: 5, Stale: 5, Load: 2, Wait: 3}
+
+// FetchReply is a decoded fetch.lua reply.
+type FetchReply struct {
+	Kind          Reply
+	Value         []byte        // Hit, Stale
+	Entry         Kind          // Hit, Stale: what the entry caches
+	RefreshFailed bool          // Hit, Stale: the last refresh of the entry failed
+	Refresh       bool          // Hit, Stale: this caller took the lease to refresh
+	PTTL          time.Duration // Wait: the lease's remaining time
+	Now           int64         // the server clock, ms
+}
+
+// ParseFetch decodes a fetch.lua reply as go-redis returns it. Anything
+// but a well-formed reply is an error.
+func ParseFetch(res any) (FetchReply, error) {
+	a, _ := res.([]any)
+	var r FetchReply
+	if len(a) == 0 {
+		return r, fmt.Errorf("unexpected reply %#v", res)
+	}
+	word, _ := a[0].(string)
+	r.Kind = -1
+	for k, w := range replyWords {
+		if w == word && len(a) == replyLens[k] {
+			r.Kind = Reply(k)
+		}
+	}
+	d := decoder{a: a}
+	switch r.Kind {
+	case Hit, Stale:
+		r.Value = []byte(d.str(1))
+		r.Entry, r.RefreshFailed = ParseFlags(d.str(2))
+		r.Refresh = d.int(3) == 1
+		r.Now = d.int(4)
+	case Load:
+		r.Now = d.int(1)
+	case Wait:
+		r.PTTL = time.Duration(d.int(1)) * time.Millisecond
+		r.Now = d.int(2)
+	default:
+		d.bad = true
+	}
+	if d.bad {
+		return FetchReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	return r, nil
+}
+
+// decoder reads the elements of a script's reply, remembering whether any
+// had the wrong type.
+type decoder struct {
+	a   []any
+	bad bool
+}
+
+func (d *decoder) str(i int) string {
+	s, ok := d.a[i].(string)
+	d.bad = d.bad || !ok
+	return s
+}
+
+func (d *decoder) int(i int) int64 {
+	n, ok := d.a[i].(int64)
+	d.bad = d.bad || !ok
+	return n
+}
+
+// NoticeKind is the first byte of a notice, which says what happened to the
+// key (see commit.lua, release.lua and delete.lua).
+type NoticeKind byte
+
+const (
+	NoticeValue     NoticeKind = 'v' // committed; the value follows inline
+	NoticeNotFound  NoticeKind = 'n' // committed a negative entry
+	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
+	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
+	NoticeRecheck   NoticeKind = 'd' // deleted, revoked, or a lease handed back unused: fetch again
+)
+
+// Notice is a decoded notice.
+type Notice struct {
+	Kind    NoticeKind
+	Value   []byte // NoticeValue
+	Message string // NoticeFailed
+}
+
+// ParseNotice decodes a notice. An empty or unknown one reads as
+// NoticeRecheck: the safe reading is "fetch again".
+func ParseNotice(payload string) Notice {
+	if payload == "" {
+		return Notice{Kind: NoticeRecheck}
+	}
+	n := Notice{Kind: NoticeKind(payload[0])}
+	switch n.Kind {
+	case NoticeValue:
+		n.Value = []byte(payload[1:])
+	case NoticeFailed:
+		n.Message = payload[1:]
+	case NoticeNotFound, NoticeCommitted, NoticeRecheck:
+	default:
+		n.Kind = NoticeRecheck
+	}
+	return n
+}
+
+// Recheck is the notice that tells waiters to fetch again.
+const Recheck = string(NoticeRecheck)
+
+// MaxMessage bounds the error text a failure notice or a cached failure
+// carries, in bytes.
+const MaxMessage = 1024
+
+// FailureMessage is err's text as other processes see it: in a failure
+// notice or a cached failure, at most MaxMessage bytes.
+func FailureMessage(err error) string {
+	msg := err.Error()
+	if len(msg) > MaxMessage {
+		msg = msg[:MaxMessage]
+	}
+	return msg
+}
+
+// FailureNotice is the notice that a load failed with err.
+func FailureNotice(err error) string { return string(NoticeFailed) + FailureMessage(err) }
