@@ -66,8 +66,8 @@ func TestCase_C10_StaleWhileRefreshing(t *testing.T) {
 			}
 			t0 := time.Now()
 			v, err := c.Fetch(ctx, "{c10}", 200*time.Millisecond, refresh)
-			if took := time.Since(t0); err != nil || string(v) != "old" || took > 50*time.Millisecond {
-				t.Errorf("R%d at %v: %q, %v after %v; want the stale value at once", i+1, at, v, err, took)
+			if took := time.Since(t0); err != nil || string(v) != "old" || took > prompt {
+				t.Errorf("R%d at %v: %q, %v after %v; want the stale value at once, not after the 2s refresh", i+1, at, v, err, took)
 			}
 		}
 		wg.Add(10)
@@ -78,7 +78,7 @@ func TestCase_C10_StaleWhileRefreshing(t *testing.T) {
 		}
 		wg.Wait()
 		<-refreshed
-		eventually(t, time.Second, "the refresh is committed", func() bool {
+		eventually(t, 5*time.Second, "the refresh is committed", func() bool {
 			v, _ := e.c.Get(ctx, "{c10}")
 			return string(v) == "new"
 		})
@@ -329,7 +329,7 @@ func TestBackoffDoesNotOutliveTheEntry(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	t0 := time.Now()
-	if v, err := e.c.Fetch(cctx, "{bo}", time.Minute, value("new")); err != nil || string(v) != "new" || time.Since(t0) > 200*time.Millisecond {
+	if v, err := e.c.Fetch(cctx, "{bo}", time.Minute, value("new")); err != nil || string(v) != "new" || time.Since(t0) > prompt {
 		t.Fatalf("after the entry expired: %q, %v after %v; want a load at once", v, err, time.Since(t0))
 	}
 }

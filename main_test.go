@@ -1,6 +1,7 @@
 package corral_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -52,8 +53,35 @@ func run(m *testing.M) int {
 	return code
 }
 
-// quiet is a logger for tests that expect warnings.
+// quiet is a logger for code without a *testing.T (benchmarks, child
+// processes).
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testLogger returns a logger that keeps what corral logs during t and
+// prints it only if t fails: the warnings then say what corral saw.
+func testLogger(t testing.TB) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() { // registered first, so it runs after the Caches closed
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Failed() && buf.Len() > 0 {
+			t.Logf("corral logged:\n%s", buf.Bytes())
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 // env is one test's Redis server, client and Cache.
 type env struct {
@@ -77,7 +105,7 @@ func newCache(t *testing.T, rdb redis.UniversalClient, opts *corral.Options) *co
 		opts = &corral.Options{}
 	}
 	if opts.Logger == nil {
-		opts.Logger = quiet
+		opts.Logger = testLogger(t)
 	}
 	c, err := corral.New(rdb, opts)
 	if err != nil {
