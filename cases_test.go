@@ -244,9 +244,17 @@ func TestCase_C03_LoaderPanic(t *testing.T) {
 			// not make the holder fail open and leave the lease to the other.
 			opts := func() *corral.Options { return &corral.Options{RedisTimeout: 10 * time.Second} }
 			c := newCache(t, rdb, opts())
-			other := newCache(t, e.srv.Client(), opts()) // a waiter in another process
+			otherRdb, otherHook := e.faultyClient()
+			other := newCache(t, otherRdb, opts()) // a waiter in another process
 			ctx := context.Background()
-			releaseSHA := scriptSHA(t, "release")
+			fetchSHA, releaseSHA := scriptSHA(t, "fetch"), scriptSHA(t, "release")
+			var otherFetches atomic.Int32
+			otherHook.setAfter(func(cmd redis.Cmder) error {
+				if isScript(cmd, fetchSHA) {
+					otherFetches.Add(1)
+				}
+				return nil
+			})
 			var releases atomic.Int32
 			hook.setAfter(func(cmd redis.Cmder) error { // runs that succeeded (not NOSCRIPT)
 				if isScript(cmd, releaseSHA) {
@@ -288,6 +296,10 @@ func TestCase_C03_LoaderPanic(t *testing.T) {
 				_, err := other.Fetch(ctx, "{c03}", time.Minute, value("not me"))
 				remote <- err
 			}()
+			// Subscribed, and past its re-check after subscribing: it waits for
+			// the notice. (A waiter whose re-check comes after the failure is
+			// the next caller; see the test below.)
+			eventually(t, 10*time.Second, "the other process waits for the notice", func() bool { return otherFetches.Load() == 2 })
 			waitSubscribed(t, e.rdb, "corral:n:{c03}:{c03}", 1)
 			panicked := time.Now()
 			close(gate)
@@ -324,6 +336,53 @@ func TestCase_C03_LoaderPanic(t *testing.T) {
 			}
 		})
 	}
+	// A failed load is not cached (without ErrorTTL): a waiter in another
+	// process whose re-check reaches Redis after the failure released the
+	// lease is the next caller, and loads (one process at a time, by the
+	// lease). Only waiters listening when the failure is announced get
+	// ErrRemoteLoad.
+	t.Run("a waiter re-checking after the failure is the next caller", func(t *testing.T) {
+		e := newEnv(t, nil)
+		opts := func() *corral.Options { return &corral.Options{RedisTimeout: 10 * time.Second} }
+		a := newCache(t, e.rdb, opts())
+		bRdb, bHook := e.faultyClient()
+		b := newCache(t, bRdb, opts())
+		ctx := context.Background()
+		fetchSHA := scriptSHA(t, "fetch")
+		aDone := make(chan struct{})
+		var bFetches atomic.Int32
+		bHook.setBefore(func(cmd redis.Cmder) error {
+			if isScript(cmd, fetchSHA) && bFetches.Add(1) == 2 {
+				<-aDone // the re-check after subscribing comes after the failure
+			}
+			return nil
+		})
+		started, gate := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(aDone)
+			_, err := a.Fetch(ctx, "{c03n}", time.Minute, func(context.Context) ([]byte, error) {
+				close(started)
+				<-gate
+				panic("boom")
+			})
+			var pe *corral.PanicError
+			if !errors.As(err, &pe) {
+				t.Errorf("the holder's caller got %v; want its *PanicError", err)
+			}
+		}()
+		<-started
+		got := make(chan string, 1)
+		var bLoads atomic.Int32
+		go func() {
+			v, err := b.Fetch(ctx, "{c03n}", time.Minute, slow(0, &bLoads, "from b"))
+			got <- fmt.Sprintf("%s %v", v, err)
+		}()
+		eventually(t, 10*time.Second, "b waits", func() bool { return b.Stats().Waits == 1 })
+		close(gate)
+		if g := <-got; g != "from b <nil>" || bLoads.Load() != 1 {
+			t.Fatalf("b got %q after %d loads; want its own load's value", g, bLoads.Load())
+		}
+	})
 	// A holder that panics after its lease passed to another process (it
 	// expired while the holder stalled) answers only its own callers: their
 	// error is the panic; waiters elsewhere follow the lease and get the new

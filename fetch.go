@@ -25,7 +25,13 @@ import (
 // NegativeTTL and every caller gets ErrNotFound. Any other error reaches every
 // caller of that load (errors.Is works in this process; callers in other
 // processes get an error wrapping ErrRemoteLoad) and is not cached. A panic in
-// load becomes a *PanicError. When Redis fails, Fetch calls load directly
+// load becomes a *PanicError. Since a failure is not cached (unless
+// ErrorTTL), a caller in another process whose re-check reaches Redis after
+// the failed load handed its lease back is the next caller: it takes the
+// lease and loads. Likewise, a load that lost its lease (it expired while
+// the process stalled) answers only its own process's callers; callers
+// elsewhere get the result of the load that holds the lease now.
+// When Redis fails, Fetch calls load directly
 // (fail-open, still one load per key in this process) unless
 // DisableFailOpen is set.
 //
