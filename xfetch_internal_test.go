@@ -1,16 +1,17 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestEarlyRefreshRate checks XFetch (Vattani, Chierichetti, Lowenstein,
@@ -41,22 +42,30 @@ func TestEarlyRefreshRate(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &Cache{opts: o}
-		s := &store{rdb: rdb, timeout: time.Second}
 		n := wire.NewNames("corral", "xfetch")
 		refreshed := 0
-		now, _ := rdb.Time(ctx).Result()
-		serverNow := now.UnixMilli()
 		for range trials {
-			rdb.HSet(ctx, n.Entry, "v", "x", "s", serverNow+b.r, "d", d, "f", "")
-			rdb.Del(ctx, n.Lease)
-			r, err := s.fetch(ctx, n, "tok", time.Minute, c.earlyFactor())
+			// The entry, written r before its soft expiry by the server's
+			// clock, and fetch.lua, in one transaction: no stall of a busy
+			// machine can come between them.
+			var fetch *redis.Cmd
+			_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Del(ctx, n.Lease)
+				expiresIn.Eval(ctx, p, []string{n.Entry}, b.r, d)
+				fetch = fetchScript.Eval(ctx, p, []string{n.Entry, n.Lease}, "tok", time.Minute.Milliseconds(),
+					strconv.FormatFloat(c.earlyFactor(), 'g', -1, 64))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := wire.ParseFetch(fetch.Val())
 			if err != nil || r.Kind != wire.Hit {
 				t.Fatalf("fetch = %+v, %v", r, err)
 			}
 			if r.Refresh {
 				refreshed++
 			}
-			serverNow = r.Now
 		}
 		p := math.Exp(-float64(b.r) / (d * b.beta))
 		expect := trials * p
@@ -69,6 +78,15 @@ func TestEarlyRefreshRate(t *testing.T) {
 	}
 	t.Logf("chi-square %.2f (6 d.f.)", chi2)
 }
+
+// expiresIn writes an entry whose soft expiry is ARGV[1] ms from the
+// server's now, and whose last load took ARGV[2] ms.
+var expiresIn = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'v', 'x', 's', now + tonumber(ARGV[1]), 'd', ARGV[2], 'f', '')
+return 1
+`)
 
 // With DisableEarlyRefresh, or a stale window, a fresh entry is never
 // refreshed early, however close its expiry.
