@@ -220,6 +220,21 @@ func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, gor
 		}
 		return n
 	}
+	coalesced := func() (n uint64) {
+		for _, c := range caches {
+			n += c.Stats().Coalesced
+		}
+		return n
+	}
+	// The load ends only once every goroutine has joined its instance's
+	// flight: on a busy machine, goroutines that start late would otherwise
+	// find the flight over and start one of their own (a hit).
+	allJoined := coalesced() + uint64(len(caches)*(goroutines-len(keys)))
+	joined := func() {
+		for deadline := time.Now().Add(30 * time.Second); coalesced() < allJoined && time.Now().Before(deadline); {
+			<-time.After(time.Millisecond)
+		}
+	}
 	before := commandsNow()
 	var mu sync.Mutex
 	loads = map[string]int32{}
@@ -236,6 +251,7 @@ func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, gor
 					mu.Lock()
 					loads[key]++
 					mu.Unlock()
+					joined()
 					return slow(50*time.Millisecond, nil, key)(ctx)
 				}); err != nil {
 					tb.Error(err)
