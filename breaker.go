@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -15,21 +16,29 @@ import (
 // fails open without paying RedisTimeout on each call. Then it lets one call
 // through (half-open): a success closes it, a failure opens it again.
 type breaker struct {
-	cb *gobreaker.CircuitBreaker[any]
+	cb   *gobreaker.CircuitBreaker[any]
+	last atomic.Pointer[error] // the latest failure: why the breaker opened
 }
 
 func newBreaker(o Options, stats *counters) *breaker {
 	if o.DisableBreaker {
 		return nil
 	}
-	return &breaker{cb: gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+	b := &breaker{}
+	b.cb = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        "corral",
 		MaxRequests: 1,
 		Timeout:     o.BreakerCooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= uint32(o.BreakerThreshold)
 		},
-		IsSuccessful: func(err error) bool { return !redisFailed(err) },
+		IsSuccessful: func(err error) bool {
+			if redisFailed(err) {
+				b.last.Store(&err)
+				return false
+			}
+			return true
+		},
 		IsExcluded: func(err error) bool {
 			var gone callerGone
 			return errors.As(err, &gone)
@@ -38,24 +47,36 @@ func newBreaker(o Options, stats *counters) *breaker {
 			switch to {
 			case gobreaker.StateOpen:
 				stats.breakerOpens.Add(1)
-				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "cooldown", o.BreakerCooldown)
+				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "cooldown", o.BreakerCooldown, "err", b.cause())
 			case gobreaker.StateClosed:
 				o.Logger.Info("corral: Redis answers again; circuit breaker closed")
 			}
 		},
-	})}
+	})
+	return b
+}
+
+// cause is the failure that opened the breaker (the latest one).
+func (b *breaker) cause() error {
+	if err := b.last.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // run runs call unless the breaker is open.
-func (b *breaker) run(call func() (any, error)) (any, error) {
+func (b *breaker) run(call func() error) error {
 	if b == nil {
 		return call()
 	}
-	v, err := b.cb.Execute(call)
+	_, err := b.cb.Execute(func() (any, error) { return nil, call() })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
+		if cause := b.cause(); cause != nil {
+			return fmt.Errorf("%w (%v; latest failure: %w)", ErrCircuitOpen, err, cause)
+		}
+		return fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
 	}
-	return v, err
+	return err
 }
 
 // open reports whether the breaker is open or half-open now.

@@ -25,8 +25,15 @@ type Cache struct {
 
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
 	cancel context.CancelFunc
+	// drain is the context of writes that must happen even when callers left
+	// or the Cache is closing (commits, hand-backs of leases): Close cancels
+	// it RedisTimeout after it began.
+	drain       context.Context
+	cancelDrain context.CancelFunc
 
 	refreshSlots chan struct{} // semaphore: background refreshes running
+
+	warnedLarge sync.Map // entry names warned of a value over MaxValueBytes
 
 	mu      sync.Mutex         // guards flights, closed, and wg.Add
 	flights map[string]*flight // the in-process flight of each key
@@ -48,15 +55,17 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	drain, cancelDrain := context.WithCancel(context.Background())
 	c := &Cache{
 		opts:         o,
 		ctx:          ctx,
 		cancel:       cancel,
+		drain:        drain,
+		cancelDrain:  cancelDrain,
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      make(map[string]*flight),
 	}
-	c.store = &store{rdb: rdb, timeout: o.RedisTimeout, inline: o.NoticeInlineLimit,
-		noShard: o.DisableShardedPubSub, breaker: newBreaker(o, &c.stats)}
+	c.store = newStore(rdb, o, newBreaker(o, &c.stats))
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		c.store.reload = func() {
 			cc.ReloadState(context.Background())
@@ -127,6 +136,9 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if value == nil {
 		value = []byte{}
 	}
+	if len(value) > c.opts.MaxValueBytes {
+		return fmt.Errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
+	}
 	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, ttl, 0))
 	if err != nil {
 		c.countRedisError(ctx)
@@ -180,11 +192,15 @@ func (c *Cache) Stats() Stats {
 }
 
 // Close stops the Cache: calls in progress return ErrClosed, running loads
-// get their context cancelled and their leases are released; Close waits for
-// that, then closes its pub/sub connections. It does not wait for a loader
-// that ignores its context: that loader is abandoned and its result dropped.
-// Close does not close the Redis client. Later calls return ErrClosed; a
-// second Close returns nil.
+// get their context cancelled and their leases are handed back (with a
+// notice, so other processes' waiters take over). Close returns within
+// RedisTimeout (plus a few milliseconds), whatever the client's own
+// timeouts: what it could not hand back by then, a lease expires on its own
+// within LeaseTTL, and commands still on their way are left to the client,
+// whose goroutines end once Redis answers or the client gives up. It does
+// not wait for a loader that ignores its context: that loader is abandoned
+// and its result dropped. Close does not close the Redis client. Later calls
+// return ErrClosed; a second Close returns nil.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -193,11 +209,32 @@ func (c *Cache) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	deadline := time.Now().Add(c.opts.RedisTimeout)
 	c.cancel()
-	c.wg.Wait()
-	err := c.notify.close()
-	c.store.calls.Wait()
-	return err
+	stop := time.AfterFunc(c.opts.RedisTimeout, c.cancelDrain)
+	defer stop.Stop()
+	waitUntil(&c.wg, deadline)
+	c.cancelDrain()
+	c.notify.close(deadline)
+	c.store.close()
+	return nil
+}
+
+// waitUntil waits for wg, or until deadline. It reports whether wg is done.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // check rejects calls with an empty key or on a closed Cache.

@@ -44,14 +44,21 @@ var (
 	ErrCachedFailure = errors.New("corral: a recent load failed")
 
 	// ErrRedisTimeout is wrapped by the error of a Redis call that got no
-	// reply within Options.RedisTimeout. It is not context.DeadlineExceeded:
-	// the caller's own context may have plenty of time left.
-	ErrRedisTimeout = errors.New("corral: no reply from Redis within RedisTimeout")
+	// reply within Options.RedisTimeout of being sent (plus its transfer
+	// time). It is not context.DeadlineExceeded: the caller's own context may
+	// have plenty of time left. The error also names the latest error Redis
+	// calls got, when there was one.
+	ErrRedisTimeout = errors.New("corral: Redis silent past RedisTimeout")
 
 	// ErrCircuitOpen is wrapped by the errors of Redis calls that the circuit
 	// breaker skipped because Redis kept failing. Fetch fails open instead
 	// (unless DisableFailOpen); Get, Set and Delete return it.
 	ErrCircuitOpen = errors.New("corral: Redis unavailable, circuit breaker open")
+
+	// ErrValueTooLarge is returned by Set for a value over
+	// Options.MaxValueBytes. (Fetch hands such a value to its callers without
+	// storing it.)
+	ErrValueTooLarge = errors.New("corral: value too large")
 
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error

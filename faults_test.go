@@ -62,14 +62,43 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook applies before and after to each command of a
+// pipeline (corral sends its commands in pipelines): a command that before
+// fails is left out of what is sent.
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		send := make([]redis.Cmder, 0, len(cmds))
+		var failed error
 		for _, cmd := range cmds {
+			if b := f.before.Load(); b != nil {
+				if err := (*b)(cmd); err != nil {
+					cmd.SetErr(err)
+					failed = err
+					continue
+				}
+			}
 			if !isSetup(cmd) {
 				f.commands.Add(1)
 			}
+			send = append(send, cmd)
 		}
-		return next(ctx, cmds)
+		if len(send) == 0 {
+			return failed
+		}
+		err := next(ctx, send)
+		if a := f.after.Load(); a != nil {
+			for _, cmd := range send {
+				if cmd.Err() == nil {
+					if e := (*a)(cmd); e != nil {
+						cmd.SetErr(e)
+					}
+				}
+			}
+		}
+		if err == nil {
+			err = failed
+		}
+		return err
 	}
 }
 

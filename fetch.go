@@ -1,6 +1,7 @@
 package corral
 
 import (
+	"errors"
 	"github.com/corralhq/corral/internal/wire"
 
 	"context"
@@ -94,17 +95,14 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 	return v, nil
 }
 
-// run is a flight's goroutine: resolve the key, answer the callers, then run
-// the background refresh the answer may have committed this process to.
+// run is a flight's goroutine: resolve the key, answer the callers, then do
+// what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
-	a, refresh := c.resolve(f)
+	a, then := c.resolve(f)
 	c.finish(f, a)
-	if f.after != nil {
-		f.after() // a commit to retry, now that the callers have their answer
-	}
-	if refresh != nil {
-		c.refreshInBackground(f, refresh)
+	if then != nil {
+		then()
 	}
 }
 
@@ -118,9 +116,10 @@ type answer struct {
 // resolve asks Redis what to do about f's key (fetch.lua) until it has an
 // answer: a cached value, a load of its own, or another process's load.
 // Every iteration but the first waits for a notice or a timer, and all of
-// them end with f's context, so the loop is bounded. refresh is the lease
-// this process took to refresh a value it still serves.
-func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
+// them end with f's context, so the loop is bounded. then is what remains to
+// do once the callers have their answer: refresh a value still served, or
+// send a commit again.
+func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	token := newToken()
 	var sub *subscription
 	defer func() {
@@ -128,14 +127,22 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 			sub.close()
 		}
 	}()
+	// Callers leaving do not abandon a fetch (it may take the lease, which
+	// must then be handed back); Close does.
+	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
+	defer stop()
+	defer context.AfterFunc(c.ctx, stop)()
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil
 		}
-		r, err := c.store.fetch(context.WithoutCancel(f.ctx), f.names, token, c.opts.LeaseTTL, c.earlyFactor())
+		r, err := c.store.fetch(fctx, f.names, token, c.opts.LeaseTTL, c.earlyFactor())
 		if err != nil {
+			if c.ctx.Err() != nil {
+				return answer{err: ErrClosed}, nil
+			}
 			c.stats.redisErrors.Add(1)
-			return c.failOpen(f, err), nil
+			return c.failOpen(f, token, err)
 		}
 		switch r.Kind {
 		case wire.Hit, wire.Stale:
@@ -147,18 +154,19 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 				out = outStale
 			}
 			if r.Refresh {
-				refresh = &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit}
+				l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit}
+				then = func() { c.refreshInBackground(f, l) }
 			}
 			switch {
-			case out == outStale && r.RefreshFailed:
+			case out == outStale && r.Flags.RefreshFailed:
 				out = outStaleIfError
-			case r.Entry == wire.NotFound && sub == nil:
+			case r.Flags.Kind == wire.NotFound && sub == nil:
 				out = outNegative
-			case r.Entry == wire.Failure && sub == nil:
+			case r.Flags.Kind == wire.Failure && sub == nil:
 				out = outFailure
 			}
-			val, err := entryAnswer(r.Value, r.Entry)
-			return answer{val: val, err: err, out: out}, refresh
+			val, err := entryAnswer(r.Payload, r.Flags.Kind)
+			return answer{val: val, err: err, out: out}, then
 		case wire.Load:
 			l := &lease{token: token, serverNow: r.Now, at: time.Now()}
 			if !c.startLoading(f) {
@@ -166,8 +174,8 @@ func (c *Cache) resolve(f *flight) (a answer, refresh *lease) {
 				c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
 				return answer{err: context.Canceled}, nil
 			}
-			val, err := c.loadAndCommit(f, l, false)
-			return answer{val: val, err: err, out: outMiss}, nil
+			val, err, then := c.loadAndCommit(f, l, false)
+			return answer{val: val, err: err, out: outMiss}, then
 		}
 		// WAIT: another process holds the lease.
 		if sub == nil {
@@ -198,6 +206,10 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a
 			return answer{err: ErrNotFound, out: outMiss}, true
 		case wire.NoticeFailed:
 			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
+		case wire.NoticeTooLarge:
+			// Loaded elsewhere but too large to store: load it here, uncached.
+			val, _, err := c.runLoader(f.ctx, f.load)
+			return answer{val: val, err: err, out: outMiss}, true
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:
@@ -218,12 +230,41 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 }
 
 // failOpen answers f when Redis failed: with DisableFailOpen the error,
-// otherwise the loader's result, uncached.
-func (c *Cache) failOpen(f *flight, redisErr error) answer {
+// otherwise the loader's result. When Redis went silent, fetch.lua may have
+// run and taken the lease for token after all: then, once the callers have
+// their answer, the result is committed under token (or the lease handed
+// back), so waiters in other processes are not left to the lease's expiry.
+// A commit that finds the lease not held by token changes nothing.
+func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
 	if c.opts.DisableFailOpen {
-		return answer{err: redisErr}
+		return answer{err: redisErr}, nil
 	}
 	c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
-	val, _, err := c.runLoader(f.ctx, f.load)
-	return answer{val: val, err: err, out: outFailOpen}
+	val, took, err := c.runLoader(f.ctx, f.load)
+	a := answer{val: val, err: err, out: outFailOpen}
+	if !errors.Is(redisErr, ErrRedisTimeout) {
+		return a, nil // refused, reset, or skipped by the breaker: the script never ran
+	}
+	return a, func() {
+		switch {
+		case err == nil && len(val) <= c.opts.MaxValueBytes:
+			if val == nil {
+				val = []byte{}
+			}
+			e := c.entry(val, wire.Value, f.ttl, took)
+			if _, err := c.store.commit(c.drain, f.names, token, e); err != nil {
+				c.stats.redisErrors.Add(1)
+			}
+		case isNotFound(err):
+			c.store.commit(c.drain, f.names, token, c.entry(nil, wire.NotFound, f.ttl, 0))
+		default:
+			notice := wire.Recheck
+			if err != nil && !errors.Is(err, ErrClosed) {
+				notice = wire.FailureNotice(err)
+			}
+			if _, err := c.store.release(c.drain, f.names, token, releaseArgs{notice: notice}); err != nil {
+				c.stats.redisErrors.Add(1)
+			}
+		}
+	}
 }

@@ -35,13 +35,13 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 // early refresh): a failure then leaves it in place, flagged, and with
 // ErrorTTL holds further refreshes off (stale-if-error). The loaded value is
 // returned even when the commit is rejected or fails: callers are owed it
-// either way. A commit that failed because a Cluster node died is left in
-// f.after, to be tried again once the callers have their answer.
-func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error) {
+// either way. A commit that got no answer from Redis is sent again once the
+// callers have their answer: that is then, nil when nothing remains to do.
+func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, err error, then func()) {
 	n := f.names
 	w := c.watch(n, l)
 	val, took, err := c.runLoader(f.ctx, f.load)
-	kept := w.halt() // no renewal is sent, or can land, after this
+	kept, renewed := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
 	switch {
@@ -49,40 +49,53 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) ([]byte, error)
 		if val == nil {
 			val = []byte{}
 		}
+		if len(val) > c.opts.MaxValueBytes {
+			c.tooLarge(n, l.token, len(val))
+			return val, nil, nil
+		}
 	case isNotFound(err):
 		kind, val = wire.NotFound, []byte{}
 	case errors.Is(err, ErrClosed):
 		// This process is shutting down: not the origin's failure. Other
 		// processes' waiters re-check and take over.
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.Recheck})
-		return nil, err
+		return nil, err, nil
 	case refresh:
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err), hold: c.opts.ErrorTTL, mark: true})
-		return nil, err
+		return nil, err, nil
 	case c.opts.ErrorTTL > 0:
 		kind, val = wire.Failure, []byte(wire.FailureMessage(err))
 	default:
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err)})
-		return nil, err
+		return nil, err, nil
 	}
 	e := c.entry(val, kind, f.ttl, took)
-	stored, cerr := c.store.commit(c.bounded(), n, l.token, e)
+	stored, cerr := c.store.commit(c.drain, n, l.token, e)
 	switch {
-	case cerr != nil && c.store.reload != nil && redisFailed(cerr):
-		f.after = func() { c.recommit(n, l.token, e) }
+	case cerr != nil && redisFailed(cerr):
+		// Redis did not answer, or the connection failed: the commit may yet
+		// land while the lease lives, and is precious, since waiters in other
+		// processes are owed it.
+		c.stats.redisErrors.Add(1)
+		then = func() { c.recommit(n, l.token, e, renewed.Add(c.opts.LeaseTTL)) }
 	case cerr != nil:
 		c.commitFailed(n, l.token, cerr)
 	case !stored:
-		c.stats.commitsRejected.Add(1)
-		if kept {
-			c.stats.leasesLost.Add(1)
-		}
-		c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.Entry)
+		c.rejected(n, kept)
 	}
 	if kind != wire.Value {
-		return nil, err
+		return nil, err, then
 	}
-	return val, nil
+	return val, nil, then
+}
+
+// rejected counts and logs a commit rejected because its lease was gone.
+func (c *Cache) rejected(n wire.Names, kept bool) {
+	c.stats.commitsRejected.Add(1)
+	if kept {
+		c.stats.leasesLost.Add(1)
+	}
+	c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.Entry)
 }
 
 // commitFailed hands the lease back after a commit failed: the load worked,
@@ -94,33 +107,59 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
-// recommit tries again, for a while, a commit that failed because a Cluster
-// node died: the slot map is being reloaded, and once the replica that took
-// over is known, the commit lands there (the lease was replicated to it) and
-// its notice reaches the waiters, which have moved there too (notify.go).
-func (c *Cache) recommit(n wire.Names, token string, e entryWrite) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+// recommit sends a commit again, with a growing pause, until it lands or is
+// rejected, or until the lease has surely expired (until), or Close ends it.
+// Redis may have stalled (a pause, a fork), or a Cluster node died and its
+// replica, which has the lease, is being promoted: the commit then lands
+// there, and its notice reaches the waiters, which have moved there too
+// (notify.go). Each try is bounded by RedisTimeout. commit.lua knows a try
+// that landed although its reply was lost (the entry keeps the token). A
+// commit whose connection keeps failing (a server that drops a value over
+// its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
+func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Time) {
+	const maxBrokenCommits = 3
+	pause := 50 * time.Millisecond
 	var err error
-	for end := time.Now().Add(revalidateFor); time.Now().Before(end); {
+	for broken := 1; time.Now().Before(until) && broken < maxBrokenCommits; {
+		t := time.NewTimer(pause)
 		select {
-		case <-tick.C:
-		case <-c.ctx.Done():
-			return
+		case <-t.C:
+		case <-c.drain.Done():
+			t.Stop()
+			return // closing: the lease expires on its own
 		}
+		pause = min(2*pause, time.Second)
+		c.stats.commitRetries.Add(1)
 		var stored bool
-		stored, err = c.store.commit(c.bounded(), n, token, e)
-		if err == nil {
-			if !stored {
-				c.stats.commitsRejected.Add(1)
-			}
+		stored, err = c.store.commit(c.drain, n, token, e)
+		switch {
+		case err == nil && stored:
 			return
+		case err == nil:
+			c.rejected(n, false)
+			return
+		case !redisFailed(err):
+			c.commitFailed(n, token, err)
+			return
+		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen):
+			broken++
 		}
-		if !redisFailed(err) {
-			break
-		}
+		c.stats.redisErrors.Add(1)
 	}
-	c.commitFailed(n, token, err)
+	c.opts.Logger.Warn("corral: a load's result could not be stored", "key", n.Entry, "err", err)
+	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
+}
+
+// tooLarge hands back a lease whose load returned a value over
+// MaxValueBytes: it is not stored, and waiters elsewhere are told to load it
+// themselves. The first time for a key, it logs a warning.
+func (c *Cache) tooLarge(n wire.Names, token string, size int) {
+	c.stats.valuesTooLarge.Add(1)
+	if _, seen := c.warnedLarge.LoadOrStore(n.Entry, true); !seen {
+		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
+			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
+	}
+	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
 
 // runLoader runs load under context.WithoutCancel(parent), bounded by
@@ -195,9 +234,9 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 	if l.early {
 		c.stats.earlyRefreshes.Add(1)
 	}
-	_, err := c.loadAndCommit(f, l, true)
-	if f.after != nil {
-		f.after()
+	_, err, then := c.loadAndCommit(f, l, true)
+	if then != nil {
+		then()
 	}
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.refreshErrors.Add(1)
@@ -207,28 +246,23 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
-	if _, err := c.store.release(c.bounded(), n, token, a); err != nil {
+	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
 		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, "err", err)
 	}
-}
-
-// bounded is the context of writes that must happen even when callers left or
-// the Cache is closing (commits, releases): each call is still bounded by
-// RedisTimeout.
-func (c *Cache) bounded() context.Context {
-	return context.WithoutCancel(c.ctx)
 }
 
 // watchdog renews a lease every LeaseTTL/3 while its load runs.
 type watchdog struct {
 	stop chan struct{}
 	done chan struct{}
-	lost bool // set by the watchdog goroutine; read after done is closed
+	// set by the watchdog goroutine; read after done is closed:
+	lost    bool
+	renewed time.Time // when the lease was last granted or renewed (local clock)
 }
 
 func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
-	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{}), renewed: l.at}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(c.opts.LeaseTTL / 3)
@@ -242,8 +276,10 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 			// A renewal that reaches the server after we stop waiting for it
 			// must not extend the lease: renew.lua drops it past this deadline.
 			deadline := l.serverDeadline(c.opts.RedisTimeout)
-			res, err := c.store.renew(c.bounded(), n, l.token, c.opts.LeaseTTL, deadline)
+			res, err := c.store.renew(c.drain, n, l.token, c.opts.LeaseTTL, deadline)
 			switch {
+			case err == nil && res == renewed:
+				w.renewed = time.Now()
 			case err != nil:
 				c.stats.redisErrors.Add(1)
 				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
@@ -261,9 +297,10 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 }
 
 // halt stops the watchdog and waits for it, including a renewal in flight.
-// It reports whether the lease was still held at the last renewal.
-func (w *watchdog) halt() bool {
+// It reports whether the lease was still held at the last renewal, and when
+// its reply arrived: the lease expires at most LeaseTTL later.
+func (w *watchdog) halt() (kept bool, renewed time.Time) {
 	close(w.stop)
 	<-w.done
-	return !w.lost
+	return !w.lost, w.renewed
 }

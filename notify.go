@@ -326,8 +326,9 @@ func (s *subscription) close() {
 	}
 }
 
-// close closes every pub/sub connection and waits for the dispatchers.
-func (n *notifier) close() error {
+// close closes every pub/sub connection and waits for the dispatchers and
+// re-subscriptions, until deadline at most.
+func (n *notifier) close(deadline time.Time) {
 	n.mu.Lock()
 	n.closed = true
 	close(n.stop)
@@ -335,6 +336,5 @@ func (n *notifier) close() error {
 		n.closeConn(c)
 	}
 	n.mu.Unlock()
-	n.wg.Wait()
-	return nil
+	waitUntil(&n.wg, deadline.Add(50*time.Millisecond))
 }

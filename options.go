@@ -31,12 +31,39 @@ type Options struct {
 	// Default 10s.
 	LoadTimeout time.Duration
 
-	// RedisTimeout bounds every Redis call corral makes, whatever the
-	// client's own timeouts: a call without a reply by then fails with
-	// ErrRedisTimeout (and Fetch fails open). It includes waiting for a pooled
-	// connection, so keep it above the client's worst queueing delay under
-	// load. Default 500ms.
+	// RedisTimeout is how long Redis may stay silent on a call before corral
+	// treats it as failing (the stall bound): the call fails with
+	// ErrRedisTimeout, Fetch fails open, and the circuit breaker counts it.
+	// It starts when the call is sent: time a call spends queued in corral's
+	// pipeline (see the package doc) does not count, and a call that carries
+	// a value (a commit, the read of a large entry) is allowed one more
+	// second per 8 MiB for the transfer. A Redis that refuses or resets the
+	// connection fails the call at once. "Not now" replies (LOADING, BUSY,
+	// TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried again for up to
+	// RedisTimeout. So a pause of a live Redis shorter than RedisTimeout
+	// costs waiting, never an extra load. Every call is bounded so whatever
+	// the client's own timeouts; keep the client's ReadTimeout and
+	// WriteTimeout long enough for the largest value's transfer. Default 2s.
 	RedisTimeout time.Duration
+
+	// MaxValueBytes is the largest value, in bytes, that corral stores
+	// (counted before compression). A loaded value over it is returned to
+	// the callers of that load but not stored (Stats.ValuesTooLarge counts
+	// it, and a warning is logged once per key); callers in other processes
+	// then run the loader themselves. Set returns ErrValueTooLarge for it.
+	// Default 64 MiB.
+	MaxValueBytes int
+
+	// Compress stores values of at least CompressMinBytes compressed with S2
+	// (github.com/klauspost/compress/s2), when that makes them smaller.
+	// Compressed entries keep their payload in field z instead of v, so a
+	// release of corral without compression sees no entry (a miss) rather
+	// than compressed bytes. Default off.
+	Compress bool
+
+	// CompressMinBytes is the size, in bytes, from which Compress compresses
+	// a value. Default 16 KiB.
+	CompressMinBytes int
 
 	// StaleTTL is the stale-while-revalidate window (RFC 5861): how long an
 	// entry is kept, and served, after its soft TTL has passed, while the
@@ -139,7 +166,9 @@ const (
 	DefaultPrefix                 = "corral"
 	DefaultLeaseTTL               = 5 * time.Second
 	DefaultLoadTimeout            = 10 * time.Second
-	DefaultRedisTimeout           = 500 * time.Millisecond
+	DefaultRedisTimeout           = 2 * time.Second
+	DefaultMaxValueBytes          = 64 << 20
+	DefaultCompressMinBytes       = 16 << 10
 	DefaultBeta                   = 1.0
 	DefaultNegativeTTL            = 10 * time.Second
 	DefaultJitter                 = 0.1
@@ -205,23 +234,23 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.DisableJitter {
 		r.Jitter = 0
 	}
-	if r.NoticeInlineLimit < 0 {
-		return bad("NoticeInlineLimit is negative (%d)", r.NoticeInlineLimit)
-	}
-	if r.NoticeInlineLimit == 0 {
-		r.NoticeInlineLimit = DefaultNoticeInlineLimit
-	}
-	if r.MaxBackgroundRefreshes < 0 {
-		return bad("MaxBackgroundRefreshes is negative (%d)", r.MaxBackgroundRefreshes)
-	}
-	if r.MaxBackgroundRefreshes == 0 {
-		r.MaxBackgroundRefreshes = DefaultMaxBackgroundRefreshes
-	}
-	if r.BreakerThreshold < 0 {
-		return bad("BreakerThreshold is negative (%d)", r.BreakerThreshold)
-	}
-	if r.BreakerThreshold == 0 {
-		r.BreakerThreshold = DefaultBreakerThreshold
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"NoticeInlineLimit", &r.NoticeInlineLimit, DefaultNoticeInlineLimit},
+		{"MaxBackgroundRefreshes", &r.MaxBackgroundRefreshes, DefaultMaxBackgroundRefreshes},
+		{"BreakerThreshold", &r.BreakerThreshold, DefaultBreakerThreshold},
+		{"MaxValueBytes", &r.MaxValueBytes, DefaultMaxValueBytes},
+		{"CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes},
+	} {
+		if *n.v < 0 {
+			return bad("%s is negative (%d)", n.name, *n.v)
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
 	}
 	if r.Codec == nil {
 		r.Codec = JSONCodec{}

@@ -22,6 +22,8 @@ type Stats struct {
 	RefreshErrors   uint64 // background refreshes whose load failed; the old value stays
 	LeasesLost      uint64 // loads whose lease was revoked or expired while they ran
 	CommitsRejected uint64 // loaded values not stored because their lease was gone
+	CommitRetries   uint64 // commits sent again after Redis failed to answer the first try
+	ValuesTooLarge  uint64 // loaded values not stored because they were over MaxValueBytes
 
 	FailOpens    uint64 // calls answered by the loader directly because Redis failed
 	RedisErrors  uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
@@ -39,6 +41,7 @@ type counters struct {
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
+	commitRetries, valuesTooLarge                    atomic.Uint64
 	breakerOpens                                     atomic.Uint64
 	subscribes, unsubscribes                         atomic.Uint64
 }
@@ -60,6 +63,8 @@ func (c *counters) snapshot() Stats {
 		RefreshErrors:   c.refreshErrors.Load(),
 		LeasesLost:      c.leasesLost.Load(),
 		CommitsRejected: c.commitsRejected.Load(),
+		CommitRetries:   c.commitRetries.Load(),
+		ValuesTooLarge:  c.valuesTooLarge.Load(),
 		FailOpens:       c.failOpens.Load(),
 		RedisErrors:     c.redisErrors.Load(),
 		BreakerOpens:    c.breakerOpens.Load(),

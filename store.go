@@ -1,18 +1,17 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/klauspost/compress/s2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,114 +29,158 @@ var (
 	releaseSrc string
 	//go:embed scripts/delete.lua
 	deleteSrc string
+	//go:embed scripts/read.lua
+	readSrc string
 
 	fetchScript   = redis.NewScript(fetchSrc)
 	commitScript  = redis.NewScript(commitSrc)
 	renewScript   = redis.NewScript(renewSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 	deleteScript  = redis.NewScript(deleteSrc)
+	readScript    = redis.NewScript(readSrc)
 )
 
-// scripter is the part of the Redis client the scripts need.
-type scripter interface {
-	redis.Scripter
-	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
-	SPublish(ctx context.Context, channel string, message any) *redis.IntCmd
-	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
-}
-
-// store runs corral's Redis commands, each bounded by RedisTimeout.
+// store runs corral's Redis commands through the pipeline (pipeline.go),
+// each bounded by RedisTimeout plus its payload's transfer time, and keeps
+// the payload's encoding (compression, size limit) out of the protocol.
 type store struct {
-	rdb     scripter
-	timeout time.Duration
-	inline  int
-	noShard bool     // Options.DisableShardedPubSub
-	breaker *breaker // nil when disabled
-	reload  func()   // on a Cluster: re-learn which node serves which slot
-
-	calls sync.WaitGroup // commands still running after their caller gave up
+	pipe        *pipeline
+	breaker     *breaker // nil when disabled
+	inline      int      // Options.NoticeInlineLimit
+	noShard     bool     // Options.DisableShardedPubSub
+	compressMin int      // compress payloads of at least this many bytes; 0: never
+	maxValue    int      // Options.MaxValueBytes
+	reload      func()   // on a Cluster: re-learn which node serves which slot
 
 	probeMu sync.Mutex             // one probe at a time
 	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
 }
 
-// do runs one Redis call through the circuit breaker and waits for it at
-// most RedisTimeout. go-redis bounds a socket read by the context only when
-// the client has ContextTimeoutEnabled, and by ReadTimeout (3s by default)
-// otherwise; to keep the bound with any client, the call runs in its own
-// goroutine, and a caller that times out returns without it. The goroutine
-// ends when go-redis gives up; Close waits for it.
-func (s *store) do(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
-	v, err := s.breaker.run(func() (any, error) {
-		parent := ctx
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-		type result struct {
-			v   any
-			err error
-		}
-		done := make(chan result, 1)
-		s.calls.Add(1)
-		go func() {
-			defer s.calls.Done()
-			v, err := call(ctx)
-			done <- result{v, err}
-		}()
-		select {
-		case r := <-done:
-			if r.err != nil && parent.Err() != nil {
-				return nil, callerGone{r.err}
-			}
-			return r.v, r.err
-		case <-ctx.Done():
-			if err := parent.Err(); err != nil {
-				return nil, callerGone{err}
-			}
-			return nil, fmt.Errorf("%w (%v)", ErrRedisTimeout, s.timeout)
-		}
-	})
-	if s.reload != nil && redisFailed(err) && !errors.Is(err, ErrCircuitOpen) {
-		// A node may have failed over. go-redis learns new slot owners from
-		// MOVED replies, which a dead node never sends: ask it to reload.
-		s.reload()
+func newStore(rdb redis.UniversalClient, o Options, b *breaker) *store {
+	s := &store{breaker: b, inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes}
+	if o.Compress {
+		s.compressMin = o.CompressMinBytes
 	}
-	return v, err
-}
-
-// call runs a script. While a Cluster migrates the slot of its keys, a
-// script whose keys are split between the two nodes gets TRYAGAIN; it is
-// tried again after a short, growing pause, within RedisTimeout.
-func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
-	return s.do(ctx, func(ctx context.Context) (any, error) {
-		pause := 5 * time.Millisecond
-		for {
-			v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
-			if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
-				return v, err
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return v, err
-			}
-			pause *= 2
+	s.pipe = newPipeline(rdb, o.RedisTimeout, b, func(error) {
+		if s.reload != nil {
+			// A node may have failed over. go-redis learns new slot owners
+			// from MOVED replies, which a dead node never sends: ask it to
+			// reload.
+			s.reload()
 		}
 	})
+	return s
 }
 
+// close stops the pipeline (see pipeline.close).
+func (s *store) close() { s.pipe.close() }
+
+// largeReply is the largest payload fetch.lua sends with its reply; a larger
+// one is read by a command of its own, bounded by its size.
+const largeReply = 256 << 10
+
+// call runs a script through the pipeline. size is the payload it carries,
+// in bytes.
+func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
+	cmd, err := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size,
+		build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
+		rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cmd.(*redis.Cmd).Result()
+}
+
+// fetch runs fetch.lua (see its header). A payload too large to come with
+// the reply is read by a command of its own; Entry.Value is the payload
+// decoded (decompressed).
 func (s *store) fetch(ctx context.Context, n wire.Names, token string, leaseTTL time.Duration, x float64) (wire.FetchReply, error) {
-	res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease},
-		token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64))
-	if err != nil {
-		return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+	for range 3 {
+		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
+			token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), largeReply)
+		if err != nil {
+			return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+		}
+		r, err := wire.ParseFetch(res)
+		if err != nil {
+			return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+		}
+		if (r.Kind == wire.Hit || r.Kind == wire.Stale) && r.Payload == nil {
+			payload, flags, ok, err := s.read(ctx, n, r.Size)
+			if err != nil {
+				return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+			}
+			if !ok {
+				continue // replaced by an entry of another format, or gone: decide again
+			}
+			r.Payload, r.Flags.Kind, r.Flags.Compressed = payload, flags.Kind, flags.Compressed
+		}
+		if r.Payload, err = s.decode(r.Payload, r.Flags); err != nil {
+			return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: %w", n.Entry, err)
+		}
+		return r, nil
 	}
-	r, err := wire.ParseFetch(res)
-	if err != nil {
-		return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+	return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: the entry kept changing while it was read", n.Entry)
+}
+
+// read reads an entry's payload and flags (HMGET), allowing for size bytes
+// on the wire. ok is false when the entry has no payload.
+func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byte, f wire.Flags, ok bool, err error) {
+	cmd, err := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size,
+		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return p.HMGet(ctx, n.Entry, wire.FieldValue, wire.FieldCompressed, "f")
+		},
+	})
+	if err == nil {
+		err = cmd.Err()
 	}
-	return r, nil
+	if err != nil {
+		return nil, f, false, err
+	}
+	vals := cmd.(*redis.SliceCmd).Val()
+	fs, _ := vals[2].(string)
+	f = wire.ParseFlags(fs)
+	field := vals[0]
+	if f.Compressed {
+		field = vals[1]
+	}
+	v, ok := field.(string)
+	if !ok {
+		return nil, f, false, nil
+	}
+	return []byte(v), f, true, nil
+}
+
+// decode returns the value a payload holds: decompressed when it was stored
+// compressed, and no larger than MaxValueBytes.
+func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
+	if !f.Compressed {
+		return payload, nil
+	}
+	n, err := s2.DecodedLen(payload)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("decompress: %w", err)
+	case n > s.maxValue:
+		return nil, fmt.Errorf("decompress: %d bytes: %w", n, ErrValueTooLarge)
+	}
+	v, err := s2.Decode(nil, payload)
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	return v, nil
+}
+
+// encode returns the payload to store for w, compressed when compression is
+// on, w is a value of at least compressMin bytes, and compressing saves space.
+func (s *store) encode(w entryWrite) (payload []byte, flags string) {
+	if s.compressMin > 0 && w.kind == wire.Value && len(w.value) >= s.compressMin {
+		if z := s2.Encode(nil, w.value); len(z) < len(w.value) {
+			return z, w.kind.Flags(true)
+		}
+	}
+	return w.value, w.kind.Flags(false)
 }
 
 // entryWrite is one entry to store: a load's result or a Set.
@@ -156,8 +199,9 @@ func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryW
 	if err != nil {
 		return false, err
 	}
-	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice},
-		token, w.value, w.kind.Flags(), ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
+	payload, flags := s.encode(w)
+	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
+		token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
@@ -174,7 +218,7 @@ const (
 )
 
 func (s *store) renew(ctx context.Context, n wire.Names, token string, ttl time.Duration, deadline int64) (renewResult, error) {
-	res, err := s.call(ctx, renewScript, []string{n.Lease}, token, ttl.Milliseconds(), deadline)
+	res, err := s.call(ctx, renewScript, []string{n.Lease}, 0, token, ttl.Milliseconds(), deadline)
 	if err != nil {
 		return renewNot, fmt.Errorf("corral: renew lease: %w", err)
 	}
@@ -203,7 +247,7 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if a.hold > 0 {
 		hold = ms(a.hold)
 	}
-	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, token, pub, a.notice, hold, mark)
+	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, token, pub, a.notice, hold, mark)
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
@@ -215,29 +259,43 @@ func (s *store) delete(ctx context.Context, n wire.Names) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, pub); err != nil {
+	if _, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub); err != nil {
 		return fmt.Errorf("corral: delete: %w", err)
 	}
 	return nil
 }
 
-// get reads an entry without taking a lease: its value and what it caches.
-// ok is false when there is no entry.
+// get reads an entry without taking a lease: its value (decoded) and what it
+// caches. ok is false when there is no entry.
 func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
-	res, err := s.do(ctx, func(ctx context.Context) (any, error) {
-		return s.rdb.HMGet(ctx, n.Entry, "v", "f").Result()
-	})
+	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, largeReply)
+	if errors.Is(err, redis.Nil) {
+		return nil, wire.Value, false, nil
+	}
 	if err != nil {
 		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
 	}
-	vals := res.([]any)
-	v, ok := vals[0].(string)
-	if !ok {
-		return nil, wire.Value, false, nil
+	a, _ := res.([]any)
+	if len(a) != 2 {
+		return nil, wire.Value, false, fmt.Errorf("corral: get: unexpected reply %#v", res)
 	}
-	f, _ := vals[1].(string)
-	kind, _ = wire.ParseFlags(f)
-	return []byte(v), kind, true, nil
+	fs, _ := a[1].(string)
+	f := wire.ParseFlags(fs)
+	var payload []byte
+	switch v := a[0].(type) {
+	case string:
+		payload = []byte(v)
+	case int64:
+		if payload, f, ok, err = s.read(ctx, n, int(v)); err != nil || !ok {
+			return nil, wire.Value, false, err
+		}
+	default:
+		return nil, wire.Value, false, fmt.Errorf("corral: get: unexpected reply %#v", res)
+	}
+	if value, err = s.decode(payload, f); err != nil {
+		return nil, wire.Value, false, fmt.Errorf("corral: get %q: %w", n.Entry, err)
+	}
+	return value, f.Kind, true, nil
 }
 
 // publishCommand returns the command the scripts publish notices with:
@@ -259,9 +317,13 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 	pub := "PUBLISH"
 	if !s.noShard {
 		// A channel nobody subscribes to; the probe reaches no one.
-		_, err := s.do(ctx, func(ctx context.Context) (any, error) {
-			return s.rdb.SPublish(ctx, "corral:probe", "").Result()
+		const channel = "corral:probe"
+		cmd, err := s.pipe.do(&op{ctx: ctx, key: channel,
+			build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return p.SPublish(ctx, channel, "") },
 		})
+		if err == nil {
+			err = cmd.Err()
+		}
 		var reply redis.Error
 		switch {
 		case err == nil:

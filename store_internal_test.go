@@ -1,26 +1,31 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
-func newStore(t *testing.T, args ...string) (*store, *redis.Client) {
+func testStore(t *testing.T, args ...string) (*store, *redis.Client) {
 	t.Helper()
 	rdb := redistest.Start(t, args...).Client()
-	return &store{rdb: rdb, timeout: time.Second, inline: 8}, rdb
+	o, err := (&Options{RedisTimeout: time.Second, NoticeInlineLimit: 8}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(rdb, o, nil)
+	t.Cleanup(s.close)
+	return s, rdb
 }
 
 // TestFetchScriptReplies drives fetch.lua through every row of its table.
 func TestFetchScriptReplies(t *testing.T) {
 	ctx := context.Background()
-	s, rdb := newStore(t)
+	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
 	lt := 2 * time.Second
 
@@ -61,7 +66,7 @@ func TestFetchScriptReplies(t *testing.T) {
 
 	// Fresh entry, no early refresh: HIT without refresh, no lease taken.
 	r, err = s.fetch(ctx, n, "tokC", lt, 0)
-	if err != nil || r.Kind != wire.Hit || string(r.Value) != "v1" || r.Refresh || r.Entry != wire.Value {
+	if err != nil || r.Kind != wire.Hit || string(r.Payload) != "v1" || r.Refresh || r.Flags.Kind != wire.Value {
 		t.Fatalf("fresh fetch = %+v, %v; want HIT v1", r, err)
 	}
 	if rdb.Exists(ctx, n.Lease).Val() != 0 {
@@ -89,7 +94,7 @@ func TestFetchScriptReplies(t *testing.T) {
 	// Past the soft expiry, inside the hard TTL: STALE.
 	rdb.HSet(ctx, n.Entry, "s", r.Now-1000)
 	r, err = s.fetch(ctx, n, "tokE", lt, 0)
-	if err != nil || r.Kind != wire.Stale || string(r.Value) != "v1" || !r.Refresh {
+	if err != nil || r.Kind != wire.Stale || string(r.Payload) != "v1" || !r.Refresh {
 		t.Fatalf("stale fetch = %+v, %v; want STALE + refresh", r, err)
 	}
 	r, err = s.fetch(ctx, n, "tokF", lt, 0)
@@ -100,7 +105,7 @@ func TestFetchScriptReplies(t *testing.T) {
 
 func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newStore(t)
+	s, _ := testStore(t)
 	for _, tc := range []struct {
 		key   string
 		value []byte
@@ -120,7 +125,7 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 			t.Fatalf("%s: commit = %v, %v", tc.key, ok, err)
 		}
 		r, err := s.fetch(ctx, n, "t2", time.Second, 0)
-		if err != nil || r.Kind != wire.Hit || string(r.Value) != string(tc.value) || r.Entry != tc.kind {
+		if err != nil || r.Kind != wire.Hit || string(r.Payload) != string(tc.value) || r.Flags.Kind != tc.kind {
 			t.Fatalf("%s: fetch = %+v, %v", tc.key, r, err)
 		}
 	}
@@ -128,7 +133,7 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 
 func TestRenewScript(t *testing.T) {
 	ctx := context.Background()
-	s, rdb := newStore(t)
+	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
 	r, _ := s.fetch(ctx, n, "tok", 200*time.Millisecond, 0)
 	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
@@ -165,7 +170,7 @@ func TestRenewScript(t *testing.T) {
 // flags the entry; the stale entry itself is kept.
 func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 	ctx := context.Background()
-	s, rdb := newStore(t)
+	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
 	s.fetch(ctx, n, "t1", time.Second, 0)
 	s.commit(ctx, n, "t1", entryWrite{value: []byte("v"), soft: time.Millisecond, hard: time.Minute})
@@ -183,7 +188,7 @@ func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 		t.Fatalf("backoff PTTL = %v", pttl)
 	}
 	r, _ := s.fetch(ctx, n, "t3", time.Second, 0)
-	if r.Kind != wire.Stale || r.Refresh || !r.RefreshFailed || string(r.Value) != "v" {
+	if r.Kind != wire.Stale || r.Refresh || !r.Flags.RefreshFailed || string(r.Payload) != "v" {
 		t.Fatalf("fetch during the backoff = %+v; want STALE, no refresh, flagged", r)
 	}
 	// The next successful commit clears the flag.
@@ -192,7 +197,7 @@ func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 		return r.Refresh
 	})
 	s.commit(ctx, n, "t4", entryWrite{value: []byte("v2"), soft: time.Minute, hard: time.Minute})
-	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.RefreshFailed || string(r.Value) != "v2" {
+	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.Flags.RefreshFailed || string(r.Payload) != "v2" {
 		t.Fatalf("after a good commit: %+v", r)
 	}
 }
@@ -213,7 +218,7 @@ func eventually(t *testing.T, within time.Duration, cond func() bool) {
 
 func TestDeleteScriptRevokesLease(t *testing.T) {
 	ctx := context.Background()
-	s, rdb := newStore(t)
+	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
 	s.fetch(ctx, n, "tok", time.Minute, 0)
 	if err := s.delete(ctx, n); err != nil {
@@ -230,16 +235,16 @@ func TestDeleteScriptRevokesLease(t *testing.T) {
 
 func TestPublishDetection(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newStore(t)
+	s, _ := testStore(t)
 	if pub, err := s.publishCommand(ctx); err != nil || pub != "SPUBLISH" {
 		t.Fatalf("Redis 7: publish = %q, %v; want SPUBLISH", pub, err)
 	}
 	// A server without sharded pub/sub (Redis 6, or SPUBLISH renamed away).
-	s, _ = newStore(t, "--rename-command", "SPUBLISH", "")
+	s, _ = testStore(t, "--rename-command", "SPUBLISH", "")
 	if pub, err := s.publishCommand(ctx); err != nil || pub != "PUBLISH" {
 		t.Fatalf("no SPUBLISH: publish = %q, %v; want PUBLISH", pub, err)
 	}
-	s, _ = newStore(t)
+	s, _ = testStore(t)
 	s.noShard = true
 	if pub, _ := s.publishCommand(ctx); pub != "PUBLISH" {
 		t.Fatalf("DisableShardedPubSub: publish = %q; want PUBLISH", pub)
@@ -301,7 +306,7 @@ func TestSlotTag(t *testing.T) {
 // loads, instead of waiting on itself.
 func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newStore(t)
+	s, _ := testStore(t)
 	n := wire.NewNames("corral", "k")
 	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.Kind != wire.Load {
 		t.Fatalf("first fetch = %+v", r)

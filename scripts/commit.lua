@@ -5,40 +5,53 @@
 -- another caller, rejects the commit, so a load that started before a write
 -- can never overwrite it (the lease check of Nishtala et al., "Scaling
 -- Memcache at Facebook", NSDI 2013). With an empty token (Set) it always
--- stores. Either way it deletes the lease and publishes a notice.
+-- stores. Either way it deletes the lease and publishes a notice. The entry
+-- keeps the token in t, so a commit sent again (its first reply was lost)
+-- learns that it landed.
 --
 -- KEYS[1] entry hash, KEYS[2] lease, KEYS[3] notice channel
 -- ARGV[1] lease token, or '' for an unconditional write
--- ARGV[2] value
+-- ARGV[2] payload
 -- ARGV[3] flags: '' (a value), 'n' (negative entry: not found) or 'e' (a
---         cached load failure, its message in ARGV[2]; Options.ErrorTTL)
+--         cached load failure, its message in ARGV[2]; Options.ErrorTTL);
+--         with 'z' added, the payload is S2-compressed and goes in field z
+--         instead of v (a release that knows only v sees no entry)
 -- ARGV[4] soft TTL, ms
 -- ARGV[5] hard TTL, ms (soft TTL + stale window)
 -- ARGV[6] duration of the load, ms
 -- ARGV[7] publish command: 'SPUBLISH' or 'PUBLISH'
 -- ARGV[8] notice inline limit, bytes
 --
--- Reply: 1 stored, 0 rejected (the token no longer holds the lease).
+-- Reply: 1 stored (now, or by an earlier try of this commit), 0 rejected
+-- (the token no longer holds the lease).
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+    return 1
+  end
   return 0
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+local compressed = string.find(ARGV[3], 'z', 1, true)
+local field = 'v'
+if compressed then
+  field = 'z'
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', now + tonumber(ARGV[4]),
-  'd', ARGV[6], 'f', ARGV[3])
+redis.call('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
+  'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('DEL', KEYS[2])
 
 -- Notice: 'n' not found, 'e'..message a failure, 'v'..value inline,
--- 'c' committed (read the entry).
+-- 'c' committed (read the entry: too large to inline, or compressed).
 local notice = 'c'
 if ARGV[3] == 'n' then
   notice = 'n'
 elseif ARGV[3] == 'e' then
   notice = 'e' .. ARGV[2]
-elseif #ARGV[2] <= tonumber(ARGV[8]) then
+elseif not compressed and #ARGV[2] <= tonumber(ARGV[8]) then
   notice = 'v' .. ARGV[2]
 end
 redis.call(ARGV[7], KEYS[3], notice)

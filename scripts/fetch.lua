@@ -1,15 +1,21 @@
 -- fetch.lua: decide, in one round trip, what a caller of a key does.
 --
--- KEYS[1] entry hash  P:e:{T}:K   fields v (payload), s (soft expiry, server
---                                 ms), d (last load, ms), f (flags: n = not found)
+-- KEYS[1] entry hash  P:e:{T}:K   fields v (payload) or z (compressed
+--                                 payload), s (soft expiry, server ms), d (last
+--                                 load, ms), f (flags, see commit.lua)
 -- KEYS[2] lease       P:l:{T}:K
 -- ARGV[1] lease token (random, 128 bit, hex)
 -- ARGV[2] LeaseTTL, ms
 -- ARGV[3] x = Beta * -ln(U), the caller's XFetch draw; 0 disables early refresh
+-- ARGV[4] largest payload, bytes, to send with the reply; a larger one is
+--         announced by its size and read separately (HMGET), so a reply that
+--         takes long on the wire is one the client expects to
 --
 -- Replies ("now" is the server clock in ms; every decision uses it):
 --   {'HIT',   v, f, refresh, now}  fresh entry; refresh = 1 when XFetch fired
---                                  and this caller took the lease
+--                                  and this caller took the lease; v is the
+--                                  payload, or its size (an integer) when it
+--                                  is over ARGV[4]
 --   {'STALE', v, f, refresh, now}  past the soft expiry, inside the hard TTL;
 --                                  refresh = 1 when this caller took the lease
 --   {'LOAD',  now}                 no entry, this caller took the lease
@@ -27,22 +33,38 @@ local function take()
   return redis.call('GET', KEYS[2]) == ARGV[1]
 end
 
-local e = redis.call('HMGET', KEYS[1], 'v', 's', 'd', 'f')
-local soft = tonumber(e[2])
-if e[1] and soft then
-  local f = e[4] or ''
+-- The payload is in v, or compressed in z (flag 'z'). An entry without its
+-- payload field (a format this release does not know) is no entry: its
+-- caller loads, and the commit replaces it.
+local e = redis.call('HMGET', KEYS[1], 's', 'd', 'f')
+local soft = tonumber(e[1])
+local f = e[3] or ''
+local v = false
+if soft then
+  local field = 'v'
+  if string.find(f, 'z', 1, true) then
+    field = 'z'
+  end
+  local size = redis.call('HSTRLEN', KEYS[1], field)
+  if size > tonumber(ARGV[4]) then
+    v = size
+  else
+    v = redis.call('HGET', KEYS[1], field)
+  end
+end
+if v then
   if now < soft then
     local x = tonumber(ARGV[3])
-    local d = tonumber(e[3]) or 0
+    local d = tonumber(e[2]) or 0
     if x > 0 and d > 0 and now + d * x >= soft and take() then
-      return {'HIT', e[1], f, 1, now}
+      return {'HIT', v, f, 1, now}
     end
-    return {'HIT', e[1], f, 0, now}
+    return {'HIT', v, f, 0, now}
   end
   if take() then
-    return {'STALE', e[1], f, 1, now}
+    return {'STALE', v, f, 1, now}
   end
-  return {'STALE', e[1], f, 0, now}
+  return {'STALE', v, f, 0, now}
 end
 
 -- A backoff marker (release.lua) only holds refreshes of an entry off; with

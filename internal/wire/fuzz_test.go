@@ -57,7 +57,7 @@ func FuzzParseNotice(f *testing.F) {
 			if n.Message != payload[1:] {
 				t.Fatalf("failure notice %q decoded to %q", payload, n.Message)
 			}
-		case NoticeNotFound, NoticeCommitted, NoticeRecheck:
+		case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
 		default:
 			t.Fatalf("payload %q decoded to unknown kind %q", payload, n.Kind)
 		}
@@ -76,6 +76,7 @@ func FuzzParseFetch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind, v, flags string, n, now int64) {
 		for _, reply := range []any{
 			[]any{kind, v, flags, n, now},
+			[]any{kind, n, flags, n, now}, // a large payload: its size
 			[]any{kind, n, now},
 			[]any{kind, now},
 			[]any{kind},
@@ -89,8 +90,13 @@ func FuzzParseFetch(f *testing.F) {
 			}
 			switch r.Kind {
 			case Hit, Stale:
-				want, failed := ParseFlags(flags)
-				if string(r.Value) != v || r.Entry != want || r.RefreshFailed != failed || r.Refresh != (n == 1) {
+				if r.Payload == nil {
+					if int64(r.Size) != n || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) {
+						t.Fatalf("%#v decoded to %+v", reply, r)
+					}
+					break
+				}
+				if string(r.Payload) != v || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
 			case Wait:

@@ -63,6 +63,12 @@ func HashTag(name string) (string, bool) {
 	return name[open+1 : open+1+end], true
 }
 
+// Entry fields (see commit.lua).
+const (
+	FieldValue      = "v" // the payload, as loaded
+	FieldCompressed = "z" // the payload, S2-compressed (flag 'z'), instead of v
+)
+
 // Kind is what an entry caches, from its f field.
 type Kind byte
 
@@ -76,38 +82,53 @@ const (
 const (
 	flagNotFound      = 'n'
 	flagFailure       = 'e'
+	flagCompressed    = 'z' // the payload is in field z, S2-compressed
 	flagRefreshFailed = 'x' // set by release.lua: the entry's last refresh failed
 )
 
-// Flags returns the f field that marks kind, as commit.lua stores it.
-func (k Kind) Flags() string {
+// Flags returns the f field that marks kind, and a compressed payload, as
+// commit.lua stores it.
+func (k Kind) Flags(compressed bool) string {
+	var f []byte
 	switch k {
 	case NotFound:
-		return string(rune(flagNotFound))
+		f = append(f, flagNotFound)
 	case Failure:
-		return string(rune(flagFailure))
+		f = append(f, flagFailure)
 	}
-	return ""
+	if compressed {
+		f = append(f, flagCompressed)
+	}
+	return string(f)
 }
 
-// ParseFlags reads an entry's f field: what it caches, and whether its last
-// refresh failed.
-func ParseFlags(f string) (k Kind, refreshFailed bool) {
+// Flags is what an entry's f field says.
+type Flags struct {
+	Kind          Kind
+	Compressed    bool // the payload is S2-compressed (field z)
+	RefreshFailed bool // the entry's last refresh failed
+}
+
+// ParseFlags reads an entry's f field.
+func ParseFlags(f string) Flags {
+	var r Flags
 	switch {
 	case strings.IndexByte(f, flagNotFound) >= 0:
-		k = NotFound
+		r.Kind = NotFound
 	case strings.IndexByte(f, flagFailure) >= 0:
-		k = Failure
+		r.Kind = Failure
 	}
-	return k, strings.IndexByte(f, flagRefreshFailed) >= 0
+	r.Compressed = strings.IndexByte(f, flagCompressed) >= 0
+	r.RefreshFailed = strings.IndexByte(f, flagRefreshFailed) >= 0
+	return r
 }
 
 // Reply is the kind of a fetch.lua reply.
 type Reply int
 
 const (
-	Hit   Reply = iota // {'HIT',   v, f, refresh, now}
-	Stale              // {'STALE', v, f, refresh, now}
+	Hit   Reply = iota // {'HIT',   v, f, refresh, now}; v is the payload's size when it is large
+	Stale              // {'STALE', v, f, refresh, now}; likewise
 	Load               // {'LOAD',  now}
 	Wait               // {'WAIT',  pttl, now}
 )
@@ -120,13 +141,13 @@ var replyLens = [...]int{Hit: 5, Stale: 5, Load: 2, Wait: 3}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
-	Kind          Reply
-	Value         []byte        // Hit, Stale
-	Entry         Kind          // Hit, Stale: what the entry caches
-	RefreshFailed bool          // Hit, Stale: the last refresh of the entry failed
-	Refresh       bool          // Hit, Stale: this caller took the lease to refresh
-	PTTL          time.Duration // Wait: the lease's remaining time
-	Now           int64         // the server clock, ms
+	Kind    Reply
+	Payload []byte        // Hit, Stale: the payload, as stored (compressed when Flags say so)
+	Size    int           // Hit, Stale: the payload's size when too large to come with the reply (Payload is nil)
+	Flags   Flags         // Hit, Stale
+	Refresh bool          // Hit, Stale: this caller took the lease to refresh
+	PTTL    time.Duration // Wait: the lease's remaining time
+	Now     int64         // the server clock, ms
 }
 
 // ParseFetch decodes a fetch.lua reply as go-redis returns it. Anything
@@ -147,8 +168,12 @@ func ParseFetch(res any) (FetchReply, error) {
 	d := decoder{a: a}
 	switch r.Kind {
 	case Hit, Stale:
-		r.Value = []byte(d.str(1))
-		r.Entry, r.RefreshFailed = ParseFlags(d.str(2))
+		if n, ok := a[1].(int64); ok && n >= 0 {
+			r.Size = int(n)
+		} else {
+			r.Payload = []byte(d.str(1))
+		}
+		r.Flags = ParseFlags(d.str(2))
 		r.Refresh = d.int(3) == 1
 		r.Now = d.int(4)
 	case Load:
@@ -194,6 +219,7 @@ const (
 	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
 	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
 	NoticeRecheck   NoticeKind = 'd' // deleted, revoked, or a lease handed back unused: fetch again
+	NoticeTooLarge  NoticeKind = 'l' // loaded, but over MaxValueBytes: not stored; load it yourself
 )
 
 // Notice is a decoded notice.
@@ -215,7 +241,7 @@ func ParseNotice(payload string) Notice {
 		n.Value = []byte(payload[1:])
 	case NoticeFailed:
 		n.Message = payload[1:]
-	case NoticeNotFound, NoticeCommitted, NoticeRecheck:
+	case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
 	default:
 		n.Kind = NoticeRecheck
 	}
@@ -224,6 +250,9 @@ func ParseNotice(payload string) Notice {
 
 // Recheck is the notice that tells waiters to fetch again.
 const Recheck = string(NoticeRecheck)
+
+// TooLarge is the notice that the load's value was too large to store.
+const TooLarge = string(NoticeTooLarge)
 
 // MaxMessage bounds the error text a failure notice or a cached failure
 // carries, in bytes.

@@ -1,0 +1,26 @@
+-- read.lua: read an entry without taking a lease (Get).
+--
+-- KEYS[1] entry hash (see fetch.lua)
+-- ARGV[1] largest payload, bytes, to send with the reply; a larger one is
+--         announced by its size and read separately (HMGET)
+--
+-- Reply: {v, f}, v the payload (field v, or z when f has 'z') or its size
+-- (an integer) when over ARGV[1]; or false when there is no entry, or no
+-- payload this release knows.
+local f = redis.call('HGET', KEYS[1], 'f')
+if not f then
+  return false
+end
+local field = 'v'
+if string.find(f, 'z', 1, true) then
+  field = 'z'
+end
+local size = redis.call('HSTRLEN', KEYS[1], field)
+if size > tonumber(ARGV[1]) then
+  return {size, f}
+end
+local v = redis.call('HGET', KEYS[1], field)
+if not v then
+  return false
+end
+return {v, f}
