@@ -36,9 +36,11 @@ import (
 // (fail-open, still one load per key in this process) unless
 // DisableFailOpen is set.
 //
-// Each caller gets a slice of its own (the first may be the one load
-// returned), free to modify. A nil or empty value from load is a real value,
-// cached like any other.
+// The returned slice is shared by every caller of the flight (and may be the
+// very slice load returned): read it, do not modify it; copy it first if
+// you must (bytes.Clone). Sharing keeps a value of many megabytes, asked
+// for by many callers at once, from being copied for each. A nil or empty
+// value from load is a real value, cached like any other.
 //
 // Errors: ErrInvalidKey, ErrInvalidTTL, ErrNilLoader, ErrClosed, ErrNotFound,
 // ErrLoadTimeout, ErrRemoteLoad, *PanicError, ctx.Err(), the loader's own

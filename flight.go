@@ -3,9 +3,7 @@ package corral
 import (
 	"github.com/corralhq/corral/internal/wire"
 
-	"bytes"
 	"context"
-	"sync/atomic"
 	"time"
 )
 
@@ -34,7 +32,6 @@ type flight struct {
 
 	done   chan struct{} // closed once answer is set
 	answer answer        // read only after done is closed
-	given  atomic.Bool   // the value was handed to one caller; others get copies
 }
 
 // outcome is how a flight answered, for Stats.
@@ -91,9 +88,6 @@ func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 	c.count(a.out)
 	if a.err != nil {
 		return nil, a.err
-	}
-	if f.given.Swap(true) {
-		return bytes.Clone(a.val), nil
 	}
 	return a.val, nil
 }

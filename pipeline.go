@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,11 +20,19 @@ import (
 // pooled connection, and the time a call spends queued is not mistaken for
 // a slow Redis: a call's bound (RedisTimeout, plus the time its payload needs
 // on the wire) starts when its batch is handed to the client.
+//
+// Slow is not down. A batch still unanswered halfway through its bound,
+// when its node has said nothing since it was sent, has the node probed
+// (PING); at the bound, a node that answered anything in the last
+// RedisTimeout is alive (a big transfer, a busy server, a client starved of
+// CPU), and the batch waits another RedisTimeout, up to maxStalls bounds in
+// all. Only a node silent for a whole RedisTimeout fails the batch.
 
 const (
 	maxBatches  = 8       // batches in flight at once, per Cache
 	maxBatchOps = 512     // commands in one batch
 	maxBatchLen = 1 << 20 // bytes of payload in one batch; a larger op goes alone
+	maxStalls   = 10      // a batch whose node stays alive waits at most this many bounds
 )
 
 // transferRate is the slowest rate, in bytes per second, at which corral
@@ -66,6 +75,13 @@ type pipeline struct {
 	wg     sync.WaitGroup
 	lastMu sync.Mutex // guards last
 	last   lastError
+	nodes  sync.Map // node address ("" off a Cluster) -> *liveness
+}
+
+// liveness is what a pipeline knows of one node's health.
+type liveness struct {
+	heard   atomic.Int64 // when the node last answered anything (Unix ns)
+	probing atomic.Bool  // a PING is under way
 }
 
 // lastError is the most recent error a command got from the client, so that
@@ -193,28 +209,65 @@ func (p *pipeline) send(batch []*op) {
 	wg.Wait()
 }
 
+// group is the ops of a batch that go to one node.
+type group struct {
+	ops  []*op
+	node nodeRef
+}
+
+// nodeRef names a node and how to probe it.
+type nodeRef struct {
+	addr string // "" off a Cluster
+	ping func(context.Context) error
+}
+
 // byNode splits ops by the Cluster master that serves their keys (one
 // group off a Cluster, or when the slot map is not known yet).
-func (p *pipeline) byNode(ops []*op) [][]*op {
+func (p *pipeline) byNode(ops []*op) []group {
 	if p.cluster == nil {
-		return [][]*op{ops}
+		return []group{{ops: ops, node: nodeRef{ping: func(ctx context.Context) error { return p.rdb.Ping(ctx).Err() }}}}
 	}
 	index := map[string]int{}
-	var groups [][]*op
+	var groups []group
 	for _, o := range ops {
-		addr := ""
+		ref := nodeRef{ping: func(ctx context.Context) error { return p.cluster.Ping(ctx).Err() }}
 		if m, err := p.cluster.MasterForKey(context.Background(), o.key); err == nil {
-			addr = m.Options().Addr
+			ref = nodeRef{addr: m.Options().Addr, ping: func(ctx context.Context) error { return m.Ping(ctx).Err() }}
 		}
-		i, ok := index[addr]
+		i, ok := index[ref.addr]
 		if !ok {
 			i = len(groups)
-			index[addr] = i
-			groups = append(groups, nil)
+			index[ref.addr] = i
+			groups = append(groups, group{node: ref})
 		}
-		groups[i] = append(groups[i], o)
+		groups[i].ops = append(groups[i].ops, o)
 	}
 	return groups
+}
+
+// liveness returns what is known of node's health.
+func (p *pipeline) liveness(addr string) *liveness {
+	if l, ok := p.nodes.Load(addr); ok {
+		return l.(*liveness)
+	}
+	l, _ := p.nodes.LoadOrStore(addr, &liveness{})
+	return l.(*liveness)
+}
+
+// probe pings node, unless a ping is under way, bounded by half of
+// RedisTimeout; an answer marks the node as heard from.
+func (p *pipeline) probe(node nodeRef, l *liveness) {
+	if !l.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.probing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeout/2)
+		defer cancel()
+		if err := node.ping(ctx); err == nil {
+			l.heard.Store(time.Now().UnixNano())
+		}
+	}()
 }
 
 // exchange runs ops as one pipeline through the circuit breaker, bounded
@@ -222,8 +275,12 @@ func (p *pipeline) byNode(ops []*op) [][]*op {
 // server did not have (NOSCRIPT) with their source, queues again the ops
 // that got a "not now" reply (LOADING, BUSY, TRYAGAIN, ...) while their
 // RedisTimeout lasts, and answers the rest.
-func (p *pipeline) exchange(ops []*op) {
-	cmds, err := p.run(ops, func(o *op) func(context.Context, redis.Pipeliner) redis.Cmder { return o.build })
+func (p *pipeline) exchange(g group) {
+	ops := g.ops
+	run := func(ops []*op, build func(*op) func(context.Context, redis.Pipeliner) redis.Cmder) ([]redis.Cmder, error) {
+		return p.run(g.node, ops, build)
+	}
+	cmds, err := run(ops, func(o *op) func(context.Context, redis.Pipeliner) redis.Cmder { return o.build })
 	if err == nil {
 		var again []*op
 		for i, o := range ops {
@@ -233,7 +290,7 @@ func (p *pipeline) exchange(ops []*op) {
 		}
 		if len(again) > 0 {
 			var re []redis.Cmder
-			re, err = p.run(again, func(o *op) func(context.Context, redis.Pipeliner) redis.Cmder { return o.rebuild })
+			re, err = run(again, func(o *op) func(context.Context, redis.Pipeliner) redis.Cmder { return o.rebuild })
 			for i, j := 0, 0; err == nil && i < len(ops); i++ {
 				if j < len(again) && ops[i] == again[j] {
 					cmds[i] = re[j]
@@ -258,19 +315,21 @@ func (p *pipeline) exchange(ops []*op) {
 	}
 }
 
-// run sends one pipeline of ops, built by build, and waits for it at most
-// RedisTimeout plus the transfer time of the ops' payload. The client may
-// wait longer (its ReadTimeout), in a goroutine of its own; its late result
+// run sends one pipeline of ops to node, built by build, and waits for it
+// RedisTimeout plus the transfer time of the ops' payload, longer while the
+// node shows it is alive (see the top of this file). The client may wait
+// longer still (its ReadTimeout), in a goroutine of its own; its late result
 // is dropped.
-func (p *pipeline) run(ops []*op, build func(*op) func(context.Context, redis.Pipeliner) redis.Cmder) ([]redis.Cmder, error) {
+func (p *pipeline) run(node nodeRef, ops []*op, build func(*op) func(context.Context, redis.Pipeliner) redis.Cmder) ([]redis.Cmder, error) {
 	size := 0
 	for _, o := range ops {
 		size += o.size
 	}
 	bound := p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))
+	live := p.liveness(node.addr)
 	var cmds []redis.Cmder
 	err := p.breaker.run(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		ctx, cancel := context.WithTimeout(context.Background(), maxStalls*bound)
 		defer cancel()
 		type result struct {
 			cmds []redis.Cmder
@@ -290,12 +349,38 @@ func (p *pipeline) run(ops []*op, build func(*op) func(context.Context, redis.Pi
 			}
 			done <- result{cmds: out}
 		}()
-		select {
-		case r := <-done:
-			cmds = r.cmds
-			return r.err
-		case <-ctx.Done():
-			return p.timeoutError(bound)
+		// At each deadline, the node is alive if it answered anything in the
+		// last RedisTimeout; half a RedisTimeout before it, a node silent so
+		// far in that window is probed.
+		sent := time.Now()
+		deadline := sent.Add(bound)
+		timer := time.NewTimer(bound - p.timeout/2)
+		defer timer.Stop()
+		for {
+			select {
+			case r := <-done:
+				if r.err == nil {
+					live.heard.Store(time.Now().UnixNano())
+				}
+				cmds = r.cmds
+				return r.err
+			case <-timer.C:
+			}
+			now := time.Now()
+			heard := time.Unix(0, live.heard.Load()).After(deadline.Add(-p.timeout))
+			switch {
+			case now.Before(deadline):
+				if !heard {
+					p.probe(node, live)
+				}
+				timer.Reset(deadline.Sub(now))
+			case heard && now.Sub(sent) < (maxStalls-1)*bound:
+				// Alive, only slow: wait another RedisTimeout.
+				deadline = now.Add(p.timeout)
+				timer.Reset(p.timeout / 2)
+			default:
+				return p.timeoutError(now.Sub(sent).Round(time.Millisecond))
+			}
 		}
 	})
 	if err != nil {

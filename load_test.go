@@ -1,0 +1,357 @@
+package corral_test
+
+// Slow is not down: under load, with big values and through Redis stalls,
+// corral keeps to one origin load per key across the fleet. "Process" is an
+// independent Cache with its own client (its own connection pool).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// processes returns n Caches on srv, each with a client of its own.
+func processes(t *testing.T, srv *redistest.Server, n int, opts func() *corral.Options) []*corral.Cache {
+	t.Helper()
+	caches := make([]*corral.Cache, n)
+	for i := range caches {
+		var o *corral.Options
+		if opts != nil {
+			o = opts()
+		}
+		caches[i] = newCache(t, srv.Client(), o)
+	}
+	return caches
+}
+
+// loadCounter counts loads per key.
+type loadCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (l *loadCounter) add(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[key]++
+}
+
+// notOnce returns the keys not loaded exactly once.
+func (l *loadCounter) notOnce(keys []string) map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bad := map[string]int{}
+	for _, k := range keys {
+		if l.n[k] != 1 {
+			bad[k] = l.n[k]
+		}
+	}
+	return bad
+}
+
+// noFailOpen fails t if any Cache failed open.
+func noFailOpen(t *testing.T, caches []*corral.Cache) {
+	t.Helper()
+	for i, c := range caches {
+		if st := c.Stats(); st.FailOpens != 0 || st.BreakerOpens != 0 {
+			t.Fatalf("process %d failed open: %+v", i, st)
+		}
+	}
+}
+
+// 8 processes ask for the same 1,000 cold keys at once, two goroutines per
+// key in each: every key is loaded once, and nobody fails open although the
+// calls far outnumber each client's connections (a pool of 10 per CPU).
+func TestLoad_ThousandColdKeys(t *testing.T) {
+	const procs, keysN, perKey = 8, 1000, 2
+	srv := redistest.Start(t)
+	caches := processes(t, srv, procs, nil)
+	keys := make([]string, keysN)
+	for i := range keys {
+		keys[i] = "cold:" + strconv.Itoa(i)
+	}
+	var loads loadCounter
+	var wrong atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, c := range caches {
+		for _, k := range keys {
+			for range perKey {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					v, err := c.Fetch(ctx, k, time.Minute, func(ctx context.Context) ([]byte, error) {
+						loads.add(k)
+						return slow(50*time.Millisecond, nil, "v:"+k)(ctx)
+					})
+					if err != nil || string(v) != "v:"+k {
+						if wrong.Add(1) <= 3 {
+							t.Errorf("Fetch(%s) = %q, %v", k, v, err)
+						}
+					}
+				}()
+			}
+		}
+	}
+	close(start)
+	wg.Wait()
+	if bad := loads.notOnce(keys); len(bad) > 0 {
+		t.Fatalf("%d keys not loaded exactly once (key: loads), e.g. %v", len(bad), sample(bad))
+	}
+	noFailOpen(t, caches)
+}
+
+func sample(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if len(out) == 5 {
+			break
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// bigValue is a value of n bytes that is not all alike.
+func bigValue(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>11)
+	}
+	return b
+}
+
+// A cold stampede on one key whose value is large: one load, and every
+// caller of every process gets the whole value. The transfer of a value is
+// never taken for a Redis that stopped answering.
+func TestLoad_BigValues(t *testing.T) {
+	for _, tc := range []struct {
+		size       int
+		goroutines int // per process; each caller gets a copy of its own
+	}{
+		{1 << 20, 20},
+		{16 << 20, 20},
+		{64 << 20, 2},
+	} {
+		t.Run(strconv.Itoa(tc.size>>20)+"MiB", func(t *testing.T) {
+			const procs = 8
+			srv := redistest.Start(t)
+			caches := processes(t, srv, procs, nil)
+			want := bigValue(tc.size)
+			var loads atomic.Int32
+			var wrong atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for _, c := range caches {
+				for range tc.goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+						defer cancel()
+						v, err := c.Fetch(ctx, "big", time.Minute, func(context.Context) ([]byte, error) {
+							loads.Add(1)
+							return want, nil
+						})
+						if err != nil || !bytes.Equal(v, want) {
+							wrong.Add(1)
+							t.Errorf("Fetch = %d bytes, %v; want the %d-byte value", len(v), err, len(want))
+						}
+					}()
+				}
+			}
+			close(start)
+			wg.Wait()
+			if loads.Load() != 1 {
+				t.Fatalf("%d loads of a %d-byte value; want 1", loads.Load(), tc.size)
+			}
+			noFailOpen(t, caches)
+		})
+	}
+}
+
+// Redis pauses (CLIENT PAUSE, as for a failover or a slow fork) for 700 ms,
+// shorter than RedisTimeout: as the callers arrive, or while the load runs
+// and its commit is sent. Either way: one load, nobody fails open, every
+// caller gets the value.
+func TestLoad_RedisPause(t *testing.T) {
+	for _, when := range []string{"as the callers arrive", "while the load runs"} {
+		t.Run(when, func(t *testing.T) {
+			const procs, goroutines = 8, 20
+			srv := redistest.Start(t)
+			admin := srv.Client()
+			caches := processes(t, srv, procs, nil)
+			ctx := context.Background()
+			for _, c := range caches { // connections open, scripts loaded
+				if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			loading := make(chan struct{})
+			var loads atomic.Int32
+			load := func(context.Context) ([]byte, error) {
+				if loads.Add(1) == 1 {
+					close(loading)
+				}
+				if when == "while the load runs" {
+					// The load ends inside the pause: its commit waits for it.
+					if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
+						return nil, err
+					}
+				}
+				return []byte("v"), nil
+			}
+			if when == "as the callers arrive" {
+				if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for _, c := range caches {
+				for range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+						defer cancel()
+						if v, err := c.Fetch(cctx, "{paused}", time.Minute, load); err != nil || string(v) != "v" {
+							t.Errorf("Fetch = %q, %v", v, err)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			if n := loads.Load(); n != 1 {
+				t.Fatalf("%d loads through a 700ms pause; want 1", n)
+			}
+			noFailOpen(t, caches)
+		})
+	}
+}
+
+// Close returns within RedisTimeout (plus scheduling) while Redis is
+// paused for much longer, even with a client that waits for replies
+// forever; once Redis answers again, nothing corral started is left
+// running.
+func TestLoad_CloseUnderALongPause(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	rdb := srv.Client(func(o *redis.Options) { o.ReadTimeout = -1 }) // waits for replies forever
+	sent := &faults{}
+	rdb.AddHook(sent)
+	ctx := context.Background()
+	c, err := corral.New(rdb, &corral.Options{RedisTimeout: 500 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	sentBefore := sent.commands.Load()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Fetch(ctx, "k"+strconv.Itoa(i), time.Minute, slow(time.Second, nil, "v"))
+		}()
+	}
+	eventually(t, 5*time.Second, "the calls are sent", func() bool { return sent.commands.Load() > sentBefore })
+	t0 := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > 500*time.Millisecond+slack {
+		t.Fatalf("Close took %v with Redis paused; want about RedisTimeout (500ms)", took)
+	}
+	wg.Wait()
+	// The pause ends after 3s; the client then gets its replies.
+	var leaked error
+	for deadline := paused.Add(20 * time.Second); time.Now().Before(deadline); {
+		if leaked = goleak.Find(before); leaked == nil {
+			return
+		}
+	}
+	t.Fatalf("20s after the pause began: %v", leaked)
+}
+
+// A loaded value over MaxValueBytes reaches the callers of its load but is
+// not stored; another process's waiters load it themselves; Set refuses it.
+func TestLoad_ValueTooLarge(t *testing.T) {
+	const limit = 1 << 20
+	srv := redistest.Start(t)
+	opts := func() *corral.Options { return &corral.Options{MaxValueBytes: limit} }
+	caches := processes(t, srv, 2, opts)
+	holder, waiter := caches[0], caches[1]
+	ctx := context.Background()
+	huge := bigValue(2 * limit)
+	started, gate := make(chan struct{}), make(chan struct{})
+	got := make(chan error, 1)
+	go func() {
+		v, err := holder.Fetch(ctx, "{huge}", time.Minute, func(context.Context) ([]byte, error) {
+			close(started)
+			<-gate
+			return huge, nil
+		})
+		if err == nil && !bytes.Equal(v, huge) {
+			err = fmt.Errorf("got %d bytes", len(v))
+		}
+		got <- err
+	}()
+	<-started
+	var waiterLoads atomic.Int32
+	waited := make(chan error, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, "{huge}", time.Minute, func(context.Context) ([]byte, error) {
+			waiterLoads.Add(1)
+			return huge, nil
+		})
+		if err == nil && !bytes.Equal(v, huge) {
+			err = fmt.Errorf("got %d bytes", len(v))
+		}
+		waited <- err
+	}()
+	waitSubscribed(t, srv.Client(), "corral:n:{huge}:{huge}", 1)
+	close(gate)
+	if err := <-got; err != nil {
+		t.Fatalf("the holder's caller: %v; want the value", err)
+	}
+	if err := <-waited; err != nil || waiterLoads.Load() != 1 {
+		t.Fatalf("the waiter: %v after %d loads; want the value from a load of its own", err, waiterLoads.Load())
+	}
+	if _, err := holder.Get(ctx, "{huge}"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("Get = %v; want ErrMiss: the value is not stored", err)
+	}
+	if st := holder.Stats(); st.ValuesTooLarge != 1 || st.FailOpens != 0 {
+		t.Fatalf("holder stats %+v; want ValuesTooLarge 1", st)
+	}
+	if err := holder.Set(ctx, "{huge}", huge, time.Minute); !errors.Is(err, corral.ErrValueTooLarge) {
+		t.Fatalf("Set over the limit = %v; want ErrValueTooLarge", err)
+	}
+	if err := holder.Set(ctx, "{huge}", huge[:limit], time.Minute); err != nil {
+		t.Fatalf("Set at the limit = %v", err)
+	}
+}
