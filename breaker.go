@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -16,8 +15,10 @@ import (
 // fails open without paying RedisTimeout on each call. Then it lets one call
 // through (half-open): a success closes it, a failure opens it again.
 type breaker struct {
-	cb   *gobreaker.CircuitBreaker[any]
-	last atomic.Pointer[error] // the latest failure: why the breaker opened
+	cb *gobreaker.CircuitBreaker[any]
+	// cause returns what went wrong with Redis lately, for the breaker's
+	// errors and warning; set once, before the first call.
+	cause func() error
 }
 
 func newBreaker(o Options, stats *counters) *breaker {
@@ -32,13 +33,7 @@ func newBreaker(o Options, stats *counters) *breaker {
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= uint32(o.BreakerThreshold)
 		},
-		IsSuccessful: func(err error) bool {
-			if redisFailed(err) {
-				b.last.Store(&err)
-				return false
-			}
-			return true
-		},
+		IsSuccessful: func(err error) bool { return !redisFailed(err) },
 		IsExcluded: func(err error) bool {
 			var gone callerGone
 			return errors.As(err, &gone)
@@ -54,14 +49,6 @@ func newBreaker(o Options, stats *counters) *breaker {
 		},
 	})
 	return b
-}
-
-// cause is the failure that opened the breaker (the latest one).
-func (b *breaker) cause() error {
-	if err := b.last.Load(); err != nil {
-		return *err
-	}
-	return nil
 }
 
 // run runs call unless the breaker is open.

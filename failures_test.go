@@ -206,9 +206,10 @@ func TestPubSubConnectionDrops(t *testing.T) {
 	}
 }
 
-// A slow Redis (replies later than RedisTimeout) is a failing Redis: callers
-// get the loader's value in about RedisTimeout, the breaker trips, and
-// caching resumes when Redis is fast again.
+// A Redis whose replies (a PING's too) all come later than RedisTimeout is
+// silent past the stall bound, a failing Redis: callers get the loader's
+// value in about RedisTimeout, the breaker trips, and caching resumes when
+// Redis answers in time again.
 func TestSlowRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)

@@ -134,6 +134,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
+	var leaseEnds time.Time // while waiting: when the holder's lease would expire
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil
@@ -144,6 +145,16 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				return answer{err: ErrClosed}, nil
 			}
 			c.stats.redisErrors.Add(1)
+			if left := time.Until(leaseEnds); sub != nil && left > 0 && redisFailed(err) {
+				// A waiter whose re-check failed: the holder may yet commit
+				// (its node is failing over, or paused). Keep listening, and
+				// re-check now and then, until its lease would have expired;
+				// only then load here.
+				if a, done := c.awaitNotice(f, sub, min(left, waiterRecheck)); done {
+					return a, nil
+				}
+				continue
+			}
 			return c.failOpen(f, token, err)
 		}
 		switch r.Kind {
@@ -187,11 +198,15 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			sub = c.notify.subscribe(f.ctx, f.names.Notice)
 			continue
 		}
+		leaseEnds = time.Now().Add(r.PTTL)
 		if a, done := c.awaitNotice(f, sub, r.PTTL); done {
 			return a, nil
 		}
 	}
 }
+
+// waiterRecheck is how often a waiter whose re-check failed tries again.
+const waiterRecheck = 250 * time.Millisecond
 
 // awaitNotice waits for the lease holder's notice, or for the lease's
 // remaining time (with jitter) to pass. done is false when the flight

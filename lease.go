@@ -141,8 +141,8 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 		case !redisFailed(err):
 			c.commitFailed(n, token, err)
 			return
-		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen):
-			broken++
+		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !unreachable(err):
+			broken++ // the connection failed under the commit, not before it
 		}
 		c.stats.redisErrors.Add(1)
 	}

@@ -9,7 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -354,4 +357,155 @@ func TestLoad_ValueTooLarge(t *testing.T) {
 	if err := holder.Set(ctx, "{huge}", huge[:limit], time.Minute); err != nil {
 		t.Fatalf("Set at the limit = %v", err)
 	}
+}
+
+// A holder's commit that gets no answer is sent again until it lands, and
+// waiters elsewhere hear of it at once, not when the lease expires (30s
+// here): whether the first try was lost on the way to Redis, or landed and
+// only its reply was lost (commit.lua then knows it by the token it left).
+func TestLoad_CommitRetriedUntilItLands(t *testing.T) {
+	for _, lost := range []string{"the try", "the reply"} {
+		t.Run("lost "+lost, func(t *testing.T) {
+			e := newEnv(t, nil)
+			rdb, hook := e.faultyClient()
+			opts := func() *corral.Options { return &corral.Options{LeaseTTL: 30 * time.Second} }
+			holder := newCache(t, rdb, opts())
+			waiter := newCache(t, e.srv.Client(), opts())
+			ctx := context.Background()
+			commitSHA := scriptSHA(t, "commit")
+			var tries atomic.Int32
+			drop := func(cmd redis.Cmder) error {
+				if isScript(cmd, commitSHA) && tries.Add(1) == 1 {
+					return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+				}
+				return nil
+			}
+			if lost == "the try" {
+				hook.setBefore(drop)
+			} else {
+				hook.setAfter(drop)
+			}
+			finish := hold(t, holder, "{cr}", []byte("v"), nil)
+			got := make(chan string, 1)
+			go func() {
+				v, err := waiter.Fetch(ctx, "{cr}", time.Minute, value("not me"))
+				got <- fmt.Sprintf("%s %v", v, err)
+			}()
+			waitSubscribed(t, e.rdb, "corral:n:{cr}:{cr}", 1)
+			ended := time.Now()
+			finish()
+			select {
+			case g := <-got:
+				if g != "v <nil>" || time.Since(ended) > prompt {
+					t.Fatalf("waiter got %q %v after the load; want the value at once", g, time.Since(ended))
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter is still waiting 10s after the load")
+			}
+			eventually(t, 10*time.Second, "the commit is sent again", func() bool { return holder.Stats().CommitRetries > 0 })
+			if st := holder.Stats(); st.CommitsRejected != 0 || st.FailOpens != 0 {
+				t.Fatalf("holder stats %+v; want a retried commit, none rejected", st)
+			}
+			if v, err := holder.Get(ctx, "{cr}"); err != nil || string(v) != "v" {
+				t.Fatalf("Get = %q, %v", v, err)
+			}
+		})
+	}
+}
+
+// A fetch.lua whose reply does not come back within RedisTimeout may still
+// have run and taken the lease. The flight fails open, and then commits its
+// value under that lease's token, so waiters in other processes are
+// answered at once instead of at the lease's expiry.
+func TestLoad_FailOpenCommitsUnderItsLease(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	slowRdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { slowRdb.Close() })
+	holder := newCache(t, slowRdb, &corral.Options{RedisTimeout: 300 * time.Millisecond, LeaseTTL: 30 * time.Second})
+	waiter := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 30 * time.Second})
+	ctx := context.Background()
+	if _, err := holder.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	admin := srv.Client()
+	proxy.Latency(2 * time.Second) // replies come too late: the holder fails open
+	loading, gate := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		v, err := holder.Fetch(ctx, "{fo}", time.Minute, func(context.Context) ([]byte, error) {
+			close(loading) // only after fetch.lua's reply was given up: fail-open
+			<-gate
+			return []byte("v"), nil
+		})
+		if err == nil && string(v) != "v" {
+			err = fmt.Errorf("got %q", v)
+		}
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "fetch.lua took the lease", func() bool { return admin.Exists(ctx, leaseName("fo")).Val() == 1 })
+	got := make(chan string, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, "{fo}", time.Minute, value("not me"))
+		got <- fmt.Sprintf("%s %v", v, err)
+	}()
+	waitSubscribed(t, admin, "corral:n:{fo}:{fo}", 1)
+	<-loading
+	proxy.Latency(0)
+	ended := time.Now()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	select {
+	case g := <-got:
+		if g != "v <nil>" {
+			t.Fatalf("waiter got %q; want the fail-open load's value", g)
+		}
+		t.Logf("waiter answered %v after the fail-open load", time.Since(ended).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter is still waiting 15s after the fail-open load: the lease was left to expire")
+	}
+}
+
+// Errors and warnings name what went wrong with Redis, not only that it did.
+func TestLoad_ErrorsNameTheirCause(t *testing.T) {
+	srv := redistest.Start(t)
+	var logged lockedBuffer
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	c := newCache(t, rdb, &corral.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil)), BreakerThreshold: 2, BreakerCooldown: time.Minute})
+	ctx := context.Background()
+	c.Fetch(ctx, "warm", time.Minute, value("w"))
+	srv.Kill()
+	for i := range 3 {
+		if v, err := c.Fetch(ctx, "k"+strconv.Itoa(i), time.Minute, value("v")); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch with Redis down = %q, %v; want fail-open", v, err)
+		}
+	}
+	if !strings.Contains(logged.String(), "connection refused") {
+		t.Fatalf("the warnings do not say the connection was refused:\n%s", logged.String())
+	}
+	_, err := c.Get(ctx, "k0")
+	if !errors.Is(err, corral.ErrCircuitOpen) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Get with the breaker open = %v; want ErrCircuitOpen naming the refused connection", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

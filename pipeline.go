@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,18 +22,22 @@ import (
 // a slow Redis: a call's bound (RedisTimeout, plus the time its payload needs
 // on the wire) starts when its batch is handed to the client.
 //
-// Slow is not down. A batch still unanswered halfway through its bound,
-// when its node has said nothing since it was sent, has the node probed
-// (PING); at the bound, a node that answered anything in the last
-// RedisTimeout is alive (a big transfer, a busy server, a client starved of
-// CPU), and the batch waits another RedisTimeout, up to maxStalls bounds in
-// all. Only a node silent for a whole RedisTimeout fails the batch.
+// Slow is not down. A batch unanswered after a short while (probeAfter),
+// when its node has said nothing in the current window, has the node probed:
+// a new connection with the client's own dialer (so a refused connection is
+// known at once, not after the client's own dial retries), then a PING. A
+// refused connection fails the batch at once: Redis is unreachable. At the
+// bound, a node that answered anything in the last RedisTimeout is alive (a
+// big transfer, a busy server, a client starved of CPU), and the batch waits
+// another RedisTimeout, up to maxStalls bounds in all. Only a node silent
+// for a whole RedisTimeout fails the batch.
 
 const (
 	maxBatches  = 8       // batches in flight at once, per Cache
 	maxBatchOps = 512     // commands in one batch
 	maxBatchLen = 1 << 20 // bytes of payload in one batch; a larger op goes alone
 	maxStalls   = 10      // a batch whose node stays alive waits at most this many bounds
+	probeAfter  = 100 * time.Millisecond
 )
 
 // transferRate is the slowest rate, in bytes per second, at which corral
@@ -80,8 +85,15 @@ type pipeline struct {
 
 // liveness is what a pipeline knows of one node's health.
 type liveness struct {
-	heard   atomic.Int64 // when the node last answered anything (Unix ns)
-	probing atomic.Bool  // a PING is under way
+	heard   atomic.Int64            // when the node last answered anything (Unix ns)
+	refused atomic.Pointer[refusal] // the latest connection the node refused
+	probing atomic.Bool             // a probe is under way
+}
+
+// refusal is a connection a node refused.
+type refusal struct {
+	err error
+	at  time.Time
 }
 
 // lastError is the most recent error a command got from the client, so that
@@ -217,22 +229,22 @@ type group struct {
 
 // nodeRef names a node and how to probe it.
 type nodeRef struct {
-	addr string // "" off a Cluster
-	ping func(context.Context) error
+	addr   string // "" off a Cluster
+	client redis.UniversalClient
 }
 
 // byNode splits ops by the Cluster master that serves their keys (one
 // group off a Cluster, or when the slot map is not known yet).
 func (p *pipeline) byNode(ops []*op) []group {
 	if p.cluster == nil {
-		return []group{{ops: ops, node: nodeRef{ping: func(ctx context.Context) error { return p.rdb.Ping(ctx).Err() }}}}
+		return []group{{ops: ops, node: nodeRef{client: p.rdb}}}
 	}
 	index := map[string]int{}
 	var groups []group
 	for _, o := range ops {
-		ref := nodeRef{ping: func(ctx context.Context) error { return p.cluster.Ping(ctx).Err() }}
+		ref := nodeRef{client: p.rdb}
 		if m, err := p.cluster.MasterForKey(context.Background(), o.key); err == nil {
-			ref = nodeRef{addr: m.Options().Addr, ping: func(ctx context.Context) error { return m.Ping(ctx).Err() }}
+			ref = nodeRef{addr: m.Options().Addr, client: m}
 		}
 		i, ok := index[ref.addr]
 		if !ok {
@@ -254,8 +266,10 @@ func (p *pipeline) liveness(addr string) *liveness {
 	return l.(*liveness)
 }
 
-// probe pings node, unless a ping is under way, bounded by half of
-// RedisTimeout; an answer marks the node as heard from.
+// probe checks node, unless a probe is under way, bounded by half of
+// RedisTimeout: a connection opened with the client's own dialer (a node
+// with a plain client only), whose refusal is recorded, then a PING, whose
+// answer marks the node as heard from.
 func (p *pipeline) probe(node nodeRef, l *liveness) {
 	if !l.probing.CompareAndSwap(false, true) {
 		return
@@ -264,7 +278,19 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 		defer l.probing.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeout/2)
 		defer cancel()
-		if err := node.ping(ctx); err == nil {
+		if c, ok := node.client.(*redis.Client); ok {
+			o := c.Options()
+			conn, err := o.Dialer(ctx, o.Network, o.Addr)
+			if err != nil {
+				if !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					l.refused.Store(&refusal{err: err, at: time.Now()})
+					p.note(err)
+				}
+				return
+			}
+			conn.Close()
+		}
+		if err := node.client.Ping(ctx).Err(); err == nil {
 			l.heard.Store(time.Now().UnixNano())
 		}
 	}()
@@ -344,18 +370,22 @@ func (p *pipeline) run(node nodeRef, ops []*op, build func(*op) func(context.Con
 			}
 			_, err := pipe.Exec(ctx)
 			if err != nil && !isReplyError(err) {
+				// Noted even when the wait below gave up: a refused
+				// connection that go-redis reports only after its own dial
+				// retries still names the cause of later errors.
+				p.note(err)
 				done <- result{err: err}
 				return
 			}
 			done <- result{cmds: out}
 		}()
-		// At each deadline, the node is alive if it answered anything in the
-		// last RedisTimeout; half a RedisTimeout before it, a node silent so
-		// far in that window is probed.
+		// The window is the last RedisTimeout before the deadline (or since
+		// the batch was sent, if later): at the deadline, a node heard from
+		// in it is alive; before, a node silent in it so far is probed.
 		sent := time.Now()
 		deadline := sent.Add(bound)
-		timer := time.NewTimer(bound - p.timeout/2)
-		defer timer.Stop()
+		tick := time.NewTicker(min(probeAfter, p.timeout/4))
+		defer tick.Stop()
 		for {
 			select {
 			case r := <-done:
@@ -364,31 +394,34 @@ func (p *pipeline) run(node nodeRef, ops []*op, build func(*op) func(context.Con
 				}
 				cmds = r.cmds
 				return r.err
-			case <-timer.C:
+			case <-tick.C:
 			}
 			now := time.Now()
-			heard := time.Unix(0, live.heard.Load()).After(deadline.Add(-p.timeout))
+			if r := live.refused.Load(); r != nil && r.at.After(sent) {
+				return unreachableError{r.err}
+			}
+			window := deadline.Add(-p.timeout)
+			if window.Before(sent) {
+				window = sent
+			}
+			heard := time.Unix(0, live.heard.Load()).After(window)
 			switch {
 			case now.Before(deadline):
 				if !heard {
 					p.probe(node, live)
 				}
-				timer.Reset(deadline.Sub(now))
 			case heard && now.Sub(sent) < (maxStalls-1)*bound:
-				// Alive, only slow: wait another RedisTimeout.
-				deadline = now.Add(p.timeout)
-				timer.Reset(p.timeout / 2)
+				deadline = now.Add(p.timeout) // alive, only slow
 			default:
 				return p.timeoutError(now.Sub(sent).Round(time.Millisecond))
 			}
 		}
 	})
 	if err != nil {
-		p.note(err)
-		if redisFailed(err) && p.failed != nil {
+		if redisFailed(err) && !errors.Is(err, ErrCircuitOpen) && p.failed != nil {
 			p.failed(err)
 		}
-		return nil, fmt.Errorf("%w", err)
+		return nil, err
 	}
 	return cmds, nil
 }
@@ -416,7 +449,8 @@ func (p *pipeline) retryLater(o *op) bool {
 // note remembers err as the latest error from Redis.
 func (p *pipeline) note(err error) {
 	var gone callerGone
-	if errors.As(err, &gone) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrRedisTimeout) {
+	if errors.As(err, &gone) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrRedisTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return
 	}
 	p.lastMu.Lock()
@@ -425,16 +459,25 @@ func (p *pipeline) note(err error) {
 }
 
 // timeoutError is the error of a batch that got no reply within bound. It
-// names the latest error Redis calls got, if any came in the last minute: a
-// refused connection explains a silence better than the silence itself.
+// names the latest error Redis calls got (lastError): a refused connection
+// explains a silence better than the silence itself.
 func (p *pipeline) timeoutError(bound time.Duration) error {
+	if last := p.lastError(); last != nil {
+		return fmt.Errorf("%w (%v; %w)", ErrRedisTimeout, bound, last)
+	}
+	return fmt.Errorf("%w (%v)", ErrRedisTimeout, bound)
+}
+
+// lastError describes the latest error Redis calls got, if one came in the
+// last minute, or returns nil.
+func (p *pipeline) lastError() error {
 	p.lastMu.Lock()
 	last := p.last
 	p.lastMu.Unlock()
-	if last.err != nil && time.Since(last.at) < time.Minute {
-		return fmt.Errorf("%w (%v; latest error from Redis %v ago: %w)", ErrRedisTimeout, bound, time.Since(last.at).Round(time.Millisecond), last.err)
+	if last.err == nil || time.Since(last.at) > time.Minute {
+		return nil
 	}
-	return fmt.Errorf("%w (%v)", ErrRedisTimeout, bound)
+	return fmt.Errorf("latest error from Redis %v ago: %w", time.Since(last.at).Round(time.Millisecond), last.err)
 }
 
 // close stops the dispatcher and fails queued ops with ErrClosed. It does
@@ -455,6 +498,22 @@ func (p *pipeline) close() {
 	for _, o := range queued {
 		o.done <- opResult{err: ErrClosed}
 	}
+}
+
+// unreachableError is the error of a batch sent to a node that refuses
+// connections.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string { return "corral: Redis unreachable: " + e.err.Error() }
+func (e unreachableError) Unwrap() error { return e.err }
+
+// unreachable reports whether err says Redis could not be reached at all
+// (a connection refused or not made), rather than failing after a command
+// was sent.
+func unreachable(err error) bool {
+	var u unreachableError
+	var op *net.OpError
+	return errors.As(err, &u) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // notNow reports whether err is a reply by which a live Redis says "not

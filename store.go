@@ -69,6 +69,9 @@ func newStore(rdb redis.UniversalClient, o Options, b *breaker) *store {
 			s.reload()
 		}
 	})
+	if b != nil {
+		b.cause = s.pipe.lastError
+	}
 	return s
 }
 

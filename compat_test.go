@@ -1,0 +1,131 @@
+package corral_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// previousScript returns a script of the release before compressed entries
+// (testdata/release-ad94d96).
+func previousScript(t *testing.T, name string) *redis.Script {
+	t.Helper()
+	src, err := os.ReadFile("testdata/release-ad94d96/" + name + ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redis.NewScript(string(src))
+}
+
+// A rolling deploy runs the previous release and this one side by side on
+// one Redis. Each reads what the other writes, or sees no entry: never bytes
+// in a format it does not know.
+func TestCompat_PreviousRelease(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	oldFetch, oldCommit := previousScript(t, "fetch"), previousScript(t, "commit")
+	names := func(key string) wire.Names { return wire.NewNames("corral", key) }
+	oldWrite := func(key, value string) {
+		t.Helper()
+		n := names(key)
+		if err := oldCommit.Run(ctx, e.rdb, []string{n.Entry, n.Lease, n.Notice}, "", value, "", 60000, 60000, "1", "PUBLISH", 16384).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldRead := func(key string) []any {
+		t.Helper()
+		n := names(key)
+		res, err := oldFetch.Run(ctx, e.rdb, []string{n.Entry, n.Lease}, "old-token", 5000, "0").Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	// An entry the previous release wrote is a hit here.
+	oldWrite("a", "from the old release")
+	if v, err := e.c.Fetch(ctx, "a", time.Minute, value("reloaded")); err != nil || string(v) != "from the old release" {
+		t.Fatalf("new Fetch of an old entry = %q, %v", v, err)
+	}
+
+	// A plain entry this release writes (with its commit token) is a hit there.
+	if err := e.c.Set(ctx, "b", []byte("from the new release"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if res := oldRead("b"); res[0] != "HIT" || res[1] != "from the new release" {
+		t.Fatalf("old fetch of a new plain entry = %v", res)
+	}
+
+	// A compressed entry is no entry there: the old release takes the lease
+	// and loads, and its commit replaces the entry with one both read.
+	cz := newCache(t, e.srv.Client(), &corral.Options{Compress: true, CompressMinBytes: 1024})
+	text := []byte(strings.Repeat("a value that compresses well. ", 1000))
+	if err := cz.Set(ctx, "c", text, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h := e.rdb.HGetAll(ctx, names("c").Entry).Val()
+	if _, plain := h["v"]; plain || !strings.Contains(h["f"], "z") || len(h["z"]) >= len(text)/4 {
+		t.Fatalf("compressed entry: fields %d v, %d z, f %q; want only z, much smaller", len(h["v"]), len(h["z"]), h["f"])
+	}
+	if res := oldRead("c"); res[0] != "LOAD" {
+		t.Fatalf("old fetch of a compressed entry = %v; want LOAD (a miss), never the compressed bytes", res)
+	}
+	n := names("c")
+	if err := oldCommit.Run(ctx, e.rdb, []string{n.Entry, n.Lease, n.Notice}, "old-token", "reloaded by the old release", "", 60000, 60000, "1", "PUBLISH", 16384).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cz.Fetch(ctx, "c", time.Minute, value("not me")); err != nil || string(v) != "reloaded by the old release" {
+		t.Fatalf("new Fetch after the old release reloaded = %q, %v", v, err)
+	}
+}
+
+// Compress stores values of at least CompressMinBytes compressed when that
+// makes them smaller; every process, waiters included, reads them back.
+func TestCompression(t *testing.T) {
+	e := newEnv(t, nil)
+	opts := func() *corral.Options { return &corral.Options{Compress: true, CompressMinBytes: 1024} }
+	holder := newCache(t, e.srv.Client(), opts())
+	waiter := newCache(t, e.srv.Client(), opts())
+	ctx := context.Background()
+	text := bytes.Repeat([]byte("stampede "), 20000)
+	finish := hold(t, holder, "{z}", text, nil)
+	got := make(chan []byte, 1)
+	go func() {
+		v, _ := waiter.Fetch(ctx, "{z}", time.Minute, value("not me"))
+		got <- v
+	}()
+	waitSubscribed(t, e.rdb, "corral:n:{z}:{z}", 1)
+	finish()
+	if v := <-got; !bytes.Equal(v, text) {
+		t.Fatalf("waiter got %d bytes; want the %d-byte value", len(v), len(text))
+	}
+	if v, err := waiter.Get(ctx, "{z}"); err != nil || !bytes.Equal(v, text) {
+		t.Fatalf("Get = %d bytes, %v", len(v), err)
+	}
+	if f := e.rdb.HGet(ctx, "corral:e:{z}:{z}", "f").Val(); f != "z" {
+		t.Fatalf("flags %q; want z", f)
+	}
+	// Random bytes do not compress, and small values are not tried: both
+	// stay plain.
+	random := make([]byte, 64<<10)
+	rand.Read(random)
+	for key, v := range map[string][]byte{"{r}": random, "{s}": []byte("small")} {
+		if err := holder.Set(ctx, key, v, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if h := e.rdb.HGetAll(ctx, "corral:e:"+key+":"+key).Val(); h["v"] != string(v) || h["f"] != "" {
+			t.Fatalf("%s stored as %d bytes of v, flags %q; want it plain", key, len(h["v"]), h["f"])
+		}
+		if got, err := waiter.Fetch(ctx, key, time.Minute, value("not me")); err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("Fetch(%s) = %d bytes, %v", key, len(got), err)
+		}
+	}
+}
