@@ -9,25 +9,25 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// breaker is the circuit breaker in front of Redis (github.com/sony/gobreaker).
-// After BreakerThreshold consecutive failed calls it opens: for
-// BreakerCooldown every call fails at once with ErrCircuitOpen, so Fetch
-// fails open without paying RedisTimeout on each call. Then it lets one call
-// through (half-open): a success closes it, a failure opens it again.
+// breaker is the circuit breaker in front of one Redis node (a single server,
+// or one Cluster master: a master failing over does not cut the others off)
+// (github.com/sony/gobreaker). After BreakerThreshold consecutive failed
+// calls it opens: for BreakerCooldown every call fails at once with
+// ErrCircuitOpen, so Fetch fails open without paying RedisTimeout on each
+// call. Then it lets one call through (half-open): a success closes it, a
+// failure opens it again.
 type breaker struct {
-	cb *gobreaker.CircuitBreaker[any]
-	// cause returns what went wrong with Redis lately, for the breaker's
-	// errors and warning; set once, before the first call.
-	cause func() error
+	cb    *gobreaker.CircuitBreaker[any]
+	cause func() error // what went wrong with Redis lately, for errors and the warning
 }
 
-func newBreaker(o Options, stats *counters) *breaker {
+func newBreaker(o Options, stats *counters, node string, cause func() error) *breaker {
 	if o.DisableBreaker {
 		return nil
 	}
-	b := &breaker{}
+	b := &breaker{cause: cause}
 	b.cb = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
-		Name:        "corral",
+		Name:        "corral " + node,
 		MaxRequests: 1,
 		Timeout:     o.BreakerCooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
@@ -42,9 +42,9 @@ func newBreaker(o Options, stats *counters) *breaker {
 			switch to {
 			case gobreaker.StateOpen:
 				stats.breakerOpens.Add(1)
-				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "cooldown", o.BreakerCooldown, "err", b.cause())
+				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "node", node, "cooldown", o.BreakerCooldown, "err", b.cause())
 			case gobreaker.StateClosed:
-				o.Logger.Info("corral: Redis answers again; circuit breaker closed")
+				o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", node)
 			}
 		},
 	})

@@ -65,7 +65,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      make(map[string]*flight),
 	}
-	c.store = newStore(rdb, o, newBreaker(o, &c.stats))
+	c.store = newStore(rdb, o, &c.stats)
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		c.store.reload = func() {
 			cc.ReloadState(context.Background())
@@ -187,7 +187,7 @@ func (c *Cache) countRedisError(ctx context.Context) {
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
-	s.BreakerOpen = c.store.breaker.open()
+	s.BreakerOpen = c.store.pipe.breakerOpen()
 	return s
 }
 

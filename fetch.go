@@ -191,6 +191,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			return answer{val: val, err: err, out: outMiss}, then
 		}
 		// WAIT: another process holds the lease.
+		leaseEnds = time.Now().Add(r.PTTL)
 		if sub == nil {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
@@ -198,7 +199,6 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			sub = c.notify.subscribe(f.ctx, f.names.Notice)
 			continue
 		}
-		leaseEnds = time.Now().Add(r.PTTL)
 		if a, done := c.awaitNotice(f, sub, r.PTTL); done {
 			return a, nil
 		}

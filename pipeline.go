@@ -68,8 +68,9 @@ type pipeline struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // nil off a Cluster
 	timeout time.Duration        // RedisTimeout
-	breaker *breaker             // nil when disabled
 	failed  func(err error)      // told of every failure that says Redis is unavailable
+	// newBreaker makes the circuit breaker of a node (nil when disabled).
+	newBreaker func(node string) *breaker
 
 	mu     sync.Mutex // guards queue and closed
 	queue  []*op
@@ -85,6 +86,7 @@ type pipeline struct {
 
 // liveness is what a pipeline knows of one node's health.
 type liveness struct {
+	breaker *breaker                // nil when disabled
 	heard   atomic.Int64            // when the node last answered anything (Unix ns)
 	refused atomic.Pointer[refusal] // the latest connection the node refused
 	probing atomic.Bool             // a probe is under way
@@ -103,9 +105,9 @@ type lastError struct {
 	at  time.Time
 }
 
-func newPipeline(rdb redis.UniversalClient, timeout time.Duration, b *breaker, failed func(error)) *pipeline {
+func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(error)) *pipeline {
 	p := &pipeline{
-		rdb: rdb, timeout: timeout, breaker: b, failed: failed,
+		rdb: rdb, timeout: timeout, failed: failed,
 		wake: make(chan struct{}, 1), slots: make(chan struct{}, maxBatches), stop: make(chan struct{}),
 	}
 	p.cluster, _ = rdb.(*redis.ClusterClient)
@@ -262,8 +264,18 @@ func (p *pipeline) liveness(addr string) *liveness {
 	if l, ok := p.nodes.Load(addr); ok {
 		return l.(*liveness)
 	}
-	l, _ := p.nodes.LoadOrStore(addr, &liveness{})
+	l, _ := p.nodes.LoadOrStore(addr, &liveness{breaker: p.newBreaker(addr)})
 	return l.(*liveness)
+}
+
+// breakerOpen reports whether the breaker of any node is open or half-open.
+func (p *pipeline) breakerOpen() bool {
+	open := false
+	p.nodes.Range(func(_, l any) bool {
+		open = l.(*liveness).breaker.open()
+		return !open
+	})
+	return open
 }
 
 // probe checks node, unless a probe is under way, bounded by half of
@@ -354,7 +366,7 @@ func (p *pipeline) run(node nodeRef, ops []*op, build func(*op) func(context.Con
 	bound := p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))
 	live := p.liveness(node.addr)
 	var cmds []redis.Cmder
-	err := p.breaker.run(func() error {
+	err := live.breaker.run(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), maxStalls*bound)
 		defer cancel()
 		type result struct {
@@ -418,8 +430,8 @@ func (p *pipeline) run(node nodeRef, ops []*op, build func(*op) func(context.Con
 		}
 	})
 	if err != nil {
-		if redisFailed(err) && !errors.Is(err, ErrCircuitOpen) && p.failed != nil {
-			p.failed(err)
+		if redisFailed(err) && p.failed != nil {
+			p.failed(err) // on a Cluster: reload the slot map (go-redis does it at most every 200ms)
 		}
 		return nil, err
 	}

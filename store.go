@@ -45,23 +45,22 @@ var (
 // the payload's encoding (compression, size limit) out of the protocol.
 type store struct {
 	pipe        *pipeline
-	breaker     *breaker // nil when disabled
-	inline      int      // Options.NoticeInlineLimit
-	noShard     bool     // Options.DisableShardedPubSub
-	compressMin int      // compress payloads of at least this many bytes; 0: never
-	maxValue    int      // Options.MaxValueBytes
-	reload      func()   // on a Cluster: re-learn which node serves which slot
+	inline      int    // Options.NoticeInlineLimit
+	noShard     bool   // Options.DisableShardedPubSub
+	compressMin int    // compress payloads of at least this many bytes; 0: never
+	maxValue    int    // Options.MaxValueBytes
+	reload      func() // on a Cluster: re-learn which node serves which slot
 
 	probeMu sync.Mutex             // one probe at a time
 	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
 }
 
-func newStore(rdb redis.UniversalClient, o Options, b *breaker) *store {
-	s := &store{breaker: b, inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes}
+func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
+	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
-	s.pipe = newPipeline(rdb, o.RedisTimeout, b, func(error) {
+	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
 		if s.reload != nil {
 			// A node may have failed over. go-redis learns new slot owners
 			// from MOVED replies, which a dead node never sends: ask it to
@@ -69,9 +68,7 @@ func newStore(rdb redis.UniversalClient, o Options, b *breaker) *store {
 			s.reload()
 		}
 	})
-	if b != nil {
-		b.cause = s.pipe.lastError
-	}
+	s.pipe.newBreaker = func(node string) *breaker { return newBreaker(o, stats, node, s.pipe.lastError) }
 	return s
 }
 
