@@ -13,8 +13,9 @@
 // For a cache key K under prefix P (Options.Prefix, default "corral"), corral
 // creates, and users may inspect with redis-cli:
 //
-//	P:e:{T}:K  entry: a hash with v (payload), s (soft expiry, server ms),
-//	           d (last load duration, ms), f (flags: "n" = not found)
+//	P:e:{T}:K  entry: a hash with v (payload; z instead when compressed),
+//	           s (soft expiry, server ms), d (last load duration, ms),
+//	           f (flags: "n" = not found, ...), t (the commit's lease token)
 //	P:l:{T}:K  lease: a string holding the current lease token, with PX = LeaseTTL
 //	P:n:{T}:K  notice channel: completion notices for waiters
 //
@@ -70,16 +71,25 @@
 // caller's context, bounded by LoadTimeout): a caller giving up never cancels
 // the load for the others. A loader's ErrNotFound is cached negatively for
 // NegativeTTL; other errors and panics reach every caller of that load and
-// are not cached. Every Redis call is bounded by RedisTimeout; when Redis
-// fails, Fetch calls the loader directly (fail-open), still once per key per
-// process, unless DisableFailOpen is set. After repeated failures a circuit
-// breaker skips Redis for a cool-down, then probes it and resumes.
+// are not cached.
+//
+// Slow is not down. Commands go through a pipeline: concurrent calls share
+// round trips, and a call's bound starts when it is sent. A node that
+// answers anything (a PING, when in doubt) is alive, however long a big
+// value takes on the wire; only a node that refuses connections, or stays
+// silent for RedisTimeout, fails a call. Then Fetch calls the loader
+// directly (fail-open), still once per key per process, unless
+// DisableFailOpen is set; flights already waiting for another process's load
+// keep waiting for it until its lease would expire; a holder's commit is
+// sent again until it lands. After repeated failures a node's circuit
+// breaker skips it for a cool-down, then lets one call through and resumes.
 //
 // On a Redis Cluster, every name of a key lives in one slot; waiters keep one
 // pub/sub connection per master node and follow their channels when slots
 // move.
 //
-// The Lua scripts are in scripts/*.lua; store.go runs them (through the
-// breaker of breaker.go) and notify.go holds the subscriptions. Nothing else
-// talks to Redis.
+// The Lua scripts are in scripts/*.lua; internal/wire builds and parses
+// their messages; store.go runs them through the pipeline of pipeline.go
+// (and the breakers of breaker.go), and notify.go holds the subscriptions.
+// Nothing else talks to Redis.
 package corral
