@@ -1,6 +1,7 @@
 package corral_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -339,5 +340,47 @@ func BenchmarkClusterStampede(b *testing.B) {
 			b.ReportMetric(float64(total)/float64(b.N)/float64(size.instances), "cmds/instance")
 			b.ReportMetric(float64(maxLoads), "max-loads")
 		})
+	}
+}
+
+// Values up to MaxValueBytes work on a Cluster too: a cold 16 MiB value,
+// 4 instances x 5 goroutines, one load; and one over a lowered limit is
+// served to its callers without being stored.
+func TestClusterBigValue(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	want := bigValue(16 << 20)
+	var loads atomic.Int32
+	var wg sync.WaitGroup
+	caches := make([]*corral.Cache, 4)
+	for i := range caches {
+		caches[i] = newCache(t, cl.Client(), &corral.Options{MaxValueBytes: 32 << 20})
+	}
+	for _, c := range caches {
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, err := c.Fetch(ctx, "cluster:big", time.Minute, func(context.Context) ([]byte, error) {
+					loads.Add(1)
+					return want, nil
+				})
+				if err != nil || !bytes.Equal(v, want) {
+					t.Errorf("Fetch = %d bytes, %v", len(v), err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if loads.Load() != 1 {
+		t.Fatalf("%d loads of a 16 MiB value on a Cluster; want 1", loads.Load())
+	}
+	noFailOpen(t, caches)
+	tooBig := bigValue(33 << 20)
+	if v, err := caches[0].Fetch(ctx, "cluster:huge", time.Minute, func(context.Context) ([]byte, error) { return tooBig, nil }); err != nil || len(v) != len(tooBig) {
+		t.Fatalf("Fetch over MaxValueBytes = %d bytes, %v", len(v), err)
+	}
+	if _, err := caches[1].Get(ctx, "cluster:huge"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("Get of a value over MaxValueBytes = %v; want ErrMiss", err)
 	}
 }
