@@ -30,6 +30,9 @@ func TestExpiryRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := expiryConfig()
 	cfg.RedisURL = srv.URL()
+	// A slow origin, so that a caller made to wait for a load stands far
+	// above the scheduling noise of a busy machine (see the p99 check).
+	cfg.OriginLatency = 150 * time.Millisecond
 	doc := run(t, cfg)
 	byName := results(t, doc)
 
@@ -68,12 +71,12 @@ func TestExpiryRealRedis(t *testing.T) {
 	// With stale-while-revalidate, only the callers of the first load of
 	// each key (80 of thousands of requests, well under 1%) wait for the
 	// origin; at every expiry after it they get the stale value at once.
-	// So corral's p99 stays below the origin's latency, where a cache that
-	// made callers wait at each expiry would have several percent of its
-	// requests wait a whole load. The margin absorbs a loaded machine.
+	// So corral's p99 stays well below the origin's latency (half of it),
+	// where a cache that made callers wait at each expiry would have several
+	// percent of its requests wait a whole load.
 	originMS := float64(cfg.OriginLatency / time.Millisecond)
-	if p99 := num(t, corral, "latency_ms", "p99"); p99 >= originMS+10 {
-		t.Errorf("corral p99 = %vms, want below the origin latency %vms (+10ms): callers waited at expiry", p99, originMS)
+	if p99 := num(t, corral, "latency_ms", "p99"); p99 >= originMS/2 {
+		t.Errorf("corral p99 = %vms, want below half the origin latency %vms: callers waited at expiry", p99, originMS)
 	}
 }
 
