@@ -116,8 +116,8 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lo
 		if !again {
 			return nil, fmt.Errorf("%w: %q is held by another holder (%d tries)", ErrNotObtained, key, tries)
 		}
-		if left := time.Duration(res[1]) * time.Millisecond; left > 0 && wait > left {
-			wait = left // the lock is free then, unless its holder refreshes it
+		if res[1] >= 0 { // the holder's lock expires in res[1] ms (rounded down)
+			wait = min(wait, time.Duration(res[1]+1)*time.Millisecond) // free then, unless refreshed
 		}
 		t := time.NewTimer(wait)
 		select {
