@@ -107,7 +107,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
-// recommit sends a commit again, with a growing pause, until it lands or is
+// recommit sends a commit again, with a pause growing to 250ms, until it lands or is
 // rejected, or until the lease has surely expired (until), or Close ends it.
 // Redis may have stalled (a pause, a fork), or a Cluster node died and its
 // replica, which has the lease, is being promoted: the commit then lands
@@ -128,7 +128,7 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 			t.Stop()
 			return // closing: the lease expires on its own
 		}
-		pause = min(2*pause, time.Second)
+		pause = min(2*pause, 250*time.Millisecond)
 		c.stats.commitRetries.Add(1)
 		var stored bool
 		stored, err = c.store.commit(c.drain, n, token, e)

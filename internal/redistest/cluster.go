@@ -193,6 +193,44 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 	return nil
 }
 
+// WaitReplicated waits until master's replicas have every write master has
+// taken so far (their replication offsets reach master's), as a test must
+// before it kills master and expects the promoted replica to hold what was
+// written: replication is asynchronous, and a busy machine delays it.
+func (c *Cluster) WaitReplicated(master *Server) {
+	c.t.Helper()
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer cl.Close()
+	offset := func(info, field string) int64 {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		return -1
+	}
+	info, err := cl.Info(ctx, "replication").Result()
+	if err != nil {
+		c.t.Fatalf("redistest: INFO replication: %v", err)
+	}
+	want := offset(info, "master_repl_offset")
+	replica := c.ReplicaOf(master)
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer rc.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && offset(info, "slave_repl_offset") >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: replica %s did not reach offset %d of %s within 10s", replica.Addr, want, master.Addr)
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+}
+
 // nodeID returns s's cluster node id.
 func (c *Cluster) nodeID(s *Server) string {
 	c.t.Helper()
