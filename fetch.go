@@ -256,7 +256,12 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	if c.opts.DisableFailOpen {
 		return answer{err: redisErr}, nil
 	}
-	c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+	if errors.Is(redisErr, ErrCircuitOpen) {
+		// The breaker warned once as it opened: no warning per call.
+		c.opts.Logger.Debug("corral: circuit breaker open; calling the loader directly (fail-open)", "key", f.key)
+	} else {
+		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+	}
 	val, took, err := c.runLoader(f.ctx, f.load)
 	a := answer{val: val, err: err, out: outFailOpen}
 	if !errors.Is(redisErr, ErrRedisTimeout) {
