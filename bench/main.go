@@ -48,6 +48,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -106,6 +108,7 @@ func run() error {
 	}
 	defer logW.Close()
 	logger := slog.New(slog.NewTextHandler(logW, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	redis.SetLogger(goRedisLogger{logger}) // go-redis's own messages (failed dials) go to the log too
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -248,4 +251,11 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// goRedisLogger sends go-redis's internal messages to the run's log.
+type goRedisLogger struct{ l *slog.Logger }
+
+func (g goRedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	g.l.WarnContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

@@ -182,34 +182,68 @@ func oneLoadScenario(name string) bool {
 	return strings.HasPrefix(name, "cold-stampede") || name == "big-value" || name == "redis-stall"
 }
 
+// column is one column of a scenario's table.
+type column struct {
+	head string
+	val  func(r SystemResult) string
+}
+
 func renderTable(b *strings.Builder, sc ScenarioResult) {
-	outage := false
+	steady, outage := false, false
 	for _, r := range sc.Results {
+		if r.ok() && r.LoadsPer1kRequests != nil {
+			steady = true
+		}
 		if r.ok() && r.RedisCommands == nil {
 			outage = true
 		}
 	}
-	if outage {
-		b.WriteString("| system | answered | errors | origin loads | peak origin concurrency | p50 ms | p99 ms | max ms | requests |\n|---|---|---|---|---|---|---|---|---|\n")
-	} else {
-		b.WriteString("| system | origin loads | peak origin concurrency | p50 ms | p99 ms | max ms | Redis commands | errors | requests |\n|---|---|---|---|---|---|---|---|---|\n")
-	}
-	for _, r := range sc.Results {
-		if !r.ok() {
-			fmt.Fprintf(b, "| %s | %s |  |  |  |  |  |  |  |\n", r.System, cell(r.Status))
-			continue
-		}
-		loads := fmt.Sprint(*r.OriginLoads)
+	loads := func(r SystemResult) string {
+		s := fmt.Sprint(*r.OriginLoads)
 		if len(r.OriginLoadsPerRound) > 1 {
-			loads += " (" + joinInts(r.OriginLoadsPerRound) + ")"
+			s += " (" + joinInts(r.OriginLoadsPerRound) + ")"
 		}
-		if outage {
-			fmt.Fprintf(b, "| %s | %d | %d | %s | %d | %s | %s | %s | %d |\n", r.System, *r.Answered, *r.Errors, loads,
-				*r.PeakOriginConcurrency, fmtMS(r.LatencyMS.P50), fmtMS(r.LatencyMS.P99), fmtMS(r.LatencyMS.Max), *r.Requests)
-			continue
+		return s
+	}
+	var (
+		cLoads    = column{"origin loads", loads}
+		cPer1k    = column{"loads per 1k requests", func(r SystemResult) string { return fmt.Sprintf("%.1f", *r.LoadsPer1kRequests) }}
+		cPeak     = column{"peak origin concurrency", func(r SystemResult) string { return fmt.Sprint(*r.PeakOriginConcurrency) }}
+		cP50      = column{"p50 ms", func(r SystemResult) string { return fmtMS(r.LatencyMS.P50) }}
+		cP99      = column{"p99 ms", func(r SystemResult) string { return fmtMS(r.LatencyMS.P99) }}
+		cMax      = column{"max ms", func(r SystemResult) string { return fmtMS(r.LatencyMS.Max) }}
+		cCommands = column{"Redis commands", func(r SystemResult) string { return optInt(r.RedisCommands) }}
+		cErrors   = column{"errors", func(r SystemResult) string { return fmt.Sprint(*r.Errors) }}
+		cRequests = column{"requests", func(r SystemResult) string { return fmt.Sprint(*r.Requests) }}
+		cAnswered = column{"answered", func(r SystemResult) string { return fmt.Sprint(*r.Answered) }}
+	)
+	var cols []column
+	switch {
+	case outage:
+		cols = []column{cAnswered, cErrors, cRequests, cLoads, cPer1k, cPeak, cP50, cP99, cMax}
+	case steady:
+		cols = []column{cRequests, cLoads, cPer1k, cPeak, cP50, cP99, cMax, cCommands, cErrors}
+	default:
+		cols = []column{cLoads, cPeak, cP50, cP99, cMax, cCommands, cErrors, cRequests}
+	}
+	b.WriteString("| system |")
+	for _, c := range cols {
+		b.WriteString(" " + c.head + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, r := range sc.Results {
+		b.WriteString("| " + r.System + " |")
+		for i, c := range cols {
+			switch {
+			case r.ok():
+				b.WriteString(" " + c.val(r) + " |")
+			case i == 0:
+				b.WriteString(" " + cell(r.Status) + " |")
+			default:
+				b.WriteString("  |")
+			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d |\n", r.System, loads, *r.PeakOriginConcurrency,
-			fmtMS(r.LatencyMS.P50), fmtMS(r.LatencyMS.P99), fmtMS(r.LatencyMS.Max), optInt(r.RedisCommands), *r.Errors, *r.Requests)
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	var errs []string
@@ -262,23 +296,45 @@ func peerWins(sc ScenarioResult) []string {
 		if r.OriginLoads == nil || c.OriginLoads == nil {
 			continue
 		}
-		if *r.OriginLoads < *c.OriginLoads {
-			out = append(out, fmt.Sprintf("**%s** makes fewer origin loads (%d against corral's %d): %s", r.System, *r.OriginLoads, *c.OriginLoads, why(r.System, "loads")))
+		// A peer that answered fewer requests than corral (Redis down) saves
+		// loads and time by failing: say so rather than credit its design.
+		failing := answeredShare(r) < answeredShare(c)
+		reason := func(measure string) string {
+			if failing {
+				return fmt.Sprintf("it answered %d of its %d requests (corral %d of %d): a request that fails costs no load and, failing early, less time.",
+					*r.Answered, *r.Requests, *c.Answered, *c.Requests)
+			}
+			return why(r.System, measure)
+		}
+		switch {
+		case r.LoadsPer1kRequests != nil && c.LoadsPer1kRequests != nil:
+			if *r.LoadsPer1kRequests < *c.LoadsPer1kRequests {
+				out = append(out, fmt.Sprintf("**%s** makes fewer origin loads per 1,000 requests (%.1f against corral's %.1f): %s",
+					r.System, *r.LoadsPer1kRequests, *c.LoadsPer1kRequests, reason("loads")))
+			}
+		case *r.OriginLoads < *c.OriginLoads:
+			out = append(out, fmt.Sprintf("**%s** makes fewer origin loads (%d against corral's %d): %s", r.System, *r.OriginLoads, *c.OriginLoads, reason("loads")))
 		}
 		if r.LatencyMS.P99 < c.LatencyMS.P99 {
-			out = append(out, fmt.Sprintf("**%s** has a lower p99 (%s ms against corral's %s): %s", r.System, fmtMS(r.LatencyMS.P99), fmtMS(c.LatencyMS.P99), why(r.System, "p99")))
+			out = append(out, fmt.Sprintf("**%s** has a lower p99 (%s ms against corral's %s): %s", r.System, fmtMS(r.LatencyMS.P99), fmtMS(c.LatencyMS.P99), reason("p99")))
 		}
 		if r.RedisCommands != nil && c.RedisCommands != nil && *r.RedisCommands < *c.RedisCommands {
 			out = append(out, fmt.Sprintf("**%s** costs Redis fewer commands (%d against corral's %d): %s", r.System, *r.RedisCommands, *c.RedisCommands, why(r.System, "commands")))
 		}
-		if *r.Answered > *c.Answered && r.RedisCommands == nil {
-			out = append(out, fmt.Sprintf("**%s** answers more requests (%d against corral's %d): %s", r.System, *r.Answered, *c.Answered, why(r.System, "answered")))
-		}
-		if *r.Errors < *c.Errors {
-			out = append(out, fmt.Sprintf("**%s** has fewer errors (%d against corral's %d): %s", r.System, *r.Errors, *c.Errors, why(r.System, "errors")))
+		if answeredShare(r) > answeredShare(c) {
+			out = append(out, fmt.Sprintf("**%s** answers a larger share of its requests (%d of %d against corral's %d of %d): %s",
+				r.System, *r.Answered, *r.Requests, *c.Answered, *c.Requests, why(r.System, "answered")))
 		}
 	}
 	return out
+}
+
+// answeredShare is the share of r's requests that got the right value.
+func answeredShare(r SystemResult) float64 {
+	if r.Requests == nil || *r.Requests == 0 {
+		return 0
+	}
+	return float64(*r.Answered) / float64(*r.Requests)
 }
 
 // whyText explains, per system and measure, why a peer can beat corral.

@@ -48,8 +48,9 @@ type SystemResult struct {
 	PeakOriginConcurrency *int64           `json:"peak_origin_concurrency,omitempty"`
 	LatencyMS             *Latency         `json:"latency_ms,omitempty"`
 	Requests              *int64           `json:"requests,omitempty"`
-	Answered              *int64           `json:"answered,omitempty"`       // requests that got the origin's value
-	RedisCommands         *int64           `json:"redis_commands,omitempty"` // mean per round
+	Answered              *int64           `json:"answered,omitempty"`              // requests that got the origin's value
+	LoadsPer1kRequests    *float64         `json:"loads_per_1k_requests,omitempty"` // steady traffic: origin loads per 1,000 requests
+	RedisCommands         *int64           `json:"redis_commands,omitempty"`        // mean per round
 	RedisCommandsByName   map[string]int64 `json:"redis_commands_by_name,omitempty"`
 	Errors                *int64           `json:"errors,omitempty"`
 	FirstError            string           `json:"first_error,omitempty"`

@@ -29,6 +29,7 @@ type recorder struct {
 	hist     *hdrhistogram.Histogram
 	requests int64
 	errors   int64
+	maxUS    int64 // the exact maximum (the histogram's is rounded up to its precision)
 	firstErr error
 }
 
@@ -40,7 +41,9 @@ func newRecorder() *recorder { return &recorder{hist: newHistogram()} }
 func (r *recorder) record(took time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_ = r.hist.RecordValue(max(took.Microseconds(), 1))
+	us := max(took.Microseconds(), 1)
+	_ = r.hist.RecordValue(us)
+	r.maxUS = max(r.maxUS, us)
 	r.requests++
 	if err != nil {
 		r.errors++
@@ -266,7 +269,7 @@ func (r *runner) runScenario(ctx context.Context, sc *Scenario, syss []System) (
 		case failed[sys.Name] != "":
 			sr.Status = "failed: " + failed[sys.Name]
 		default:
-			summarize(&sr, trials[sys.Name], sc.Outage)
+			summarize(&sr, trials[sys.Name], sc)
 		}
 		res.Results = append(res.Results, sr)
 	}
@@ -287,13 +290,13 @@ func runnableSystems(sc *Scenario, syss []System) []System {
 // summarize sums one system's trials up: origin loads are the most of any
 // round (every round is listed), latency is over every request of every
 // round, Redis commands are the mean per round.
-func summarize(sr *SystemResult, ts []*trial, outage bool) {
+func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	if len(ts) == 0 {
 		sr.Status = "failed: no trial ran"
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, reqs, errs, cmdTotal int64
+	var loads, peak, reqs, errs, cmdTotal, maxUS int64
 	byName := map[string]int64{}
 	var first error
 	for _, t := range ts {
@@ -301,6 +304,7 @@ func summarize(sr *SystemResult, ts []*trial, outage bool) {
 		loads = max(loads, t.loads)
 		peak = max(peak, t.peak)
 		hist.Merge(t.rec.hist)
+		maxUS = max(maxUS, t.rec.maxUS)
 		reqs += t.rec.requests
 		errs += t.rec.errors
 		if first == nil {
@@ -317,7 +321,7 @@ func summarize(sr *SystemResult, ts []*trial, outage bool) {
 	sr.LatencyMS = &Latency{
 		P50: ms(hist.ValueAtQuantile(50)),
 		P99: ms(hist.ValueAtQuantile(99)),
-		Max: ms(hist.Max()),
+		Max: ms(maxUS),
 	}
 	sr.Requests = &reqs
 	answered := reqs - errs
@@ -326,7 +330,15 @@ func summarize(sr *SystemResult, ts []*trial, outage bool) {
 	if first != nil {
 		sr.FirstError = first.Error()
 	}
-	if !outage {
+	if sc.Workload == steady && reqs > 0 {
+		var sum int64
+		for _, t := range ts {
+			sum += t.loads
+		}
+		per := float64(int(float64(sum)*1000/float64(reqs)*10+0.5)) / 10
+		sr.LoadsPer1kRequests = &per
+	}
+	if !sc.Outage {
 		mean := (cmdTotal + n/2) / n
 		sr.RedisCommands = &mean
 		sr.RedisCommandsByName = map[string]int64{}

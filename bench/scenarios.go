@@ -157,6 +157,7 @@ func scenarios(quick bool) []*Scenario {
 			Workload: steady, Instances: 8, Goroutines: 25, Keys: 10, Outage: true,
 			OriginLatency: 20 * time.Millisecond, ValueSize: 1 << 10, TTL: 5 * time.Minute,
 			Duration: 3 * time.Second, Think: 10 * time.Millisecond, Rounds: 1,
+			Timeout: 5 * time.Second, // a caller's deadline: without one, a system that hangs would hang the run
 		},
 		{
 			Name: "long-load",
