@@ -319,8 +319,8 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	sr.OriginLoads = &loads
 	sr.PeakOriginConcurrency = &peak
 	sr.LatencyMS = &Latency{
-		P50: ms(hist.ValueAtQuantile(50)),
-		P99: ms(hist.ValueAtQuantile(99)),
+		P50: ms(min(hist.ValueAtQuantile(50), maxUS)), // the histogram rounds up to its precision
+		P99: ms(min(hist.ValueAtQuantile(99), maxUS)),
 		Max: ms(maxUS),
 	}
 	sr.Requests = &reqs
