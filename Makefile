@@ -52,7 +52,7 @@ soak: redis-server
 # BENCHFLAGS adds flags, e.g. BENCHFLAGS='-label "development run"'.
 BENCHFLAGS ?=
 bench: redis-server
-	cd bench && $(GO) run . -out .. -command 'make bench $(BENCHFLAGS)' $(BENCHFLAGS)
+	cd bench && $(GO) run . -out .. -command 'make bench' $(BENCHFLAGS)
 
 # The bench module's own quick checks (results.json shape, BENCHMARKS.md
 # rendering); no Redis needed.

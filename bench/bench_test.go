@@ -220,3 +220,28 @@ func TestOrigin(t *testing.T) {
 		t.Errorf("loads %d, peak %d", o.loads.Load(), o.peak.Load())
 	}
 }
+
+// TestCharts draws the fixture's charts: one per measure and scenario, as
+// PNG files named in BENCHMARKS.md's links.
+func TestCharts(t *testing.T) {
+	dir := t.TempDir()
+	charts, err := writeCharts(fixture(t), dir, "bench/charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"cold-stampede-20ms": {"bench/charts/cold-stampede-20ms-p99.png", "bench/charts/cold-stampede-20ms-loads.png"},
+		"hit-path":           {"bench/charts/hit-path.png"},
+	}
+	for sc, files := range want {
+		if !slices.Equal(charts[sc], files) {
+			t.Errorf("%s: charts %v, want %v", sc, charts[sc], files)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
+			if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
+				t.Errorf("%s is not a PNG file: %v", f, err)
+			}
+		}
+	}
+}

@@ -98,11 +98,11 @@ func barChart(path, title, unit string, res *Results, bars []bar) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = unit
-	p.X.Label.Text = fmt.Sprintf("%s; Redis %s; %s", res.Machine, res.Redis, res.Command)
-	p.X.Label.TextStyle.Font.Size = vg.Points(7)
+	p.X.Label.Text = fmt.Sprintf("%s\nRedis %s; %s", res.Machine, res.Redis, res.Command)
 	if res.Label != "" {
-		p.Title.Text += " (" + res.Label + ")"
+		p.X.Label.Text = res.Label + "\n" + p.X.Label.Text
 	}
+	p.X.Label.TextStyle.Font.Size = vg.Points(7)
 	vals := make(plotter.Values, len(bars))
 	names := make([]string, len(bars))
 	labels := plotter.XYLabels{XYs: make(plotter.XYs, len(bars)), Labels: make([]string, len(bars))}
@@ -138,7 +138,7 @@ func barChart(path, title, unit string, res *Results, bars []bar) error {
 	p.NominalX(names...)
 	p.Y.Min = 0
 	p.Y.Max = max(top*1.15, 1)
-	return p.Save(7*vg.Inch, 3.5*vg.Inch, path)
+	return p.Save(8*vg.Inch, 3.8*vg.Inch, path)
 }
 
 func fmtValue(v float64) string {

@@ -36,6 +36,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +69,7 @@ type config struct {
 	command    string
 	noProgress bool
 	logFile    string
+	render     string
 }
 
 func run() error {
@@ -80,7 +82,12 @@ func run() error {
 	flag.StringVar(&cfg.command, "command", "", "the command to name as the producer of the outputs (default: this command line)")
 	flag.BoolVar(&cfg.noProgress, "no-progress", false, "no progress bar on stderr")
 	flag.StringVar(&cfg.logFile, "log", "", "file for the systems' log output (default: a temporary file, named at the end)")
+	flag.StringVar(&cfg.render, "render", "", "run nothing: render BENCHMARKS.md and the charts again from this results.json")
 	flag.Parse()
+
+	if cfg.render != "" {
+		return render(cfg)
+	}
 
 	scs, syss, err := selection(cfg)
 	if err != nil {
@@ -89,6 +96,8 @@ func run() error {
 	command := cfg.command
 	if command == "" {
 		command = "go run . " + strings.Join(os.Args[1:], " ")
+	} else if extra := setFlags("out", "command"); extra != "" {
+		command += " BENCHFLAGS='" + extra + "'"
 	}
 	label := cfg.label
 	if label == "" && (cfg.quick || cfg.scenarios != "" || cfg.systems != "") {
@@ -150,21 +159,61 @@ func run() error {
 	res.DurationS = float64(time.Since(started).Round(time.Second) / time.Second)
 	res.LoadAvg.End = loadAvg()
 
-	benchDir := filepath.Join(cfg.out, "bench")
-	charts, err := writeCharts(res, filepath.Join(benchDir, "charts"), "bench/charts")
+	if err := writeJSON(filepath.Join(cfg.out, "bench", "results.json"), res); err != nil {
+		return err
+	}
+	if err := writeReport(cfg.out, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: done in %v; the systems' log is %s\n", time.Since(started).Round(time.Second), logPath)
+	return nil
+}
+
+// writeReport writes BENCHMARKS.md in out and the charts in out/bench/charts.
+func writeReport(out string, res *Results) error {
+	charts, err := writeCharts(res, filepath.Join(out, "bench", "charts"), "bench/charts")
 	if err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(benchDir, "results.json"), res); err != nil {
+	md := filepath.Join(out, "BENCHMARKS.md")
+	if err := os.WriteFile(md, []byte(markdown(res, charts)), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cfg.out, "BENCHMARKS.md"), []byte(markdown(res, charts)), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "bench: wrote %s, %s and %d chart files in %v; the systems' log is %s\n",
-		filepath.Join(cfg.out, "BENCHMARKS.md"), filepath.Join(benchDir, "results.json"), countCharts(charts),
-		time.Since(started).Round(time.Second), logPath)
+	fmt.Fprintf(os.Stderr, "bench: wrote %s and %d charts in %s\n", md, countCharts(charts), filepath.Join(out, "bench", "charts"))
 	return nil
+}
+
+// render writes BENCHMARKS.md and the charts again from a results.json,
+// without running anything: for changes to the report's text.
+func render(cfg config) error {
+	b, err := os.ReadFile(cfg.render)
+	if err != nil {
+		return err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", cfg.render, err)
+	}
+	return writeReport(cfg.out, &res)
+}
+
+// setFlags lists the flags set on the command line, but those named in
+// except, as -name=value.
+func setFlags(except ...string) string {
+	var out []string
+	flag.Visit(func(f *flag.Flag) {
+		for _, e := range except {
+			if f.Name == e {
+				return
+			}
+		}
+		v := f.Value.String()
+		if strings.ContainsAny(v, " \"'") {
+			v = strconv.Quote(v)
+		}
+		out = append(out, "-"+f.Name+"="+v)
+	})
+	return strings.Join(out, " ")
 }
 
 // selection returns the scenarios and systems cfg asks for.

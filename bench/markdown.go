@@ -49,7 +49,7 @@ func markdown(res *Results, charts map[string][]string) string {
 	w("\n")
 
 	w("## Measures\n\n")
-	w(methodText)
+	b.WriteString(methodText)
 	w("\n")
 
 	for _, sc := range res.Scenarios {
@@ -82,6 +82,7 @@ const methodText = `- **origin loads**: calls of the loader, counted at the orig
 - **Redis commands**: the server's ` + "`INFO commandstats`" + ` calls, after the trial minus before it, summed over commands, mean per round. The benchmark's own commands (INFO, FLUSHALL, DEBUG) and connection set-up (HELLO, AUTH, SELECT, CLIENT …) are left out. **Redis 7.0 counts the commands a Lua script runs inside (` + "`redis.call`" + `) in commandstats too**, under their own names, besides the EVAL/EVALSHA that ran the script: so a system whose client sends one EVALSHA that runs three commands counts four here. This is server work, not client round trips; the per-command split is in results.json (` + "`redis_commands_by_name`" + `), where EVAL/EVALSHA are the client's script calls. ` + "`corral demo --json`" + ` counts client commands on the client side instead. Pub/sub notices are not commands; (S)SUBSCRIBE and (S)UNSUBSCRIBE are.
 - **errors**: requests that returned an error or bytes other than the origin's value for the key. **answered** (redis-outage): requests that got the right value.
 - **hit-path**: ns/op and allocs/op of one goroutine's hits, measured like ` + "`testing.B`" + ` (wall time and heap allocations of every goroutine, divided by the calls), median of the rounds.
+- **Where a peer beats corral** lists every measure on which a peer did better, with the reason; timings count only when they are more than 5% apart.
 - A row that says **not built yet** is a system that does not exist yet; **cannot** is a scenario the system cannot run; **failed** is a trial that could not run to the end (the reason follows).
 `
 
@@ -136,7 +137,7 @@ func targets(res *Results) [][2]string {
 			if r.System == "corral" || !r.ok() || r.OriginLoads == nil || *r.OriginLoads != 1 || r.LatencyMS == nil {
 				continue
 			}
-			if r.LatencyMS.P99 < c.LatencyMS.P99 {
+			if clearlyBelow(r.LatencyMS.P99, c.LatencyMS.P99) {
 				best += fmt.Sprintf(", %s %s ms", r.System, fmtMS(r.LatencyMS.P99))
 			}
 		}
@@ -288,7 +289,7 @@ func peerWins(sc ScenarioResult) []string {
 			continue
 		}
 		if c.NsPerOp != nil && r.NsPerOp != nil {
-			if *r.NsPerOp < *c.NsPerOp {
+			if clearlyBelow(*r.NsPerOp, *c.NsPerOp) {
 				out = append(out, fmt.Sprintf("**%s** hits faster (%.0f ns/op against corral's %.0f): %s", r.System, *r.NsPerOp, *c.NsPerOp, why(r.System, "hit")))
 			}
 			continue
@@ -315,7 +316,7 @@ func peerWins(sc ScenarioResult) []string {
 		case *r.OriginLoads < *c.OriginLoads:
 			out = append(out, fmt.Sprintf("**%s** makes fewer origin loads (%d against corral's %d): %s", r.System, *r.OriginLoads, *c.OriginLoads, reason("loads")))
 		}
-		if r.LatencyMS.P99 < c.LatencyMS.P99 {
+		if clearlyBelow(r.LatencyMS.P99, c.LatencyMS.P99) {
 			out = append(out, fmt.Sprintf("**%s** has a lower p99 (%s ms against corral's %s): %s", r.System, fmtMS(r.LatencyMS.P99), fmtMS(c.LatencyMS.P99), reason("p99")))
 		}
 		if r.RedisCommands != nil && c.RedisCommands != nil && *r.RedisCommands < *c.RedisCommands {
@@ -328,6 +329,13 @@ func peerWins(sc ScenarioResult) []string {
 	}
 	return out
 }
+
+// noise is the relative difference under which two timings are not told
+// apart: runs of the same system differ by about that much.
+const noise = 0.05
+
+// clearlyBelow reports whether timing a is lower than b by more than noise.
+func clearlyBelow(a, b float64) bool { return a < b*(1-noise) }
 
 // answeredShare is the share of r's requests that got the right value.
 func answeredShare(r SystemResult) float64 {
@@ -345,7 +353,8 @@ var whyText = map[string]string{
 	"rueidisaside/p99":        "its waiters are woken by Redis's invalidation push for the lock key (RESP3 client-side caching, on a connection they already hold), and reads after that come from process memory without a round trip.",
 	"redsync/p99":             "its waiters retry the lock 50–250 ms apart and then read the value with a GET; when the load ends just before a retry, they are early.",
 	"seed/p99":                "its waiters poll every 100 ms; when the load ends just before a poll, they are early.",
-	"sturdyc/loads":           "each instance keeps its own in-memory copy for a full TTL from when it read it, and the Redis copy lives a TTL from its write, so a value is served up to two TTLs after its load: fewer loads, older data.",
+	"sturdyc/loads":           "it keeps every value it loaded or read in the instance's memory for a full TTL and answers from there without Redis, so it loads again only when that copy expires: a value can be served up to two TTLs after its load (a TTL in Redis, then a TTL in memory), so fewer loads means older data.",
+	"go-redis-cache/loads":    "its singleflight holds a process's callers of a key together for the whole call, the Redis round trip included, so while Redis calls are slow (here: failing dials) more callers share each load.",
 	"rueidisaside/loads":      "its client-side cache keeps a value until Redis invalidates it or its TTL ends.",
 	"naive/commands":          "a hit is one GET and a miss adds one SET; it has no lease and never waits through Redis.",
 	"seed/commands":           "a hit is one GET; its lock is a plain SET NX and DEL, not scripts.",
@@ -367,7 +376,7 @@ func why(system, measure string) string {
 	}
 	switch measure {
 	case "hit":
-		return "a hit is one plain GET: the same round trip as corral's hit, without fetch.lua's work on the server (the entry's fields, the server's clock, the early-refresh draw) or corral's flight bookkeeping in the client."
+		return "a hit is one plain GET. corral's hit is one EVALSHA of fetch.lua, which runs HMGET and TIME inside (see redis_commands_by_name), handed to corral's flight and pipeline goroutines: more work on the server and in the client (see allocs/op)."
 	case "commands":
 		return "INFO commandstats also counts the commands corral's scripts run inside (see redis_commands_by_name in results.json)."
 	case "answered", "errors":

@@ -126,7 +126,7 @@ func scenarios(quick bool) []*Scenario {
 				"Fewer origin loads for the same traffic is better; so is a low p99.",
 			Workload: steady, Instances: 8, Goroutines: 16, Keys: 10_000, Zipf: true,
 			OriginLatency: 20 * time.Millisecond, ValueSize: 1 << 10, TTL: 2 * time.Second, StaleTTL: 2 * time.Second,
-			Duration: 10 * time.Second, Think: 5 * time.Millisecond, Rounds: 1,
+			Duration: 30 * time.Second, Think: 5 * time.Millisecond, Rounds: 1,
 		},
 		{
 			Name: "hit-path",
