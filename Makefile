@@ -4,7 +4,7 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet fuzz soak bench demo
+.PHONY: test redis-server vet fuzz soak bench bench-check gobench demo
 
 # make test runs the fuzz targets and the soak briefly; `make fuzz` and
 # `make soak` run them longer (FUZZTIME=..., SOAKTIME=...).
@@ -45,7 +45,22 @@ fuzz:
 soak: redis-server
 	$(GO) run ./cmd/corral soak --duration $(SOAKTIME) --processes 4 --no-progress
 
+# make bench runs corral beside its peers (the bench/ module, which has its
+# own go.mod so the peers never enter corral's) on a private redis-server and
+# writes BENCHMARKS.md, bench/results.json and bench/charts/*.png: about 10
+# minutes on 2 cores. Publish only what a quiet machine produced.
+# BENCHFLAGS adds flags, e.g. BENCHFLAGS='-label "development run"'.
+BENCHFLAGS ?=
 bench: redis-server
+	cd bench && $(GO) run . -out .. -command 'make bench' $(BENCHFLAGS)
+
+# The bench module's own quick checks (results.json shape, BENCHMARKS.md
+# rendering); no Redis needed.
+bench-check:
+	cd bench && $(GO) vet ./... && $(GO) test ./...
+
+# The Go benchmarks of the corral package (go test -bench).
+gobench: redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 demo:

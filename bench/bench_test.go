@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture is a small run's results, as run() builds them: a burst with
+// corral, a not-built system and a peer, and the hit path.
+func fixture(t *testing.T) *Results {
+	t.Helper()
+	rec := func(ms ...int) *recorder {
+		r := newRecorder()
+		for _, m := range ms {
+			r.record(time.Duration(m)*time.Millisecond, nil)
+		}
+		return r
+	}
+	sc := scenarios(false)[0] // cold-stampede-20ms
+	var corralRow, naiveRow SystemResult
+	corralRow.System, naiveRow.System = "corral", "naive"
+	summarize(&corralRow, []*trial{
+		{loads: 1, peak: 1, rec: rec(21, 22, 23), commands: map[string]int64{"evalsha": 10, "time": 10}, commandTotal: 20},
+		{loads: 1, peak: 1, rec: rec(21, 22, 30), commands: map[string]int64{"evalsha": 12, "time": 12}, commandTotal: 24},
+	}, sc)
+	summarize(&naiveRow, []*trial{
+		{loads: 3, peak: 3, rec: rec(20, 20, 20), commands: map[string]int64{"get": 3, "set": 3}, commandTotal: 6},
+		{loads: 3, peak: 3, rec: rec(20, 20, 20), commands: map[string]int64{"get": 3, "set": 3}, commandTotal: 6},
+	}, sc)
+	f := func(v float64) *float64 { return &v }
+	return &Results{
+		Machine: "2 x test CPU", Redis: "7.0.15", Command: "make bench", Go: "go1.26", Started: "2026-01-01T00:00:00Z",
+		Label: "development run",
+		Scenarios: []ScenarioResult{
+			{
+				Name: sc.Name, Description: sc.Description, Setup: sc.Setup(), Rounds: 2,
+				Results: []SystemResult{corralRow, {System: "corral-near", Status: notBuilt}, naiveRow},
+			},
+			{
+				Name: "hit-path", RatioVsRawGet: f(1.1), Rounds: 3,
+				Results: []SystemResult{
+					{System: rawGet, NsPerOp: f(30000), AllocsPerOp: f(7)},
+					{System: "corral", NsPerOp: f(33000), AllocsPerOp: f(20)},
+					{System: "corral-near", Status: notBuilt},
+					{System: "sturdyc", NsPerOp: f(300), AllocsPerOp: f(4)},
+				},
+			},
+		},
+	}
+}
+
+// TestResultsShape checks results.json against the shape issue 13 gives.
+func TestResultsShape(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := writeJSON(path, fixture(t)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Machine   string `json:"machine"`
+		Redis     string `json:"redis"`
+		Command   string `json:"command"`
+		Scenarios []struct {
+			Name          string           `json:"name"`
+			RatioVsRawGet *float64         `json:"ratio_vs_raw_get"`
+			Results       []map[string]any `json:"results"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Machine == "" || doc.Redis != "7.0.15" || doc.Command != "make bench" {
+		t.Errorf("provenance: %+v", doc)
+	}
+	burst := doc.Scenarios[0].Results
+	for _, k := range []string{"system", "origin_loads", "peak_origin_concurrency", "latency_ms", "redis_commands", "errors"} {
+		if _, ok := burst[0][k]; !ok {
+			t.Errorf("burst row has no %q: %v", k, burst[0])
+		}
+	}
+	lat := burst[0]["latency_ms"].(map[string]any)
+	for _, k := range []string{"p50", "p99", "max"} {
+		if _, ok := lat[k]; !ok {
+			t.Errorf("latency_ms has no %q", k)
+		}
+	}
+	if burst[0]["origin_loads"].(float64) != 1 || burst[0]["redis_commands"].(float64) != 22 || burst[0]["errors"].(float64) != 0 {
+		t.Errorf("corral row: %v", burst[0])
+	}
+	if lat["max"].(float64) != 30 {
+		t.Errorf("max over rounds: %v", lat["max"])
+	}
+	if burst[1]["status"] != notBuilt || burst[1]["origin_loads"] != nil {
+		t.Errorf("a system not built yet must say so and carry no numbers: %v", burst[1])
+	}
+	hit := doc.Scenarios[1]
+	if hit.RatioVsRawGet == nil || *hit.RatioVsRawGet != 1.1 {
+		t.Errorf("ratio_vs_raw_get: %v", hit.RatioVsRawGet)
+	}
+	for _, k := range []string{"ns_per_op", "allocs_per_op"} {
+		if _, ok := hit.Results[1][k]; !ok {
+			t.Errorf("hit row has no %q", k)
+		}
+	}
+}
+
+// TestMarkdown checks that BENCHMARKS.md shows provenance, targets, every
+// system (those not built yet included) and the peers' wins with a reason.
+func TestMarkdown(t *testing.T) {
+	md := markdown(fixture(t), map[string][]string{"cold-stampede-20ms": {"bench/charts/cold-stampede-20ms-p99.png"}})
+	for _, want := range []string{
+		"**development run.**",
+		"`make bench`", "redis-server 7.0.15", "2 x test CPU",
+		"| corral: exactly 1 origin load per key in every cold-stampede, big-value and redis-stall round (hard) | met in all 1 scenarios run |",
+		"corral's Redis hit at most 1.2x a raw GET | met: 1.10x",
+		"corral-near's hit at most 250 ns | not built yet",
+		"| corral | 1 (1, 1) | 1 |",
+		"| corral-near | not built yet |",
+		"| naive | 3 (3, 3) | 3 |",
+		"![cold-stampede-20ms](bench/charts/cold-stampede-20ms-p99.png)",
+		"**naive** has a lower p99",
+		"**naive** costs Redis fewer commands (6 against corral's 22)",
+		"**sturdyc** hits faster (300 ns/op against corral's 33000)",
+		"commandstats",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "**naive** makes fewer origin loads") {
+		t.Error("naive made more loads, not fewer")
+	}
+}
+
+func TestTargetsMissed(t *testing.T) {
+	res := fixture(t)
+	r := &res.Scenarios[0].Results[0]
+	r.OriginLoadsPerRound = []int64{1, 2}
+	two := int64(2)
+	r.OriginLoads = &two
+	got := targets(res)
+	if !strings.Contains(got[0][1], "**missed** in cold-stampede-20ms (loads per round 1, 2)") {
+		t.Errorf("hard target: %q", got[0][1])
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	before := parseCommandStats("# Commandstats\r\ncmdstat_get:calls=3,usec=9,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\ncmdstat_info:calls=1,usec=1\r\n")
+	after := parseCommandStats("# Commandstats\r\ncmdstat_get:calls=5,usec=9\r\ncmdstat_evalsha:calls=2,usec=9\r\ncmdstat_info:calls=3,usec=1\r\ncmdstat_client|setinfo:calls=4,usec=1\r\ncmdstat_hello:calls=2,usec=1\r\n")
+	by, total := after.sub(before)
+	if total != 4 || by["get"] != 2 || by["evalsha"] != 2 || len(by) != 2 {
+		t.Errorf("sub = %v, %d; want get 2, evalsha 2 (INFO and connection set-up left out)", by, total)
+	}
+	if got := sortedNames(by); !slices.Equal(got, []string{"evalsha", "get"}) {
+		t.Errorf("sortedNames = %v", got)
+	}
+}
+
+// TestScenarios checks the issue's scenarios are all there, and that -quick
+// shrinks them.
+func TestScenarios(t *testing.T) {
+	var names []string
+	for _, s := range scenarios(false) {
+		names = append(names, s.Name)
+		if s.Rounds < 1 || s.Timeout <= 0 || s.Setup() == "" {
+			t.Errorf("%s: rounds %d, timeout %v", s.Name, s.Rounds, s.Timeout)
+		}
+	}
+	want := []string{"cold-stampede-20ms", "cold-stampede-200ms", "cold-stampede-2s", "expiry-zipf", "hit-path", "big-value", "redis-stall", "redis-outage", "long-load"}
+	if !slices.Equal(names, want) {
+		t.Errorf("scenarios = %v, want %v", names, want)
+	}
+	full, quick := scenarios(false)[0], scenarios(true)[0]
+	if full.requests() != 2000 || quick.requests() >= full.requests() || quick.Rounds != 1 {
+		t.Errorf("cold-stampede: full %d requests, quick %d in %d rounds", full.requests(), quick.requests(), quick.Rounds)
+	}
+}
+
+// TestSystems checks the system list: corral-near is listed but not built,
+// every other system can be made.
+func TestSystems(t *testing.T) {
+	sc := scenarios(false)[0]
+	for _, s := range systems {
+		switch {
+		case s.Name == "corral-near":
+			if s.status(sc) != notBuilt {
+				t.Errorf("corral-near: %q", s.status(sc))
+			}
+		case s.status(sc) != "":
+			t.Errorf("%s cannot run %s: %s", s.Name, sc.Name, s.status(sc))
+		}
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	o := &origin{values: newValues(1000)}
+	a, err := o.load(context.Background(), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := o.load(context.Background(), "k1")
+	c, _ := o.load(context.Background(), "k2")
+	if len(a) != 1000 || string(a) != string(b) || string(a) == string(c) {
+		t.Error("a key's value must be the same on every load and differ from another key's")
+	}
+	a[0]++
+	if check(b, nil, "k1", o.values) != nil || check(a, nil, "k1", o.values) == nil {
+		t.Error("check must accept the origin's bytes only, and a caller's copy must be its own")
+	}
+	if o.loads.Load() != 3 || o.peak.Load() != 1 {
+		t.Errorf("loads %d, peak %d", o.loads.Load(), o.peak.Load())
+	}
+}
+
+// TestCharts draws the fixture's charts: one per measure and scenario, as
+// PNG files named in BENCHMARKS.md's links.
+func TestCharts(t *testing.T) {
+	dir := t.TempDir()
+	charts, err := writeCharts(fixture(t), dir, "bench/charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"cold-stampede-20ms": {"bench/charts/cold-stampede-20ms-p99.png", "bench/charts/cold-stampede-20ms-loads.png"},
+		"hit-path":           {"bench/charts/hit-path.png"},
+	}
+	for sc, files := range want {
+		if !slices.Equal(charts[sc], files) {
+			t.Errorf("%s: charts %v, want %v", sc, charts[sc], files)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
+			if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
+				t.Errorf("%s is not a PNG file: %v", f, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// runner runs the trials of every scenario on one Redis server.
+type runner struct {
+	srv      *server
+	logger   *slog.Logger
+	progress *progress
+	seq      int // trials run, for key namespaces
+}
+
+// recorder collects the requests of one trial: latency in µs in an HDR
+// histogram, counts, and the first error. It is safe for concurrent use.
+type recorder struct {
+	mu       sync.Mutex
+	hist     *hdrhistogram.Histogram
+	requests int64
+	errors   int64
+	maxUS    int64 // the exact maximum (the histogram's is rounded up to its precision)
+	firstErr error
+}
+
+// Latencies are kept in µs, from 1 µs to 10 min, with 3 significant digits.
+func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 600_000_000, 3) }
+
+func newRecorder() *recorder { return &recorder{hist: newHistogram()} }
+
+func (r *recorder) record(took time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	us := max(took.Microseconds(), 1)
+	_ = r.hist.RecordValue(us)
+	r.maxUS = max(r.maxUS, us)
+	r.requests++
+	if err != nil {
+		r.errors++
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+	}
+}
+
+// trial is what one system's run of a scenario measured.
+type trial struct {
+	loads, peak  int64
+	rec          *recorder
+	commands     map[string]int64 // nil when Redis was down
+	commandTotal int64
+	elapsed      time.Duration
+}
+
+// instances makes the app instances of a trial, each with its own go-redis
+// client, connected before the trial starts (so connection set-up is not
+// part of the run). close closes them and their clients.
+func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *origin, ns string, n int) (insts []Instance, closeAll func(), err error) {
+	var clients []*redis.Client
+	closeAll = func() {
+		for _, in := range insts {
+			_ = in.Close()
+		}
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	for range n {
+		c := redis.NewClient(&redis.Options{Addr: r.srv.Addr})
+		clients = append(clients, c)
+		if err := c.Ping(ctx).Err(); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("bench: connect to Redis: %w", err)
+		}
+		in, err := sys.New(Env{
+			Addr: r.srv.Addr, Redis: c, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL,
+			Load: o.load, Logger: r.logger,
+		})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("bench: %s: %w", sys.Name, err)
+		}
+		insts = append(insts, in)
+	}
+	return insts, closeAll, nil
+}
+
+// run runs one trial of a burst or steady scenario.
+func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values) (*trial, error) {
+	r.seq++
+	ns := fmt.Sprintf("bench:%d:", r.seq)
+	if err := r.srv.admin.FlushAll(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("bench: FLUSHALL: %w", err)
+	}
+	o := &origin{latency: sc.OriginLatency, values: vals}
+	insts, closeAll, err := r.instances(ctx, sc, sys, o, ns, sc.Instances)
+	if err != nil {
+		return nil, err
+	}
+	before, err := r.srv.commandStats(ctx)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if sc.Outage {
+		r.srv.Kill()
+	}
+	rec := newRecorder()
+	start := time.Now()
+	if sc.Workload == steady {
+		r.steady(ctx, sc, insts, rec, vals)
+	} else {
+		r.burst(ctx, sc, insts, rec, vals)
+	}
+	t := &trial{rec: rec, elapsed: time.Since(start)}
+	closeAll()
+	t.loads, t.peak = o.loads.Load(), o.peak.Load()
+	if sc.Outage {
+		if err := r.srv.Restart(); err != nil {
+			return nil, fmt.Errorf("bench: restart Redis after the outage: %w", err)
+		}
+		return t, nil
+	}
+	after, err := r.srv.commandStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.commands, t.commandTotal = after.sub(before)
+	return t, nil
+}
+
+// check is the error of a request that returned other bytes than the
+// origin's value for key.
+func check(v []byte, err error, key string, vals *values) error {
+	if err != nil {
+		return err
+	}
+	if want := vals.get(key); !bytes.Equal(v, want) {
+		return fmt.Errorf("bench: %s: got %d bytes, not the origin's %d", key, len(v), len(want))
+	}
+	return nil
+}
+
+func keyName(i int) string { return fmt.Sprintf("k%d", i) }
+
+// burst releases every goroutine of every instance at once; latency counts
+// from the release. With sc.Stall, Redis is paused just before.
+func (r *runner) burst(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	var start time.Time // written before release is closed
+	i := 0
+	for _, in := range insts {
+		for range sc.Goroutines {
+			key := keyName(i % sc.Keys)
+			i++
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-release
+				rctx, cancel := context.WithTimeout(ctx, sc.Timeout)
+				defer cancel()
+				v, err := in.Fetch(rctx, key)
+				rec.record(time.Since(start), check(v, err, key, vals))
+			}()
+		}
+	}
+	ready.Wait()
+	var stalled chan error
+	if sc.Stall > 0 {
+		stalled = make(chan error, 1)
+		go func() {
+			stalled <- r.srv.admin.Do(ctx, "DEBUG", "SLEEP", fmt.Sprintf("%.3f", sc.Stall.Seconds())).Err()
+		}()
+		time.Sleep(10 * time.Millisecond) // the server is asleep when the burst arrives
+	}
+	start = time.Now()
+	close(release)
+	done.Wait()
+	if stalled != nil {
+		if err := <-stalled; err != nil {
+			rec.record(0, fmt.Errorf("bench: DEBUG SLEEP: %w", err))
+		}
+	}
+}
+
+// steady runs every goroutine in a loop until sc.Duration has passed: a
+// request for a key (Zipf-distributed or uniform), then sc.Think. Latency
+// counts from each request's own start.
+func (r *runner) steady(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values) {
+	var done sync.WaitGroup
+	deadline := time.Now().Add(sc.Duration)
+	g := 0
+	for _, in := range insts {
+		for range sc.Goroutines {
+			g++
+			rnd := rand.New(rand.NewPCG(uint64(g), 42))
+			pick := func() int { return rnd.IntN(sc.Keys) }
+			if sc.Zipf {
+				z := rand.NewZipf(rnd, 1.1, 1, uint64(sc.Keys-1))
+				pick = func() int { return int(z.Uint64()) }
+			}
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					key := keyName(pick())
+					rctx, cancel := context.WithTimeout(ctx, sc.Timeout)
+					start := time.Now()
+					v, err := in.Fetch(rctx, key)
+					rec.record(time.Since(start), check(v, err, key, vals))
+					cancel()
+					if sc.Think > 0 {
+						time.Sleep(sc.Think) // a paced client, not synchronisation
+					}
+				}
+			}()
+		}
+	}
+	done.Wait()
+}
+
+// runScenario runs every system's trials of sc, round after round, in an
+// order rotated each round, and sums them up.
+func (r *runner) runScenario(ctx context.Context, sc *Scenario, syss []System) (ScenarioResult, error) {
+	if sc.Workload == hitPath {
+		return r.hitPath(ctx, sc, syss)
+	}
+	vals := newValues(sc.ValueSize)
+	trials := make(map[string][]*trial)
+	failed := make(map[string]string)
+	runnable := runnableSystems(sc, syss)
+	for round := range sc.Rounds {
+		for k := range runnable {
+			sys := runnable[(k+round)%len(runnable)]
+			r.progress.step(fmt.Sprintf("%s %s %d/%d", sc.Name, sys.Name, round+1, sc.Rounds))
+			if _, bad := failed[sys.Name]; bad {
+				continue
+			}
+			t, err := r.run(ctx, sc, sys, vals)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ScenarioResult{}, ctx.Err()
+				}
+				failed[sys.Name] = err.Error()
+				continue
+			}
+			trials[sys.Name] = append(trials[sys.Name], t)
+		}
+	}
+	res := ScenarioResult{Name: sc.Name, Description: sc.Description, Setup: sc.Setup(), Rounds: sc.Rounds}
+	for _, sys := range syss {
+		sr := SystemResult{System: sys.Name}
+		switch {
+		case sys.status(sc) != "":
+			sr.Status = sys.status(sc)
+		case failed[sys.Name] != "":
+			sr.Status = "failed: " + failed[sys.Name]
+		default:
+			summarize(&sr, trials[sys.Name], sc)
+		}
+		res.Results = append(res.Results, sr)
+	}
+	return res, nil
+}
+
+// runnableSystems are the systems of syss that can run sc.
+func runnableSystems(sc *Scenario, syss []System) []System {
+	var out []System
+	for _, s := range syss {
+		if s.status(sc) == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// summarize sums one system's trials up: origin loads are the most of any
+// round (every round is listed), latency is over every request of every
+// round, Redis commands are the mean per round.
+func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
+	if len(ts) == 0 {
+		sr.Status = "failed: no trial ran"
+		return
+	}
+	hist := newHistogram()
+	var loads, peak, reqs, errs, cmdTotal, maxUS int64
+	byName := map[string]int64{}
+	var first error
+	for _, t := range ts {
+		sr.OriginLoadsPerRound = append(sr.OriginLoadsPerRound, t.loads)
+		loads = max(loads, t.loads)
+		peak = max(peak, t.peak)
+		hist.Merge(t.rec.hist)
+		maxUS = max(maxUS, t.rec.maxUS)
+		reqs += t.rec.requests
+		errs += t.rec.errors
+		if first == nil {
+			first = t.rec.firstErr
+		}
+		cmdTotal += t.commandTotal
+		for k, v := range t.commands {
+			byName[k] += v
+		}
+	}
+	n := int64(len(ts))
+	sr.OriginLoads = &loads
+	sr.PeakOriginConcurrency = &peak
+	sr.LatencyMS = &Latency{
+		P50: ms(min(hist.ValueAtQuantile(50), maxUS)), // the histogram rounds up to its precision
+		P99: ms(min(hist.ValueAtQuantile(99), maxUS)),
+		Max: ms(maxUS),
+	}
+	sr.Requests = &reqs
+	answered := reqs - errs
+	sr.Answered = &answered
+	sr.Errors = &errs
+	if first != nil {
+		sr.FirstError = first.Error()
+	}
+	if sc.Workload == steady && reqs > 0 {
+		var sum int64
+		for _, t := range ts {
+			sum += t.loads
+		}
+		per := float64(int(float64(sum)*1000/float64(reqs)*10+0.5)) / 10
+		sr.LoadsPer1kRequests = &per
+	}
+	if !sc.Outage {
+		mean := (cmdTotal + n/2) / n
+		sr.RedisCommands = &mean
+		sr.RedisCommandsByName = map[string]int64{}
+		for k, v := range byName {
+			sr.RedisCommandsByName[k] = (v + n/2) / n
+		}
+	}
+}
+
+// ms converts µs to ms, rounded to µs.
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+var errNoHits = errors.New("bench: no hit measured")
