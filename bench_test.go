@@ -254,3 +254,65 @@ func BenchmarkBigValue(b *testing.B) {
 	b.ReportMetric(float64(served)/float64(raw), "x-raw")
 	b.ReportMetric(float64(loads.Load())/float64(b.N), "loads/op")
 }
+
+// BenchmarkWaiterWake measures how soon a waiter in another process gets
+// the value once the lease holder's load returns: the commit, its notice,
+// and the waiter's wake-up. The tests assert only a loose bound on it.
+func BenchmarkWaiterWake(b *testing.B) {
+	holder := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet}))
+	defer holder.Close()
+	waiter := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet}))
+	defer waiter.Close()
+	ctx := context.Background()
+	var total time.Duration
+	for i := range b.N {
+		key := "bench:wake:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		started, release := make(chan struct{}), make(chan struct{})
+		go holder.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
+			close(started)
+			<-release
+			return benchValue, nil
+		})
+		<-started
+		got := make(chan time.Time, 1)
+		go func() {
+			waiter.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) { return benchValue, nil })
+			got <- time.Now()
+		}()
+		for waiter.Stats().Waits <= uint64(i) { // subscribed and waiting
+			<-time.After(100 * time.Microsecond)
+		}
+		<-time.After(time.Millisecond) // past its re-check after subscribing
+		ended := time.Now()
+		close(release)
+		total += (<-got).Sub(ended)
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "wake-µs/op")
+}
+
+// BenchmarkDeadlineOvershoot measures how long after its own deadline a
+// caller returns while the load it waits for is stuck: the tests assert
+// only a loose bound on it.
+func BenchmarkDeadlineOvershoot(b *testing.B) {
+	c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet, LoadTimeout: time.Hour}))
+	defer c.Close()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	ctx := context.Background()
+	prefix := "bench:stuck:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	var over time.Duration
+	for i := range b.N {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+		deadline, _ := cctx.Deadline()
+		_, err := c.Fetch(cctx, prefix+strconv.Itoa(i%8), time.Minute, func(context.Context) ([]byte, error) {
+			<-stuck
+			return nil, nil
+		})
+		if err == nil {
+			b.Fatal("Fetch of a stuck load returned a value")
+		}
+		over += time.Since(deadline)
+		cancel()
+	}
+	b.ReportMetric(float64(over.Microseconds())/float64(b.N), "overshoot-µs/op")
+}
