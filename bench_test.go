@@ -3,8 +3,10 @@ package corral_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,11 +16,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The benchmarks run against the redis-server TestMain starts; compare
-// BenchmarkFetchHit with BenchmarkRawGet, run in the same process on the
-// same client and value: the ratio is corral's cost on a hit.
+// The benchmarks run against the redis-server TestMain starts. The hit
+// benchmarks compare corral with BenchmarkRawGet, run in the same process on
+// the same kind of client and values: b.RunParallel over hitKeys distinct
+// warm keys, so that in-process coalescing does not flatter corral. The
+// ratio of their ns/op is corral's cost on a hit.
 
 var benchValue = bytes.Repeat([]byte("x"), 1024)
+
+// hitKeys is how many distinct warm keys the hit benchmarks cycle through.
+const hitKeys = 1000
+
+// hitSizes are the value sizes the hit benchmarks run with.
+var hitSizes = []struct {
+	name string
+	size int
+}{{"1KiB", 1 << 10}, {"100KiB", 100 << 10}}
 
 func benchClient(b *testing.B) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
@@ -26,42 +39,124 @@ func benchClient(b *testing.B) *redis.Client {
 	return rdb
 }
 
-// BenchmarkRawGet is the baseline: a plain GET of a 1 KiB value.
-func BenchmarkRawGet(b *testing.B) {
-	rdb := benchClient(b)
-	ctx := context.Background()
-	rdb.Set(ctx, "bench:raw", benchValue, 0)
-	b.SetBytes(int64(len(benchValue)))
+// parallelKeys runs f over the hitKeys keys named by prefix in parallel,
+// each goroutine starting at its own place in the cycle.
+func parallelKeys(b *testing.B, prefix string, f func(key string)) {
+	keys := make([]string, hitKeys)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(7919)) // a prime stride: goroutines spread over the keys
 		for pb.Next() {
-			if v, err := rdb.Get(ctx, "bench:raw").Bytes(); err != nil || len(v) != len(benchValue) {
-				b.Fatal(err)
-			}
+			f(keys[i%hitKeys])
+			i++
 		}
 	})
 }
 
-// BenchmarkFetchHit is Fetch of the same 1 KiB value, cached: one fetch.lua
-// round trip, shared by concurrent callers of the key in this process.
+// BenchmarkRawGet is the baseline: a plain GET of a warm value.
+func BenchmarkRawGet(b *testing.B) {
+	for _, sz := range hitSizes {
+		b.Run(sz.name, func(b *testing.B) {
+			rdb := benchClient(b)
+			ctx := context.Background()
+			value := bytes.Repeat([]byte("x"), sz.size)
+			prefix := "bench:raw:" + sz.name + ":"
+			for i := range hitKeys {
+				rdb.Set(ctx, prefix+strconv.Itoa(i), value, 0)
+			}
+			b.SetBytes(int64(sz.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			parallelKeys(b, prefix, func(key string) {
+				if v, err := rdb.Get(ctx, key).Bytes(); err != nil || len(v) != sz.size {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkFetchHit is Fetch of the same warm values from Redis.
 func BenchmarkFetchHit(b *testing.B) {
+	for _, sz := range hitSizes {
+		b.Run(sz.name, func(b *testing.B) {
+			c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet, DisableEarlyRefresh: true}))
+			defer c.Close()
+			ctx := context.Background()
+			value := bytes.Repeat([]byte("x"), sz.size)
+			load := func(context.Context) ([]byte, error) { return value, nil }
+			prefix := "bench:hit:" + sz.name + ":"
+			for i := range hitKeys {
+				if _, err := c.Fetch(ctx, prefix+strconv.Itoa(i), time.Hour, load); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(sz.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			parallelKeys(b, prefix, func(key string) {
+				if v, err := c.Fetch(ctx, key, time.Hour, load); err != nil || len(v) != sz.size {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// benchRecord is the typed value of the Fetch[T] benchmarks: about 1 KiB of
+// JSON.
+type benchRecord struct {
+	ID    int      `json:"id"`
+	Name  string   `json:"name"`
+	Tags  []string `json:"tags"`
+	Notes string   `json:"notes"`
+}
+
+func newBenchRecord() benchRecord {
+	return benchRecord{ID: 42, Name: "corral", Tags: []string{"cache", "stampede", "redis"}, Notes: strings.Repeat("n", 900)}
+}
+
+// BenchmarkRawGetDecode is the baseline of typed hits: a raw GET of the JSON
+// and its decoding.
+func BenchmarkRawGetDecode(b *testing.B) {
 	rdb := benchClient(b)
 	ctx := context.Background()
-	c := corral.Must(corral.New(rdb, &corral.Options{Logger: quiet, DisableEarlyRefresh: true}))
-	defer c.Close()
-	load := func(context.Context) ([]byte, error) { return benchValue, nil }
-	if _, err := c.Fetch(ctx, "bench:hit", time.Hour, load); err != nil {
-		b.Fatal(err)
+	data, _ := json.Marshal(newBenchRecord())
+	for i := range hitKeys {
+		rdb.Set(ctx, "bench:rawjson:"+strconv.Itoa(i), data, 0)
 	}
-	b.SetBytes(int64(len(benchValue)))
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if v, err := c.Fetch(ctx, "bench:hit", time.Hour, load); err != nil || len(v) != len(benchValue) {
-				b.Fatal(err)
-			}
+	b.ReportAllocs()
+	b.ResetTimer()
+	parallelKeys(b, "bench:rawjson:", func(key string) {
+		v, err := rdb.Get(ctx, key).Bytes()
+		var r benchRecord
+		if err != nil || json.Unmarshal(v, &r) != nil || r.ID != 42 {
+			b.Fatal(err)
 		}
 	})
-	st := c.Stats()
-	b.ReportMetric(float64(st.Coalesced)/float64(st.Hits+st.Misses), "coalesced/op")
+}
+
+// BenchmarkFetchTypedHit is Fetch[T] of the same records from Redis.
+func BenchmarkFetchTypedHit(b *testing.B) {
+	c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet, DisableEarlyRefresh: true}))
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) (benchRecord, error) { return newBenchRecord(), nil }
+	for i := range hitKeys {
+		if _, err := corral.Fetch(ctx, c, "bench:typed:"+strconv.Itoa(i), time.Hour, load); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	parallelKeys(b, "bench:typed:", func(key string) {
+		if r, err := corral.Fetch(ctx, c, key, time.Hour, load); err != nil || r.ID != 42 {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkStampede runs a cold-key stampede per iteration: 8 instances

@@ -17,7 +17,7 @@ import (
 // call. Then it lets one call through (half-open): a success closes it, a
 // failure opens it again.
 type breaker struct {
-	cb    *gobreaker.CircuitBreaker[any]
+	cb    *gobreaker.TwoStepCircuitBreaker[any]
 	cause func() error // what went wrong with Redis lately, for errors and the warning
 }
 
@@ -26,7 +26,7 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 		return nil
 	}
 	b := &breaker{cause: cause}
-	b.cb = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
 		Name:        "corral " + node,
 		MaxRequests: 1,
 		Timeout:     o.BreakerCooldown,
@@ -51,19 +51,20 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 	return b
 }
 
-// run runs call unless the breaker is open.
-func (b *breaker) run(call func() error) error {
+// allow lets one exchange with Redis through unless the breaker is open;
+// done reports its outcome.
+func (b *breaker) allow() (done func(error), err error) {
 	if b == nil {
-		return call()
+		return func(error) {}, nil
 	}
-	_, err := b.cb.Execute(func() (any, error) { return nil, call() })
+	done, err = b.cb.Allow()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		if cause := b.cause(); cause != nil {
-			return fmt.Errorf("%w (%v; latest failure: %w)", ErrCircuitOpen, err, cause)
+			return nil, fmt.Errorf("%w (%v; %w)", ErrCircuitOpen, err, cause)
 		}
-		return fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
+		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
 	}
-	return err
+	return done, err
 }
 
 // open reports whether the breaker is open or half-open now.

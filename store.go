@@ -64,11 +64,10 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
 		if s.reload != nil {
 			// A node may have failed over. go-redis learns new slot owners
 			// from MOVED replies, which a dead node never sends: ask it to
-			// reload.
+			// reload (at most every 200ms).
 			s.reload()
 		}
-	})
-	s.pipe.newBreaker = func(node string) *breaker { return newBreaker(o, stats, node, s.pipe.lastError) }
+	}, func(p *pipeline, node string) *breaker { return newBreaker(o, stats, node, p.lastError) })
 	return s
 }
 
@@ -82,14 +81,14 @@ const largeReply = 256 << 10
 // call runs a script through the pipeline. size is the payload it carries,
 // in bytes.
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
-	cmd, err := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size,
+	r := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size,
 		build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
 		rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
 	})
-	if err != nil {
-		return nil, err
+	if r.err != nil {
+		return nil, r.err
 	}
-	return cmd.(*redis.Cmd).Result()
+	return r.cmd.(*redis.Cmd).Result()
 }
 
 // fetch runs fetch.lua (see its header). A payload too large to come with
@@ -127,18 +126,18 @@ func (s *store) fetch(ctx context.Context, n wire.Names, token string, leaseTTL 
 // read reads an entry's payload and flags (HMGET), allowing for size bytes
 // on the wire. ok is false when the entry has no payload.
 func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byte, f wire.Flags, ok bool, err error) {
-	cmd, err := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size,
+	r := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.HMGet(ctx, n.Entry, wire.FieldValue, wire.FieldCompressed, "f")
 		},
 	})
-	if err == nil {
-		err = cmd.Err()
+	if r.err == nil {
+		r.err = r.cmd.Err()
 	}
-	if err != nil {
-		return nil, f, false, err
+	if r.err != nil {
+		return nil, f, false, r.err
 	}
-	vals := cmd.(*redis.SliceCmd).Val()
+	vals := r.cmd.(*redis.SliceCmd).Val()
 	fs, _ := vals[2].(string)
 	f = wire.ParseFlags(fs)
 	field := vals[0]
@@ -318,11 +317,12 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 	if !s.noShard {
 		// A channel nobody subscribes to; the probe reaches no one.
 		const channel = "corral:probe"
-		cmd, err := s.pipe.do(&op{ctx: ctx, key: channel,
+		r := s.pipe.do(&op{ctx: ctx, key: channel,
 			build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return p.SPublish(ctx, channel, "") },
 		})
+		err := r.err
 		if err == nil {
-			err = cmd.Err()
+			err = r.cmd.Err()
 		}
 		var reply redis.Error
 		switch {

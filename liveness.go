@@ -1,0 +1,336 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Slow is not down. A batch in flight is watched by the pipeline's monitor.
+// A batch unanswered after a short while (probeAfter), when its node has
+// said nothing in the current window, has the node probed: a new connection
+// with the client's own dialer (so a refused connection is known at once,
+// not after the client's own dial retries), then a PING. A refused
+// connection fails the batch at once: Redis is unreachable. At the bound
+// (RedisTimeout, plus the time the batch's payload needs on the wire), a
+// node that answered anything in the last RedisTimeout is alive (a big
+// transfer, a busy server, a client starved of CPU), and the batch waits
+// another RedisTimeout, up to maxStalls bounds in all. Only a node silent
+// for a whole RedisTimeout fails the batch. A failed batch's ops are
+// answered at once; the worker still waiting on the client for it retires,
+// and a new worker takes its place.
+
+const (
+	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds
+	probeAfter = 100 * time.Millisecond
+)
+
+// transferRate is the slowest rate, in bytes per second, at which corral
+// expects a value to cross the wire: a batch carrying n bytes is allowed
+// n/transferRate on top of RedisTimeout.
+const transferRate = 8 << 20
+
+// health is what the pipeline knows of its nodes and its batches in flight.
+type health struct {
+	nodes sync.Map // node address ("" off a Cluster) -> *liveness
+
+	flyMu    sync.Mutex // guards inflight
+	inflight map[*batch]struct{}
+	busy     chan struct{} // a send: a batch went in flight
+
+	lastMu sync.Mutex // guards last
+	last   lastError
+}
+
+func (h *health) init() {
+	h.inflight = make(map[*batch]struct{})
+	h.busy = make(chan struct{}, 1)
+}
+
+// liveness is what the pipeline knows of one node's health.
+type liveness struct {
+	breaker *breaker                // nil when disabled
+	heard   atomic.Int64            // when the node last answered anything (Unix ns)
+	refused atomic.Pointer[refusal] // the latest connection the node refused
+	probing atomic.Bool             // a probe is under way
+}
+
+// refusal is a connection a node refused.
+type refusal struct {
+	err error
+	at  time.Time
+}
+
+// lastError is the most recent error a command got from the client, so that
+// a timeout can say what else was going wrong.
+type lastError struct {
+	err error
+	at  time.Time
+}
+
+// batch is a group of ops in flight to one node.
+type batch struct {
+	ops     []*op
+	node    nodeRef
+	live    *liveness
+	ctx     context.Context // the client's: ends at the last bound
+	cancel  context.CancelFunc
+	done    func(error) // reports the outcome to the node's breaker
+	sent    time.Time
+	bound   time.Duration
+	settled atomic.Bool
+
+	// guarded by health.flyMu:
+	deadline time.Time
+}
+
+// begin puts g in flight: through its node's breaker (an open breaker
+// fails it at once with ErrCircuitOpen) and under the monitor's watch.
+func (p *pipeline) begin(g group) (*batch, error) {
+	live := p.liveness(g.node.addr)
+	done, err := live.breaker.allow()
+	if err != nil {
+		p.failed(err)
+		return nil, err
+	}
+	size := 0
+	for _, o := range g.ops {
+		size += o.size
+	}
+	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(),
+		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
+	b.ctx, b.cancel = context.WithTimeout(context.Background(), maxStalls*b.bound)
+	p.flyMu.Lock()
+	b.deadline = b.sent.Add(b.bound)
+	p.inflight[b] = struct{}{}
+	p.flyMu.Unlock()
+	select {
+	case p.busy <- struct{}{}:
+	default:
+	}
+	return b, nil
+}
+
+// settle ends b's flight with err, the client's outcome, unless the monitor
+// gave b up first: it reports whether the caller is to answer b's ops.
+func (b *batch) settle(err error) bool {
+	if !b.settled.CompareAndSwap(false, true) {
+		if err != nil {
+			// Noted even though the ops were answered: a refused
+			// connection that the client reports only after its own dial
+			// retries still names the cause of later errors.
+			b.live.noteLate(err)
+		}
+		b.cancel()
+		return false
+	}
+	b.cancel()
+	if err == nil {
+		b.live.heard.Store(time.Now().UnixNano())
+	}
+	b.done(err)
+	return true
+}
+
+// monitor watches the batches in flight (see the top of this file), ticking
+// only while there are some.
+func (p *pipeline) monitor() {
+	tick := min(probeAfter, p.timeout/4)
+	for {
+		select {
+		case <-p.busy:
+		case <-p.stop:
+			return
+		}
+		t := time.NewTicker(tick)
+		for p.watch() {
+			select {
+			case <-t.C:
+			case <-p.stop:
+				t.Stop()
+				return
+			}
+		}
+		t.Stop()
+	}
+}
+
+// watch checks every batch in flight once, and reports whether any is left.
+func (p *pipeline) watch() bool {
+	now := time.Now()
+	var failed []*batch
+	var errs []error
+	p.flyMu.Lock()
+	for b := range p.inflight {
+		if b.settled.Load() {
+			delete(p.inflight, b)
+			continue
+		}
+		if err := p.check(b, now); err != nil {
+			delete(p.inflight, b)
+			failed, errs = append(failed, b), append(errs, err)
+		}
+	}
+	left := len(p.inflight) > 0
+	p.flyMu.Unlock()
+	for i, b := range failed {
+		p.giveUp(b, errs[i])
+	}
+	return left
+}
+
+// check applies the liveness rules to b at now; a non-nil error fails it.
+// Called with flyMu held.
+func (p *pipeline) check(b *batch, now time.Time) error {
+	if r := b.live.refused.Load(); r != nil && r.at.After(b.sent) {
+		return unreachableError{r.err}
+	}
+	window := b.deadline.Add(-p.timeout)
+	if window.Before(b.sent) {
+		window = b.sent
+	}
+	heard := time.Unix(0, b.live.heard.Load()).After(window)
+	switch {
+	case now.Before(b.deadline):
+		if !heard && now.Sub(b.sent) >= probeAfter {
+			p.probe(b.node, b.live)
+		}
+	case heard && now.Sub(b.sent) < (maxStalls-1)*b.bound:
+		b.deadline = now.Add(p.timeout) // alive, only slow
+	default:
+		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// giveUp fails b's ops with err, unless the client answered first, and
+// starts a worker in place of the one still waiting on the client.
+func (p *pipeline) giveUp(b *batch, err error) {
+	if !b.settled.CompareAndSwap(false, true) {
+		return
+	}
+	b.done(err)
+	if redisFailed(err) {
+		p.failed(err)
+	}
+	for _, o := range b.ops {
+		o.finish(opResult{err: err})
+	}
+	select {
+	case <-p.stop:
+	default:
+		go p.worker()
+	}
+}
+
+// liveness returns what is known of node's health.
+func (p *pipeline) liveness(addr string) *liveness {
+	if l, ok := p.nodes.Load(addr); ok {
+		return l.(*liveness)
+	}
+	l, _ := p.nodes.LoadOrStore(addr, &liveness{breaker: p.newBreaker(addr)})
+	return l.(*liveness)
+}
+
+// breakerOpen reports whether the breaker of any node is open or half-open.
+func (p *pipeline) breakerOpen() bool {
+	open := false
+	p.nodes.Range(func(_, l any) bool {
+		open = l.(*liveness).breaker.open()
+		return !open
+	})
+	return open
+}
+
+// probe checks node, unless a probe is under way, bounded by half of
+// RedisTimeout: a connection opened with the client's own dialer (a node
+// with a plain client only), whose refusal is recorded, then a PING, whose
+// answer marks the node as heard from.
+func (p *pipeline) probe(node nodeRef, l *liveness) {
+	if !l.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.probing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeout/2)
+		defer cancel()
+		if c, ok := node.client.(*redis.Client); ok {
+			o := c.Options()
+			conn, err := o.Dialer(ctx, o.Network, o.Addr)
+			if err != nil {
+				if !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					l.refused.Store(&refusal{err: err, at: time.Now()})
+					p.note(err)
+				}
+				return
+			}
+			conn.Close()
+		}
+		if err := node.client.Ping(ctx).Err(); err == nil {
+			l.heard.Store(time.Now().UnixNano())
+		}
+	}()
+}
+
+// noteLate records the client's late answer to a batch given up on.
+func (l *liveness) noteLate(err error) {
+	if unreachable(err) {
+		l.refused.Store(&refusal{err: err, at: time.Now()})
+	}
+}
+
+// note remembers err as the latest error from Redis.
+func (h *health) note(err error) {
+	var gone callerGone
+	if errors.As(err, &gone) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrRedisTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return
+	}
+	h.lastMu.Lock()
+	h.last = lastError{err: err, at: time.Now()}
+	h.lastMu.Unlock()
+}
+
+// timeoutError is the error of a batch that got no reply within bound. It
+// names the latest error Redis calls got (lastError): a refused connection
+// explains a silence better than the silence itself.
+func (h *health) timeoutError(bound time.Duration) error {
+	if last := h.lastError(); last != nil {
+		return fmt.Errorf("%w (%v; %w)", ErrRedisTimeout, bound, last)
+	}
+	return fmt.Errorf("%w (%v)", ErrRedisTimeout, bound)
+}
+
+// lastError describes the latest error Redis calls got, if one came in the
+// last minute, or returns nil.
+func (h *health) lastError() error {
+	h.lastMu.Lock()
+	last := h.last
+	h.lastMu.Unlock()
+	if last.err == nil || time.Since(last.at) > time.Minute {
+		return nil
+	}
+	return fmt.Errorf("latest error from Redis %v ago: %w", time.Since(last.at).Round(time.Millisecond), last.err)
+}
+
+// unreachableError is the error of a batch sent to a node that refuses
+// connections.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string { return "corral: Redis unreachable: " + e.err.Error() }
+func (e unreachableError) Unwrap() error { return e.err }
+
+// unreachable reports whether err says Redis could not be reached at all
+// (a connection refused or not made), rather than failing after a command
+// was sent.
+func unreachable(err error) bool {
+	var u unreachableError
+	var op *net.OpError
+	return errors.As(err, &u) || errors.As(err, &op) && op.Op == "dial"
+}
