@@ -35,6 +35,9 @@ type Cache struct {
 
 	warnedLarge sync.Map // entry names warned of a value over MaxValueBytes
 
+	peekMu sync.Mutex           // guards peeks
+	peeks  map[string]*peekCall // the peek under way of each key (hit.go)
+
 	mu      sync.Mutex         // guards flights, closed, and wg.Add
 	flights map[string]*flight // the in-process flight of each key
 	closed  bool
@@ -64,6 +67,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		cancelDrain:  cancelDrain,
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      make(map[string]*flight),
+		peeks:        make(map[string]*peekCall),
 	}
 	c.store = newStore(rdb, o, &c.stats)
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -174,6 +178,9 @@ func (c *Cache) detach(key string) {
 	c.mu.Lock()
 	delete(c.flights, key)
 	c.mu.Unlock()
+	c.peekMu.Lock()
+	delete(c.peeks, key)
+	c.peekMu.Unlock()
 }
 
 // countRedisError counts a failed Redis call, unless it failed because the

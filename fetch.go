@@ -58,7 +58,22 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, joined, ok := c.join(ctx, key, ttl, load)
+	x := c.earlyFactor()
+	r, perr := c.peek(ctx, key)
+	switch {
+	case perr == nil:
+		if a, ok := c.fromPeek(r, x); ok {
+			c.count(a.out)
+			return a.val, a.err
+		}
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case c.ctx.Err() != nil:
+		return nil, ErrClosed
+	case !redisFailed(perr):
+		perr = nil // not Redis failing: fetch.lua decides
+	}
+	f, joined, ok := c.join(ctx, key, ttl, load, x, perr)
 	if !ok {
 		return nil, ErrClosed
 	}
@@ -135,11 +150,18 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
 	var leaseEnds time.Time // while waiting: when the holder's lease would expire
+	x := f.x                // the first fetch decides XFetch with the peek's draw
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil
 		}
-		r, err := c.store.fetch(fctx, f.names, token, c.opts.LeaseTTL, c.earlyFactor())
+		if f.peekErr != nil {
+			// The peek found Redis failing: no script ran, fail open at once.
+			c.stats.redisErrors.Add(1)
+			return c.failOpen(f, "", f.peekErr)
+		}
+		r, err := c.store.fetch(fctx, f.names, token, c.opts.LeaseTTL, x)
+		x = c.earlyFactor()
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return answer{err: ErrClosed}, nil
@@ -247,11 +269,12 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 }
 
 // failOpen answers f when Redis failed: with DisableFailOpen the error,
-// otherwise the loader's result. When Redis went silent, fetch.lua may have
-// run and taken the lease for token after all: then, once the callers have
-// their answer, the result is committed under token (or the lease handed
-// back), so waiters in other processes are not left to the lease's expiry.
-// A commit that finds the lease not held by token changes nothing.
+// otherwise the loader's result. When fetch.lua was sent but its reply never
+// came (Redis went silent, the connection dropped), it may have run and
+// taken the lease for token after all: then, once the callers have their
+// answer, the result is committed under token (or the lease handed back),
+// so waiters in other processes are not left to the lease's expiry. A
+// commit that finds the lease not held by token changes nothing.
 func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
 	if c.opts.DisableFailOpen {
 		return answer{err: redisErr}, nil
@@ -264,8 +287,8 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	}
 	val, took, err := c.runLoader(f.ctx, f.load)
 	a := answer{val: val, err: err, out: outFailOpen}
-	if !errors.Is(redisErr, ErrRedisTimeout) {
-		return a, nil // refused, reset, or skipped by the breaker: the script never ran
+	if token == "" || unreachable(redisErr) || errors.Is(redisErr, ErrCircuitOpen) {
+		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}
 	return a, func() {
 		switch {

@@ -24,6 +24,9 @@ type flight struct {
 	stop   context.CancelFunc
 	unhook func() bool // unregisters the cancellation by Close
 
+	x       float64 // the XFetch draw of the first fetch (the peek's)
+	peekErr error   // the peek that started the flight found Redis failing
+
 	after func() // set by the flight's goroutine: work to do once callers are answered
 
 	// guarded by Cache.mu:
@@ -50,7 +53,7 @@ const (
 
 // join returns the key's flight, starting one if there is none. ok is false
 // when the Cache is closed.
-func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) (f *flight, joined, ok bool) {
+func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), x float64, peekErr error) (f *flight, joined, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -64,7 +67,7 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	f = &flight{
 		key: key, names: wire.NewNames(c.opts.Prefix, key), ttl: ttl, load: load,
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-		callers: 1, done: make(chan struct{}),
+		x: x, peekErr: peekErr, callers: 1, done: make(chan struct{}),
 	}
 	c.flights[key] = f
 	c.wg.Add(1)

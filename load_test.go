@@ -413,28 +413,29 @@ func TestLoad_CommitRetriedUntilItLands(t *testing.T) {
 	}
 }
 
-// A fetch.lua whose reply does not come back within RedisTimeout may still
-// have run and taken the lease. The flight fails open, and then commits its
-// value under that lease's token, so waiters in other processes are
-// answered at once instead of at the lease's expiry.
+// A fetch.lua whose reply is lost (here the connection drops as the reply
+// passes, and the client does not retry) may still have run and taken the
+// lease. The flight fails open, and then commits its value under that
+// lease's token, so waiters in other processes are answered at once instead
+// of at the lease's expiry.
 func TestLoad_FailOpenCommitsUnderItsLease(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
-	slowRdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: 10 * time.Second})
-	t.Cleanup(func() { slowRdb.Close() })
-	holder := newCache(t, slowRdb, &corral.Options{RedisTimeout: 300 * time.Millisecond, LeaseTTL: 30 * time.Second})
+	cutRdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1})
+	t.Cleanup(func() { cutRdb.Close() })
+	holder := newCache(t, cutRdb, &corral.Options{LeaseTTL: 30 * time.Second})
 	waiter := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 30 * time.Second})
 	ctx := context.Background()
 	if _, err := holder.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
 		t.Fatal(err)
 	}
 	admin := srv.Client()
-	proxy.Latency(2 * time.Second) // replies come too late: the holder fails open
+	proxy.CutOnReply([]byte("LOAD")) // fetch.lua granted the lease; the reply is lost
 	loading, gate := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
 		v, err := holder.Fetch(ctx, "{fo}", time.Minute, func(context.Context) ([]byte, error) {
-			close(loading) // only after fetch.lua's reply was given up: fail-open
+			close(loading) // only after fetch.lua's reply was lost: fail-open
 			<-gate
 			return []byte("v"), nil
 		})
@@ -451,7 +452,6 @@ func TestLoad_FailOpenCommitsUnderItsLease(t *testing.T) {
 	}()
 	waitSubscribed(t, admin, "corral:n:{fo}:{fo}", 1)
 	<-loading
-	proxy.Latency(0)
 	ended := time.Now()
 	close(gate)
 	if err := <-done; err != nil {

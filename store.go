@@ -352,3 +352,67 @@ func ms(d time.Duration) int64 {
 	m := (d + time.Millisecond - 1) / time.Millisecond
 	return max(int64(m), 1)
 }
+
+// peekReply is an entry read without a script (peek): what it holds, and
+// the server's clock when it was read.
+type peekReply struct {
+	found   bool // the entry has a payload
+	payload []byte
+	flags   wire.Flags
+	soft    int64   // soft expiry, server ms
+	took    float64 // the last load's duration, ms (XFetch)
+	now     int64   // the server's clock, ms
+}
+
+// peek reads an entry's fields and the server's clock in one round trip,
+// without the script and without writing (the hit path): finish gets the
+// reply, from a pipeline goroutine. ctx ends the op only if it has not
+// been sent yet.
+func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, error)) {
+	o := &op{ctx: ctx, key: entry, clock: true,
+		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return p.HMGet(ctx, entry, "s", "d", "f", wire.FieldValue, wire.FieldCompressed)
+		},
+	}
+	o.finish = func(r opResult) {
+		if r.err == nil {
+			r.err = r.cmd.Err()
+		}
+		if r.err != nil {
+			finish(peekReply{}, fmt.Errorf("corral: peek: %w", r.err))
+			return
+		}
+		pr, err := s.parsePeek(r.cmd.(*redis.SliceCmd).Val(), r.now)
+		finish(pr, err)
+	}
+	if !s.pipe.enqueue(o) {
+		finish(peekReply{}, ErrClosed)
+	}
+}
+
+// parsePeek decodes a peek's HMGET s d f v z.
+func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
+	r := peekReply{now: now}
+	soft, _ := vals[0].(string)
+	var err error
+	if r.soft, err = strconv.ParseInt(soft, 10, 64); err != nil {
+		return r, nil // no entry (or none this release knows)
+	}
+	d, _ := vals[1].(string)
+	r.took, _ = strconv.ParseFloat(d, 64)
+	f, _ := vals[2].(string)
+	r.flags = wire.ParseFlags(f)
+	payload := vals[3]
+	if r.flags.Compressed {
+		payload = vals[4]
+	}
+	p, ok := payload.(string)
+	if !ok {
+		return r, nil
+	}
+	r.found = true
+	if r.payload, err = s.decode([]byte(p), r.flags); err != nil {
+		return r, fmt.Errorf("corral: peek: %w", err)
+	}
+	return r, nil
+}

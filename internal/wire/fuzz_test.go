@@ -113,3 +113,15 @@ func FuzzParseFetch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEntryName checks the hit path's short-cut against NewNames.
+func FuzzEntryName(f *testing.F) {
+	for _, k := range []string{"x", "{x}", "user:{42}:p", "\x00\xff", "{}"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if got, want := EntryName("corral", k), NewNames("corral", k).Entry; got != want {
+			t.Fatalf("EntryName(%q) = %q, want %q", k, got, want)
+		}
+	})
+}

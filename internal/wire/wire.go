@@ -38,6 +38,17 @@ func NewNames(prefix, key string) Names {
 	}
 }
 
+// EntryName returns the name of key's entry under prefix (NewNames(prefix,
+// key).Entry), with one allocation: the hit path needs no other name.
+func EntryName(prefix, key string) string {
+	if tag, ok := HashTag(key); ok {
+		return prefix + ":e:{" + tag + "}:" + key
+	}
+	var tag [16]byte
+	hashHex(&tag, key)
+	return prefix + ":e:{" + string(tag[:]) + "}:" + key
+}
+
 // SlotTag returns key's hash tag by Redis Cluster's rule (the text between
 // the first '{' and the first '}' after it, when not empty), or otherwise a
 // 16-digit hex FNV-1a hash of the key.
@@ -45,9 +56,17 @@ func SlotTag(key string) string {
 	if tag, ok := HashTag(key); ok {
 		return tag
 	}
+	var tag [16]byte
+	hashHex(&tag, key)
+	return string(tag[:])
+}
+
+// hashHex writes the hex of key's 64-bit FNV-1a hash into dst.
+func hashHex(dst *[16]byte, key string) {
 	h := fnv.New64a()
 	h.Write([]byte(key))
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [8]byte
+	hex.Encode(dst[:], h.Sum(sum[:0]))
 }
 
 // HashTag returns the hash tag Redis Cluster hashes name by, if it has one.

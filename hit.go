@@ -1,0 +1,73 @@
+package corral
+
+import (
+	"context"
+
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// The hit path. Most calls find a fresh entry, and need neither a lease nor
+// a flight: a peek reads the entry's fields and the server's clock in one
+// round trip (HMGET after TIME, pipelined; no script, no write), and decides
+// on the server's clock as fetch.lua would. Only a missing or stale entry,
+// or one that XFetch picks for early refresh, goes on to a flight and
+// fetch.lua. Concurrent peeks of one key share one read.
+
+// peekCall is one peek, shared by the callers that ask for the key while it
+// is under way.
+type peekCall struct {
+	done chan struct{} // closed once r and err are set
+	r    peekReply
+	err  error
+}
+
+// peek reads key's entry, joining a peek of it under way. It returns
+// ctx.Err() when ctx ends first.
+func (c *Cache) peek(ctx context.Context, key string) (peekReply, error) {
+	c.peekMu.Lock()
+	pc := c.peeks[key]
+	if pc == nil {
+		pc = &peekCall{done: make(chan struct{})}
+		c.peeks[key] = pc
+		c.peekMu.Unlock()
+		// The read is the Cache's, not this caller's: others may join it.
+		c.store.peek(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
+			pc.r, pc.err = r, err
+			c.peekMu.Lock()
+			if c.peeks[key] == pc {
+				delete(c.peeks, key)
+			}
+			c.peekMu.Unlock()
+			close(pc.done)
+		})
+	} else {
+		c.peekMu.Unlock()
+	}
+	select {
+	case <-pc.done:
+		return pc.r, pc.err
+	case <-ctx.Done():
+		return peekReply{}, ctx.Err()
+	}
+}
+
+// fromPeek answers a call from a peek when the entry is fresh and XFetch
+// does not pick it for an early refresh (x is the caller's XFetch draw):
+// ok is false when a flight must decide.
+func (c *Cache) fromPeek(r peekReply, x float64) (a answer, ok bool) {
+	if !r.found || r.now >= r.soft {
+		return answer{}, false // missing or stale: fetch.lua decides
+	}
+	if x > 0 && r.took > 0 && float64(r.now)+r.took*x >= float64(r.soft) {
+		return answer{}, false // picked for early refresh: fetch.lua takes the lease
+	}
+	out := outHit
+	switch r.flags.Kind {
+	case wire.NotFound:
+		out = outNegative
+	case wire.Failure:
+		out = outFailure
+	}
+	val, err := entryAnswer(r.payload, r.flags.Kind)
+	return answer{val: val, err: err, out: out}, true
+}
