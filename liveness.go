@@ -79,8 +79,6 @@ type batch struct {
 	ops     []*op
 	node    nodeRef
 	live    *liveness
-	ctx     context.Context // the client's: ends at the last bound
-	cancel  context.CancelFunc
 	done    func(error) // reports the outcome to the node's breaker
 	sent    time.Time
 	bound   time.Duration
@@ -105,7 +103,6 @@ func (p *pipeline) begin(g group) (*batch, error) {
 	}
 	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(),
 		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
-	b.ctx, b.cancel = context.WithTimeout(context.Background(), maxStalls*b.bound)
 	p.flyMu.Lock()
 	b.deadline = b.sent.Add(b.bound)
 	p.inflight[b] = struct{}{}
@@ -127,10 +124,8 @@ func (b *batch) settle(err error) bool {
 			// retries still names the cause of later errors.
 			b.live.noteLate(err)
 		}
-		b.cancel()
 		return false
 	}
-	b.cancel()
 	if err == nil {
 		b.live.heard.Store(time.Now().UnixNano())
 	}

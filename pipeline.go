@@ -63,6 +63,12 @@ type pipeline struct {
 	closed bool
 	wake   chan struct{} // a send: the queue is not empty
 	stop   chan struct{} // closed by close
+	// ctx is the context of the client's calls, cancelled by close. The
+	// monitor, not a deadline, bounds them (liveness.go): a deadline would
+	// cost a timer per batch, and bounds reads only for clients with
+	// ContextTimeoutEnabled.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	health // liveness.go
 }
@@ -73,6 +79,7 @@ func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(e
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	p.newBreaker = func(node string) *breaker { return newBreaker(p, node) }
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	p.health.init()
 	go p.monitor()
@@ -168,6 +175,12 @@ func (p *pipeline) send(batch []*op) bool {
 		}
 		live = append(live, o)
 	}
+	if len(live) == 0 {
+		return true
+	}
+	if p.cluster == nil {
+		return p.exchange(group{ops: live, node: nodeRef{client: p.rdb}})
+	}
 	groups := p.byNode(live)
 	if len(groups) > 1 {
 		var wg sync.WaitGroup
@@ -238,7 +251,7 @@ func (p *pipeline) exchange(g group) bool {
 		}
 		return true
 	}
-	cmds, now, err := p.exec(g, b.ctx)
+	cmds, now, err := p.exec(g, p.ctx)
 	if !b.settle(err) {
 		return false // the watch answered the ops already
 	}
@@ -339,6 +352,7 @@ func (p *pipeline) close() {
 	p.queue = nil
 	p.mu.Unlock()
 	close(p.stop)
+	p.cancel()
 	for _, o := range queued {
 		o.finish(opResult{err: ErrClosed})
 	}
