@@ -411,3 +411,64 @@ func BenchmarkDeadlineOvershoot(b *testing.B) {
 	}
 	b.ReportMetric(float64(over.Microseconds())/float64(b.N), "overshoot-µs/op")
 }
+
+// BenchmarkFetchHitNear is Fetch of warm 1 KiB values served from the near
+// cache: no Redis command.
+func BenchmarkFetchHitNear(b *testing.B) {
+	c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet, DisableEarlyRefresh: true,
+		NearCache: corral.NearCacheOptions{Size: 2 * hitKeys, TTL: time.Hour}}))
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return benchValue, nil }
+	warmNearKeys(b, c, "bench:near:", func(key string) error { _, err := c.Fetch(ctx, key, time.Hour, load); return err })
+	b.SetBytes(int64(len(benchValue)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	before := c.Stats()
+	parallelKeys(b, "bench:near:", func(key string) {
+		if v, err := c.Fetch(ctx, key, time.Hour, load); err != nil || len(v) != len(benchValue) {
+			b.Fatal(err)
+		}
+	})
+	after := c.Stats()
+	b.ReportMetric(float64(after.NearHits-before.NearHits)/float64(b.N), "near-hits/op")
+}
+
+// BenchmarkFetchTypedHitNear is Fetch[T] of the same records as
+// BenchmarkFetchTypedHit, served decoded from the near cache.
+func BenchmarkFetchTypedHitNear(b *testing.B) {
+	c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet, DisableEarlyRefresh: true,
+		NearCache: corral.NearCacheOptions{Size: 2 * hitKeys, TTL: time.Hour}}))
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) (benchRecord, error) { return newBenchRecord(), nil }
+	warmNearKeys(b, c, "bench:neartyped:", func(key string) error { _, err := corral.Fetch(ctx, c, key, time.Hour, load); return err })
+	b.ReportAllocs()
+	b.ResetTimer()
+	parallelKeys(b, "bench:neartyped:", func(key string) {
+		if r, err := corral.Fetch(ctx, c, key, time.Hour, load); err != nil || r.ID != 42 {
+			b.Fatal(err)
+		}
+	})
+}
+
+// warmNearKeys fetches the hitKeys keys under prefix until each is held by
+// the near cache (its invalidation stream is up, and a copy is stored).
+func warmNearKeys(b *testing.B, c *corral.Cache, prefix string, fetch func(key string) error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < hitKeys; {
+		key := prefix + strconv.Itoa(i)
+		before := c.Stats().NearHits
+		if err := fetch(key); err != nil {
+			b.Fatal(err)
+		}
+		if err := fetch(key); err != nil {
+			b.Fatal(err)
+		}
+		if c.Stats().NearHits > before {
+			i++
+		} else if time.Now().After(deadline) {
+			b.Fatal("the near cache does not hold the keys")
+		}
+	}
+}

@@ -18,10 +18,12 @@ import (
 // Cache is a stampede-safe read-through cache over Redis. It is safe for
 // concurrent use. Create it with New and stop it with Close.
 type Cache struct {
-	opts   Options
-	store  *store
-	notify *notifier
-	stats  counters
+	opts    Options
+	store   *store
+	notify  *notifier
+	stats   counters
+	near    *nearCache // nil when off (near.go)
+	tracker *tracker   // keeps near coherent (tracking.go)
 
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
 	cancel context.CancelFunc
@@ -77,6 +79,12 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		}
 	}
 	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
+	if o.NearCache.Size > 0 {
+		if c.near, err = newNearCache(o.NearCache); err != nil {
+			return nil, fmt.Errorf("%w: NearCache: %v", ErrInvalidOptions, err)
+		}
+		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
+	}
 	return c, nil
 }
 
@@ -181,6 +189,9 @@ func (c *Cache) detach(key string) {
 	c.peekMu.Lock()
 	delete(c.peeks, key)
 	c.peekMu.Unlock()
+	if c.near != nil {
+		c.near.invalidate(key) // at once here; other processes hear of it from Redis
+	}
 }
 
 // countRedisError counts a failed Redis call, unless it failed because the
@@ -224,6 +235,10 @@ func (c *Cache) Close() error {
 	c.cancelDrain()
 	c.notify.close(deadline)
 	c.store.close()
+	if c.near != nil {
+		c.tracker.close()
+		c.near.close()
+	}
 	return nil
 }
 

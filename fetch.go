@@ -1,6 +1,7 @@
 package corral
 
 import (
+	"reflect"
 	"errors"
 	"github.com/corralhq/corral/internal/wire"
 
@@ -46,52 +47,94 @@ import (
 // ErrLoadTimeout, ErrRemoteLoad, *PanicError, ctx.Err(), the loader's own
 // errors, and with DisableFailOpen wrapped Redis errors.
 func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	if err := c.check(key); err != nil {
-		return nil, err
-	}
-	if ttl <= 0 {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
-	}
-	if load == nil {
-		return nil, ErrNilLoader
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
 	}
 	x := c.earlyFactor()
-	r, perr := c.peek(ctx, key)
+	if c.near != nil {
+		if e, ok := c.near.get(nearKey{key: key}, x); ok {
+			c.stats.nearHits.Add(1)
+			val, _ := e.val.([]byte)
+			return val, e.err
+		}
+	}
+	a, keep := c.fetch(ctx, key, ttl, load, x)
+	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
+		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
+	}
+	return a.val, a.err
+}
+
+// validate checks a call's arguments and state.
+func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nilLoader bool) error {
+	if err := c.check(key); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+	}
+	if nilLoader {
+		return ErrNilLoader
+	}
+	return ctx.Err()
+}
+
+// fetch answers a call from Redis: from a peek when the entry is fresh,
+// otherwise from a flight. keep is non-nil when the answer came from a peek
+// and the near cache (when on) may keep a copy of it.
+func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), x float64) (answer, *peekCopy) {
+	pc, perr := c.peek(ctx, key)
 	switch {
 	case perr == nil:
-		if a, ok := c.fromPeek(r, x); ok {
+		if a, ok := c.fromPeek(pc.r, x); ok {
 			c.count(a.out)
-			return a.val, a.err
+			if c.near != nil && (a.out == outHit || a.out == outNegative) {
+				return a, &peekCopy{reply: pc.r, seq: pc.seq}
+			}
+			return a, nil
 		}
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return answer{err: ctx.Err()}, nil
 	case c.ctx.Err() != nil:
-		return nil, ErrClosed
+		return answer{err: ErrClosed}, nil
 	case !redisFailed(perr):
 		perr = nil // not Redis failing: fetch.lua decides
 	}
 	f, joined, ok := c.join(ctx, key, ttl, load, x, perr)
 	if !ok {
-		return nil, ErrClosed
+		return answer{err: ErrClosed}, nil
 	}
 	if joined {
 		c.stats.coalesced.Add(1)
 	}
-	return c.await(ctx, f)
+	val, err := c.await(ctx, f)
+	return answer{val: val, err: err}, nil
 }
 
 // Fetch is the typed form of Cache.Fetch: values are encoded with the
 // Cache's Codec (JSON by default). It returns T's zero value with any error,
 // and an error wrapping the codec's when a cached value does not decode.
+// With the near cache on, a copy is kept decoded, per key and per type T, so
+// a near hit does not decode again: treat the value returned as read-only,
+// as it may be shared with other callers (its slices, maps and pointers).
 func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
-	if load == nil {
-		return zero, ErrNilLoader
+	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
+		return zero, err
 	}
-	b, err := c.Fetch(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
+	x := c.earlyFactor()
+	var typ reflect.Type
+	if c.near != nil {
+		typ = reflect.TypeFor[T]()
+		if e, ok := c.near.get(nearKey{key, typ}, x); ok {
+			c.stats.nearHits.Add(1)
+			if e.err != nil {
+				return zero, e.err
+			}
+			return e.val.(T), nil
+		}
+	}
+	a, keep := c.fetch(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
 		v, err := load(ctx)
 		if err != nil {
 			return nil, err
@@ -101,13 +144,21 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 			return nil, fmt.Errorf("corral: encode %T: %w", v, err)
 		}
 		return b, nil
-	})
-	if err != nil {
-		return zero, err
+	}, x)
+	if a.err != nil {
+		if keep != nil && errors.Is(a.err, ErrNotFound) {
+			c.near.use(typ)
+			c.near.put(nearKey{key, typ}, keep.entry(nil, a.err, 0), keep.seq)
+		}
+		return zero, a.err
 	}
 	var v T
-	if err := c.opts.Codec.Unmarshal(b, &v); err != nil {
+	if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
 		return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+	}
+	if keep != nil {
+		c.near.use(typ)
+		c.near.put(nearKey{key, typ}, keep.entry(v, nil, len(a.val)), keep.seq)
 	}
 	return v, nil
 }

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"time"
 
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -17,21 +18,26 @@ import (
 // is under way.
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
+	seq  uint64        // the near cache's invalidations before the peek was sent
 	r    peekReply
 	err  error
 }
 
 // peek reads key's entry, joining a peek of it under way. It returns
 // ctx.Err() when ctx ends first.
-func (c *Cache) peek(ctx context.Context, key string) (peekReply, error) {
+func (c *Cache) peek(ctx context.Context, key string) (*peekCall, error) {
 	c.peekMu.Lock()
 	pc := c.peeks[key]
 	if pc == nil {
 		pc = &peekCall{done: make(chan struct{})}
+		if c.near != nil {
+			pc.seq = c.near.snapshot()
+		}
 		c.peeks[key] = pc
 		c.peekMu.Unlock()
 		// The read is the Cache's, not this caller's: others may join it.
 		c.store.peek(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
+			r.arrived = nearClock()
 			pc.r, pc.err = r, err
 			c.peekMu.Lock()
 			if c.peeks[key] == pc {
@@ -45,10 +51,24 @@ func (c *Cache) peek(ctx context.Context, key string) (peekReply, error) {
 	}
 	select {
 	case <-pc.done:
-		return pc.r, pc.err
+		return pc, pc.err
 	case <-ctx.Done():
-		return peekReply{}, ctx.Err()
+		return nil, ctx.Err()
 	}
+}
+
+// peekCopy is what the near cache may keep of an answer from a peek.
+type peekCopy struct {
+	reply peekReply
+	seq   uint64 // the near cache's invalidations before the peek was sent
+}
+
+// entry is the near cache's copy of the answer (val, err), of size bytes as
+// stored: it expires when the entry's soft TTL ends, on the local clock
+// (the server's remaining time, counted from the reply's arrival).
+func (p *peekCopy) entry(val any, err error, size int) *nearEntry {
+	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
+	return &nearEntry{val: val, err: err, soft: p.reply.arrived + int64(left), took: p.reply.took, size: uint32(size)}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch

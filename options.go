@@ -155,6 +155,12 @@ type Options struct {
 	// one way are not heard by waiters subscribed the other way.
 	DisableShardedPubSub bool
 
+	// NearCache turns on, and configures, an in-process cache in front of
+	// Redis: hits served from memory, kept coherent across the fleet by
+	// Redis's server-assisted client-side caching (see the package doc).
+	// The zero value (Size 0) leaves it off.
+	NearCache NearCacheOptions
+
 	// Rand returns uniform random numbers in [0, 1) for XFetch and jitter.
 	// It must be safe for concurrent use. Tests inject it; default
 	// math/rand/v2.Float64.
@@ -251,6 +257,12 @@ func (o *Options) withDefaults() (Options, error) {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	switch n := &r.NearCache; {
+	case n.Size < 0 || n.MaxBytes < 0 || n.TTL < 0:
+		return bad("NearCache has a negative Size, MaxBytes or TTL (%+v)", *n)
+	case n.Size > 0 && n.TTL == 0:
+		n.TTL = DefaultNearCacheTTL
 	}
 	if r.Codec == nil {
 		r.Codec = JSONCodec{}

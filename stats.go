@@ -7,6 +7,7 @@ import "sync/atomic"
 // answer many calls with one Redis conversation.
 type Stats struct {
 	Hits         uint64 // calls answered with a fresh value from Redis
+	NearHits     uint64 // calls answered from the near cache, without Redis
 	StaleHits    uint64 // calls answered with a stale value (stale-while-revalidate)
 	NegativeHits uint64 // calls answered ErrNotFound from a negative entry
 	FailureHits  uint64 // calls answered ErrCachedFailure from a cached failure (ErrorTTL)
@@ -37,6 +38,7 @@ type Stats struct {
 // counters are the live Stats, updated atomically.
 type counters struct {
 	hits, staleHits, negativeHits, misses, coalesced atomic.Uint64
+	nearHits                                         atomic.Uint64
 	failureHits, staleIfError                        atomic.Uint64
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
@@ -49,6 +51,7 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Hits:            c.hits.Load(),
+		NearHits:        c.nearHits.Load(),
 		StaleHits:       c.staleHits.Load(),
 		NegativeHits:    c.negativeHits.Load(),
 		FailureHits:     c.failureHits.Load(),

@@ -362,6 +362,7 @@ type peekReply struct {
 	soft    int64   // soft expiry, server ms
 	took    float64 // the last load's duration, ms (XFetch)
 	now     int64   // the server's clock, ms
+	arrived int64   // nearClock when the reply arrived
 }
 
 // peek reads an entry's fields and the server's clock in one round trip,

@@ -1,0 +1,171 @@
+package corral
+
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// NearCacheOptions configures the near cache: an in-process cache (L1) in
+// front of Redis, kept coherent across the fleet by Redis's server-assisted
+// client-side caching (see tracking.go). Size 0 means off.
+type NearCacheOptions struct {
+	// Size is the most entries held (a Fetch[T] of a key holds one per
+	// type T). 0 turns the near cache off.
+	Size int
+
+	// MaxBytes bounds the total size, in bytes, of the values held (the
+	// stored bytes a value was read as). 0 means no byte limit.
+	MaxBytes int64
+
+	// TTL is the longest a copy is served from memory without Redis
+	// confirming it, even if an invalidation were lost. Default 1s.
+	TTL time.Duration
+}
+
+// DefaultNearCacheTTL is NearCacheOptions.TTL's default.
+const DefaultNearCacheTTL = time.Second
+
+// nearKey names a copy: a key, and the type it was decoded into (nil for
+// the bytes of Cache.Fetch).
+type nearKey struct {
+	key string
+	typ reflect.Type
+}
+
+// nearEntry is a copy held in memory.
+type nearEntry struct {
+	val  any   // []byte, or a decoded T
+	err  error // ErrNotFound for a negative entry
+	soft int64 // the soft expiry, on nearClock
+	took float64
+	life time.Duration // how long otter keeps it: TTL, or until the soft expiry
+	size uint32
+}
+
+// nearBase is the origin of nearClock.
+var nearBase = time.Now()
+
+// nearClock is monotonic time in ns, cheap to read and compare.
+func nearClock() int64 { return int64(time.Since(nearBase)) }
+
+// nearCache holds copies of entries in memory (github.com/maypok86/otter).
+// A copy is served only while the invalidation stream is up (healthy) and
+// before its soft expiry; it is stored only if no invalidation arrived
+// while it was read (seq), so a copy read before a write can never outlive
+// that write's invalidation.
+type nearCache struct {
+	c       *otter.Cache[nearKey, *nearEntry]
+	ttl     time.Duration
+	seq     atomic.Uint64 // bumped by every invalidation and purge
+	healthy atomic.Bool   // the invalidation stream is up
+
+	typesMu sync.Mutex                    // serialises additions to types
+	types   atomic.Pointer[[]reflect.Type] // the types copies were decoded into
+}
+
+func newNearCache(o NearCacheOptions) (*nearCache, error) {
+	oo := &otter.Options[nearKey, *nearEntry]{
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[nearKey, *nearEntry]) time.Duration {
+			return e.Value.life
+		}),
+	}
+	if o.MaxBytes > 0 {
+		// Both bounds with one weight: each copy weighs at least
+		// MaxBytes/Size, so at most Size of them fit.
+		floor := uint32(max(o.MaxBytes/int64(o.Size), 1))
+		oo.MaximumWeight = uint64(o.MaxBytes)
+		oo.Weigher = func(_ nearKey, e *nearEntry) uint32 { return max(e.size, floor) }
+	} else {
+		oo.MaximumSize = o.Size
+	}
+	c, err := otter.New(oo)
+	if err != nil {
+		return nil, err
+	}
+	n := &nearCache{c: c, ttl: o.TTL}
+	n.types.Store(&[]reflect.Type{nil})
+	return n, nil
+}
+
+// get returns key's copy when it may be served: the stream is up, the copy
+// is before its soft expiry, and XFetch (x, the caller's draw) does not pick
+// it for an early refresh, which only Redis can run.
+func (n *nearCache) get(k nearKey, x float64) (*nearEntry, bool) {
+	if !n.healthy.Load() {
+		return nil, false
+	}
+	e, ok := n.c.GetIfPresent(k)
+	if !ok {
+		return nil, false
+	}
+	now := nearClock()
+	if now >= e.soft || x > 0 && e.took > 0 && now+int64(e.took*x*float64(time.Millisecond)) >= e.soft {
+		return nil, false
+	}
+	return e, true
+}
+
+// snapshot is taken before a read of Redis whose result may be stored.
+func (n *nearCache) snapshot() uint64 { return n.seq.Load() }
+
+// put stores a copy read from Redis, unless an invalidation (or a purge)
+// came since seq was taken before the read: the copy may then be older than
+// what Redis holds.
+func (n *nearCache) put(k nearKey, e *nearEntry, seq uint64) {
+	if !n.healthy.Load() || n.seq.Load() != seq {
+		return
+	}
+	e.life = min(n.ttl, time.Duration(e.soft-nearClock()))
+	if e.life <= 0 {
+		return
+	}
+	n.c.Set(k, e)
+	if n.seq.Load() != seq {
+		n.c.Invalidate(k) // an invalidation came between the check and the Set
+	}
+}
+
+// use records that copies of type t are kept, so that invalidations reach
+// them.
+func (n *nearCache) use(t reflect.Type) {
+	for _, have := range *n.types.Load() {
+		if have == t {
+			return
+		}
+	}
+	n.typesMu.Lock()
+	defer n.typesMu.Unlock()
+	old := *n.types.Load()
+	for _, have := range old {
+		if have == t {
+			return
+		}
+	}
+	grown := append(append([]reflect.Type(nil), old...), t)
+	n.types.Store(&grown)
+}
+
+// invalidate drops every copy of key.
+func (n *nearCache) invalidate(key string) {
+	n.seq.Add(1)
+	for _, t := range *n.types.Load() {
+		n.c.Invalidate(nearKey{key, t})
+	}
+}
+
+// purge drops every copy.
+func (n *nearCache) purge() {
+	n.seq.Add(1)
+	n.c.InvalidateAll()
+}
+
+// close stops otter's goroutines.
+func (n *nearCache) close() {
+	n.healthy.Store(false)
+	n.c.InvalidateAll()
+	n.c.StopAllGoroutines()
+}

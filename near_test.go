@@ -1,0 +1,183 @@
+package corral_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// nearOpts turns the near cache on, with a TTL long enough that only
+// invalidations can explain a copy going away within a test.
+func nearOpts() *corral.Options {
+	return &corral.Options{NearCache: corral.NearCacheOptions{Size: 1000, TTL: time.Minute}}
+}
+
+// warmNear fetches key on c until it is served from memory: the
+// invalidation stream is up and a copy is held.
+func warmNear(t *testing.T, c *corral.Cache, key string, load func(context.Context) ([]byte, error)) {
+	t.Helper()
+	ctx := context.Background()
+	before := c.Stats().NearHits
+	eventually(t, 10*time.Second, "a near hit of "+key, func() bool {
+		if _, err := c.Fetch(ctx, key, time.Hour, load); err != nil && !errors.Is(err, corral.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return c.Stats().NearHits > before
+	})
+}
+
+// A near hit sends nothing to Redis.
+func TestNearCache_HitsFromMemory(t *testing.T) {
+	e := newEnv(t, nil)
+	rdb, hook := e.faultyClient()
+	c := newCache(t, rdb, nearOpts())
+	ctx := context.Background()
+	warmNear(t, c, "k", value("v"))
+	before, hits := hook.commands.Load(), c.Stats().NearHits
+	for range 100 {
+		if v, err := c.Fetch(ctx, "k", time.Hour, value("not me")); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch = %q, %v", v, err)
+		}
+	}
+	if sent, n := hook.commands.Load()-before, c.Stats().NearHits-hits; sent != 0 || n != 100 {
+		t.Fatalf("100 near hits: %d near hits, %d Redis commands; want 100 and 0", n, sent)
+	}
+	// Not found is kept too, up to its negative TTL.
+	warmNear(t, c, "gone", func(context.Context) ([]byte, error) { return nil, corral.ErrNotFound })
+	if _, err := c.Fetch(ctx, "gone", time.Hour, value("not me")); !errors.Is(err, corral.ErrNotFound) {
+		t.Fatalf("near negative hit = %v; want ErrNotFound", err)
+	}
+}
+
+// Every change to an entry, by corral in another process or by hand,
+// drops the copies of every process at once (well within the minute of
+// NearCache.TTL here).
+func TestNearCache_Coherent(t *testing.T) {
+	e := newEnv(t, nil)
+	a := newCache(t, e.srv.Client(), nearOpts())
+	b := newCache(t, e.srv.Client(), nearOpts())
+	ctx := context.Background()
+	changes := []struct {
+		name   string
+		change func(key string)
+		want   string // what a Fetch then returns (its loader returns "reloaded")
+	}{
+		{"Set in another process", func(k string) { b.Set(ctx, k, []byte("set"), time.Hour) }, "set"},
+		{"Delete in another process", func(k string) { b.Delete(ctx, k) }, "reloaded"},
+		{"a commit in another process", func(k string) {
+			b.Delete(ctx, k)
+			b.Fetch(ctx, k, time.Hour, value("committed"))
+		}, "committed"},
+		{"DEL by hand", func(k string) { e.rdb.Del(ctx, entryName(k)) }, "reloaded"},
+		{"HSET by hand", func(k string) { e.rdb.HSet(ctx, entryName(k), "v", "by hand") }, "by hand"},
+		{"FLUSHDB", func(string) { e.rdb.FlushDB(ctx) }, "reloaded"},
+	}
+	for i, ch := range changes {
+		t.Run(ch.name, func(t *testing.T) {
+			key := fmt.Sprintf("{near%d}", i)
+			warmNear(t, a, key, value("old"))
+			ch.change(key)
+			eventually(t, 5*time.Second, "the copy is dropped", func() bool {
+				v, err := a.Fetch(ctx, key, time.Hour, value("reloaded"))
+				return err == nil && string(v) == ch.want
+			})
+		})
+	}
+}
+
+// When the invalidation stream breaks (its connection killed, Redis
+// restarted), copies are dropped and none is served until it is back.
+func TestNearCache_StreamBreaks(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	c := newCache(t, srv.Client(), nearOpts())
+	ctx := context.Background()
+	for _, how := range []string{"pub/sub connections killed", "Redis restarted"} {
+		t.Run(how, func(t *testing.T) {
+			warmNear(t, c, "k", value("old"))
+			if how == "Redis restarted" {
+				if err := srv.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				admin.ClientKillByFilter(ctx, "TYPE", "pubsub")
+			}
+			// The restarted Redis is empty, and a change made while the
+			// stream was down must not leave an old copy behind.
+			admin.HSet(ctx, entryName("k"), "v", "new", "s", time.Now().Add(time.Hour).UnixMilli(), "d", "1", "f", "")
+			eventually(t, 10*time.Second, "the old copy is gone", func() bool {
+				v, err := c.Fetch(ctx, "k", time.Hour, value("reloaded"))
+				return err == nil && string(v) != "old"
+			})
+			warmNear(t, c, "k", value("reloaded")) // and the near cache works again
+		})
+	}
+}
+
+// countingCodec counts decodes.
+type countingCodec struct{ decodes atomic.Int32 }
+
+func (c *countingCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+func (c *countingCodec) Unmarshal(b []byte, v any) error {
+	c.decodes.Add(1)
+	return json.Unmarshal(b, v)
+}
+
+// A Fetch[T] near hit returns the decoded value without decoding again;
+// copies are kept per type.
+func TestNearCache_Typed(t *testing.T) {
+	e := newEnv(t, nil)
+	codec := &countingCodec{}
+	opts := nearOpts()
+	opts.Codec = codec
+	c := newCache(t, e.srv.Client(), opts)
+	ctx := context.Background()
+	type user struct{ Name string }
+	load := func(context.Context) (user, error) { return user{"ada"}, nil }
+	eventually(t, 10*time.Second, "a near hit", func() bool {
+		before := c.Stats().NearHits
+		if u, err := corral.Fetch(ctx, c, "u", time.Hour, load); err != nil || u.Name != "ada" {
+			t.Fatalf("Fetch = %+v, %v", u, err)
+		}
+		return c.Stats().NearHits > before
+	})
+	decodes := codec.decodes.Load()
+	for range 10 {
+		if u, err := corral.Fetch(ctx, c, "u", time.Hour, load); err != nil || u.Name != "ada" {
+			t.Fatalf("Fetch = %+v, %v", u, err)
+		}
+	}
+	if n := codec.decodes.Load() - decodes; n != 0 {
+		t.Fatalf("10 near hits decoded %d times; want 0", n)
+	}
+	// The same key as another type is a copy of its own; both are dropped
+	// by one change.
+	type name struct{ Name string }
+	if v, err := corral.Fetch(ctx, c, "u", time.Hour, func(context.Context) (name, error) { return name{}, nil }); err != nil || v.Name != "ada" {
+		t.Fatalf("Fetch as another type = %+v, %v", v, err)
+	}
+	other := newCache(t, e.srv.Client(), nil)
+	b, _ := json.Marshal(user{"grace"})
+	if err := other.Set(ctx, "u", b, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "both copies are dropped", func() bool {
+		u, _ := corral.Fetch(ctx, c, "u", time.Hour, load)
+		n, _ := corral.Fetch(ctx, c, "u", time.Hour, func(context.Context) (name, error) { return name{}, nil })
+		return u.Name == "grace" && n.Name == "grace"
+	})
+}
+
+// entryName is the Redis name of key's entry under the default prefix.
+func entryName(key string) string { return wire.NewNames("corral", key).Entry }
+
+var _ = redis.Nil
