@@ -83,6 +83,11 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it.
 func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), x float64) (answer, *peekCopy) {
+	if f, ok := c.joinRunning(key); ok {
+		c.stats.coalesced.Add(1)
+		val, err := c.await(ctx, f)
+		return answer{val: val, err: err}, nil
+	}
 	pc, perr := c.peek(ctx, key)
 	switch {
 	case perr == nil:

@@ -75,6 +75,19 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	return f, false, true
 }
 
+// joinRunning joins key's flight if one is under way: a call that finds the
+// key being loaded or waited for needs no peek of its own.
+func (c *Cache) joinRunning(key string) (*flight, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.flights[key]
+	if f == nil {
+		return nil, false
+	}
+	f.callers++
+	return f, true
+}
+
 // await waits for f's answer or for ctx to end, whichever comes first.
 func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 	select {
