@@ -43,6 +43,9 @@ func runChild(role string) int {
 	if d, err := time.ParseDuration(os.Getenv("CORRAL_TEST_LEASE_TTL")); err == nil {
 		opts.LeaseTTL = d
 	}
+	if os.Getenv("CORRAL_TEST_NEAR") != "" {
+		opts.NearCache = corral.NearCacheOptions{Size: 100, TTL: time.Minute}
+	}
 	c, err := corral.New(rdb, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,6 +63,9 @@ func runChild(role string) int {
 		return childStampede(c, rdb, key, n)
 	case "swr":
 		return childSteady(c, rdb, key, n)
+	case "reader", "setter", "deleter":
+		d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
+		return childCoherence(c, role, key, n, d)
 	}
 	fmt.Fprintln(os.Stderr, "unknown child role", role)
 	return 2
