@@ -472,3 +472,47 @@ func warmNearKeys(b *testing.B, c *corral.Cache, prefix string, fetch func(key s
 		}
 	}
 }
+
+// BenchmarkNearInvalidation measures how soon a change made by one instance
+// reaches another's near cache: from Set returning in one Cache until the
+// other's Fetch (served from memory until then) returns the new value.
+func BenchmarkNearInvalidation(b *testing.B) {
+	opts := func() *corral.Options {
+		return &corral.Options{Logger: quiet, NearCache: corral.NearCacheOptions{Size: 100, TTL: time.Hour}}
+	}
+	reader := corral.Must(corral.New(benchClient(b), opts()))
+	defer reader.Close()
+	writer := corral.Must(corral.New(benchClient(b), opts()))
+	defer writer.Close()
+	ctx := context.Background()
+	key := "bench:inval:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	load := func(context.Context) ([]byte, error) { return []byte("loaded"), nil }
+	warmNearKeys(b, reader, key, func(k string) error { _, err := reader.Fetch(ctx, k, time.Hour, load); return err })
+	key += "0" // the key warmNearKeys warmed first
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		want := "v" + strconv.Itoa(i)
+		if err := writer.Set(ctx, key, []byte(want), time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		set := time.Now()
+		for {
+			v, err := reader.Fetch(ctx, key, time.Hour, load)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if string(v) == want {
+				break
+			}
+		}
+		lat = append(lat, time.Since(set))
+		// Held in memory again before the next change.
+		for before := reader.Stats().NearHits; reader.Stats().NearHits == before; {
+			reader.Fetch(ctx, key, time.Hour, load)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}

@@ -181,3 +181,68 @@ func TestNearCache_Typed(t *testing.T) {
 func entryName(key string) string { return wire.NewNames("corral", key).Entry }
 
 var _ = redis.Nil
+
+// Stale-while-revalidate with a near cache: past its soft expiry a copy is
+// not served from memory; Redis serves the stale value at once while one
+// caller refreshes it, and the refreshed value reaches the near cache.
+func TestNearCache_StaleWhileRevalidate(t *testing.T) {
+	e := newEnv(t, nil)
+	opts := nearOpts()
+	opts.StaleTTL, opts.DisableJitter = time.Minute, true
+	c := newCache(t, e.srv.Client(), opts)
+	ctx := context.Background()
+	warmNear(t, c, "{swr}", value("old"))
+	// Make the entry stale (its soft expiry past) on the server's clock; the
+	// HSET's invalidation drops the copy.
+	e.rdb.HSet(ctx, entryName("{swr}"), "s", 1)
+	var refreshes atomic.Int32
+	release := make(chan struct{})
+	refresh := func(context.Context) ([]byte, error) {
+		refreshes.Add(1)
+		<-release
+		return []byte("new"), nil
+	}
+	for range 20 {
+		t0 := time.Now()
+		if v, err := c.Fetch(ctx, "{swr}", time.Hour, refresh); err != nil || string(v) != "old" || time.Since(t0) > prompt {
+			t.Fatalf("during the refresh: %q, %v after %v; want the stale value at once", v, err, time.Since(t0))
+		}
+	}
+	close(release)
+	eventually(t, 5*time.Second, "the refreshed value, from memory", func() bool {
+		before := c.Stats().NearHits
+		v, _ := c.Fetch(ctx, "{swr}", time.Hour, refresh)
+		return string(v) == "new" && c.Stats().NearHits > before
+	})
+	if n := refreshes.Load(); n != 1 {
+		t.Fatalf("%d refreshes; want 1", n)
+	}
+}
+
+// On a Cluster each master has a stream of its own; after a failover the
+// streams follow the new master, and changes keep reaching every process.
+func TestNearCache_ClusterFailover(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	a := newCache(t, cl.Client(), nearOpts())
+	b := newCache(t, cl.Client(), nearOpts())
+	ctx := context.Background()
+	key := "{nearcl}"
+	changed := func(want string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "a sees "+want, func() bool {
+			v, err := a.Fetch(ctx, key, time.Hour, value("loaded"))
+			return err == nil && string(v) == want
+		})
+	}
+	warmNear(t, a, key, value("v0"))
+	b.Set(ctx, key, []byte("v1"), time.Hour)
+	changed("v1")
+	master := cl.MasterOf(key)
+	cl.Failover(cl.ReplicaOf(master))
+	cl.WaitHealthy()
+	warmNear(t, a, key, value("loaded")) // the streams are back on the new master
+	if err := b.Set(ctx, key, []byte("v2"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	changed("v2")
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // The near cache is kept coherent by Redis itself: server-assisted
@@ -143,11 +144,24 @@ func (t *tracker) stream(ctx context.Context, base *redis.Options) {
 	}
 }
 
+// streamOptions derives the options of a stream's clients from a node's:
+// RESP2 (invalidations arrive as messages with a key list), a pool of its
+// own, and without the node client's maintenance-notification state, which
+// go-redis updates while the node's connections are set up (copying it
+// would race with that).
+func streamOptions(base *redis.Options) redis.Options {
+	o := *base
+	o.Protocol = 2
+	o.PoolSize = 2
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.PushNotificationProcessor = nil
+	return o
+}
+
 // track runs one stream until it breaks or ctx ends.
 func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 	var subID atomic.Int64
-	subOpts := *base
-	subOpts.Protocol = 2 // invalidations arrive as messages with a key list
+	subOpts := streamOptions(base)
 	userConnect := base.OnConnect
 	subOpts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		if userConnect != nil {
@@ -161,9 +175,7 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 	}
 	sub := redis.NewClient(&subOpts)
 	defer sub.Close()
-	trkOpts := *base
-	trkOpts.Protocol = 2
-	trkOpts.PoolSize = 1
+	trkOpts := streamOptions(base)
 	trk := redis.NewClient(&trkOpts)
 	defer trk.Close()
 
