@@ -1,9 +1,9 @@
 package corral
 
 import (
-	"reflect"
 	"errors"
 	"github.com/corralhq/corral/internal/wire"
+	"reflect"
 
 	"context"
 	"fmt"

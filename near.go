@@ -63,7 +63,7 @@ type nearCache struct {
 	seq     atomic.Uint64 // bumped by every invalidation and purge
 	healthy atomic.Bool   // the invalidation stream is up
 
-	typesMu sync.Mutex                    // serialises additions to types
+	typesMu sync.Mutex                     // serialises additions to types
 	types   atomic.Pointer[[]reflect.Type] // the types copies were decoded into
 }
 
