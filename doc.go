@@ -26,9 +26,21 @@
 // The entry's Redis TTL is the hard TTL (soft TTL + StaleTTL); the soft expiry
 // is a field, and every expiry decision uses the Redis server's clock.
 //
-// # One round trip decides
+// # Hits read, nothing more
 //
-// Fetch sends fetch.lua, which answers from the server's state at once:
+// Most calls find a fresh entry. A peek reads its fields after the server's
+// TIME, pipelined in one round trip, without a script or a write, and
+// decides on the server's clock as fetch.lua would. With Options.NearCache,
+// copies of what peeks read are also kept in memory, served until their soft
+// expiry and dropped the moment Redis announces a change to their entry
+// (server-assisted client-side caching: CLIENT TRACKING in broadcasting mode
+// on the entries' prefix).
+//
+// # One round trip decides the rest
+//
+// For a missing or stale entry, or one that XFetch picks for an early
+// refresh, Fetch sends fetch.lua, which answers from the server's state at
+// once:
 // a fresh entry is a HIT; an entry past its soft expiry but inside its stale
 // window is served STALE while the caller that takes the lease refreshes it in
 // the background (stale-while-revalidate); a fresh entry may be refreshed
