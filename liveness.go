@@ -23,8 +23,8 @@ import (
 // transfer, a busy server, a client starved of CPU), and the batch waits
 // another RedisTimeout, up to maxStalls bounds in all. Only a node silent
 // for a whole RedisTimeout fails the batch. A failed batch's ops are
-// answered at once; the worker still waiting on the client for it retires,
-// and a new worker takes its place.
+// answered at once; the sender still waiting on the client for it retires,
+// and another may start in its place.
 
 const (
 	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds
@@ -82,6 +82,7 @@ type batch struct {
 	done    func(error) // reports the outcome to the node's breaker
 	sent    time.Time
 	bound   time.Duration
+	sender  bool // sent by a sender itself, which is stuck while it waits
 	settled atomic.Bool
 
 	// guarded by health.flyMu:
@@ -90,7 +91,7 @@ type batch struct {
 
 // begin puts g in flight: through its node's breaker (an open breaker
 // fails it at once with ErrCircuitOpen) and under the monitor's watch.
-func (p *pipeline) begin(g group) (*batch, error) {
+func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 	live := p.liveness(g.node.addr)
 	done, err := live.breaker.allow()
 	if err != nil {
@@ -101,7 +102,7 @@ func (p *pipeline) begin(g group) (*batch, error) {
 	for _, o := range g.ops {
 		size += o.size
 	}
-	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(),
+	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(), sender: sender,
 		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
 	p.flyMu.Lock()
 	b.deadline = b.sent.Add(b.bound)
@@ -205,7 +206,7 @@ func (p *pipeline) check(b *batch, now time.Time) error {
 }
 
 // giveUp fails b's ops with err, unless the client answered first, and
-// starts a worker in place of the one still waiting on the client.
+// counts out the sender still waiting on the client.
 func (p *pipeline) giveUp(b *batch, err error) {
 	if !b.settled.CompareAndSwap(false, true) {
 		return
@@ -217,10 +218,8 @@ func (p *pipeline) giveUp(b *batch, err error) {
 	for _, o := range b.ops {
 		o.finish(opResult{err: err})
 	}
-	select {
-	case <-p.stop:
-	default:
-		go p.worker()
+	if b.sender {
+		p.released()
 	}
 }
 

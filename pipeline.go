@@ -11,9 +11,13 @@ import (
 )
 
 // The pipeline sends corral's commands to Redis. Concurrent calls share
-// round trips: calls queue, and maxBatches workers each take what has
+// round trips: calls queue, and up to maxBatches senders each take what has
 // queued and send it as one pipelined batch (auto-pipelining, as rueidis
-// does; on a Cluster, one batch per master). So a process asking for a
+// does; on a Cluster, one batch per master). A sender is a goroutine started
+// by a call that finds no sender free, up to maxBatches; one that finds the
+// queue empty lingers for senderLinger, for the next call to wake it rather
+// than start a new goroutine (whose stack would have to grow again to the
+// client's depth), then ends: an idle Cache has no sender. So a process asking for a
 // thousand cold keys at once costs a few round trips, not a thousand waits
 // for a pooled connection, and the time a call spends queued is not
 // mistaken for a slow Redis: a batch's bound (RedisTimeout, plus the time
@@ -21,9 +25,11 @@ import (
 // node, and what happens to a batch that gets no answer, is in liveness.go.
 
 const (
-	maxBatches  = 8       // batches in flight at once, per Cache: the workers
+	maxBatches  = 8       // batches in flight at once, per Cache: the senders
 	maxBatchOps = 512     // commands in one batch
 	maxBatchLen = 1 << 20 // bytes of payload in one batch; a larger op goes alone
+
+	senderLinger = time.Millisecond
 )
 
 // op is one command in the pipeline.
@@ -58,11 +64,13 @@ type pipeline struct {
 	// newBreaker makes the circuit breaker of a node (nil when disabled).
 	newBreaker func(node string) *breaker
 
-	mu     sync.Mutex // guards queue and closed
-	queue  []*op
-	closed bool
-	wake   chan struct{} // a send: the queue is not empty
-	stop   chan struct{} // closed by close
+	mu      sync.Mutex // guards queue, senders, idle and closed
+	queue   []*op
+	senders int           // sender goroutines running, not counting those given up on
+	idle    int           // senders lingering for work, not yet woken
+	work    chan struct{} // wakes a lingering sender
+	closed  bool
+	stop    chan struct{} // closed by close
 	// ctx is the context of the client's calls, cancelled by close. The
 	// monitor, not a deadline, bounds them (liveness.go): a deadline would
 	// cost a timer per batch, and bounds reads only for clients with
@@ -75,17 +83,14 @@ type pipeline struct {
 
 func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(error), newBreaker func(*pipeline, string) *breaker) *pipeline {
 	p := &pipeline{
-		rdb: rdb, timeout: timeout, failed: failed,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		rdb: rdb, timeout: timeout, failed: failed, stop: make(chan struct{}),
+		work: make(chan struct{}, maxBatches),
 	}
 	p.newBreaker = func(node string) *breaker { return newBreaker(p, node) }
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	p.health.init()
 	go p.monitor()
-	for range maxBatches {
-		go p.worker()
-	}
 	return p
 }
 
@@ -104,7 +109,8 @@ func (p *pipeline) do(o *op) opResult {
 	}
 }
 
-// enqueue queues o, or reports false when the pipeline is closed.
+// enqueue queues o, starting a sender when fewer than maxBatches run, or
+// reports false when the pipeline is closed.
 func (p *pipeline) enqueue(o *op) bool {
 	p.mu.Lock()
 	if p.closed {
@@ -112,41 +118,88 @@ func (p *pipeline) enqueue(o *op) bool {
 		return false
 	}
 	p.queue = append(p.queue, o)
+	wake, start := p.idle > 0, false
+	switch {
+	case wake:
+		p.idle--
+	case p.senders < maxBatches:
+		p.senders++
+		start = true
+	}
 	p.mu.Unlock()
-	p.signal()
+	switch {
+	case wake:
+		p.work <- struct{}{} // buffered: never blocks
+	case start:
+		go p.sender()
+	}
 	return true
 }
 
-// signal wakes a worker.
-func (p *pipeline) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+// sender sends batches while there are some, lingering between them (see
+// the top of this file), until it has lingered in vain, or a batch it sent
+// was given up on while the client still waits for it (liveness.go then
+// counts it out, so another sender can start).
+func (p *pipeline) sender() {
+	linger := time.NewTimer(senderLinger)
+	defer linger.Stop()
+	for {
+		if batch := p.take(); batch != nil {
+			if !p.send(batch) {
+				return
+			}
+			continue
+		}
+		linger.Reset(senderLinger)
+		select {
+		case <-p.work:
+			continue
+		case <-p.stop:
+		case <-linger.C:
+		}
+		p.mu.Lock()
+		if p.idle == 0 {
+			// Every lingering sender was woken: a wake-up is ours.
+			p.mu.Unlock()
+			select {
+			case <-p.work:
+				continue
+			case <-p.stop:
+				return
+			}
+		}
+		p.idle--
+		p.senders--
+		p.mu.Unlock()
+		return
 	}
 }
 
-// worker sends batches until the pipeline closes, or until a batch it sent
-// was given up on while the client still waits for it (liveness.go starts a
-// worker in its place).
-func (p *pipeline) worker() {
-	for {
-		select {
-		case <-p.wake:
-		case <-p.stop:
-			return
-		}
-		if batch := p.take(); len(batch) > 0 && !p.send(batch) {
-			return
-		}
+// released counts out a sender stuck on a batch given up on, and starts
+// another if ops wait.
+func (p *pipeline) released() {
+	p.mu.Lock()
+	p.senders--
+	start := len(p.queue) > 0 && p.senders < maxBatches && !p.closed
+	if start {
+		p.senders++
+	}
+	p.mu.Unlock()
+	if start {
+		go p.sender()
 	}
 }
 
 // take removes the next batch from the queue: ops in order, up to
-// maxBatchOps and maxBatchLen bytes (at least one op). When ops remain, it
-// wakes another worker for them.
+// maxBatchOps and maxBatchLen bytes (at least one op). With the queue
+// empty, it returns nil and counts the calling sender as lingering.
 func (p *pipeline) take() []*op {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.idle++
+		return nil
+	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < maxBatchOps {
 		if size += p.queue[n].size; n > 0 && size > maxBatchLen {
@@ -157,9 +210,6 @@ func (p *pipeline) take() []*op {
 	batch := make([]*op, n)
 	copy(batch, p.queue)
 	p.queue = append(p.queue[:0], p.queue[n:]...)
-	if len(p.queue) > 0 {
-		p.signal()
-	}
 	return batch
 }
 
@@ -179,21 +229,15 @@ func (p *pipeline) send(batch []*op) bool {
 		return true
 	}
 	if p.cluster == nil {
-		return p.exchange(group{ops: live, node: nodeRef{client: p.rdb}})
+		return p.exchange(group{ops: live, node: nodeRef{client: p.rdb}}, true)
 	}
+	// The other masters' groups go in goroutines of their own, so a master
+	// that stalls holds up only its own ops.
 	groups := p.byNode(live)
-	if len(groups) > 1 {
-		var wg sync.WaitGroup
-		for _, g := range groups[1:] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.exchange(g)
-			}()
-		}
-		defer wg.Wait()
+	for _, g := range groups[min(1, len(groups)):] {
+		go p.exchange(g, false)
 	}
-	return len(groups) == 0 || p.exchange(groups[0])
+	return len(groups) == 0 || p.exchange(groups[0], true)
 }
 
 // group is the ops of a batch that go to one node.
@@ -242,9 +286,10 @@ func (p *pipeline) byNode(ops []*op) []group {
 // the server lacked (NOSCRIPT) are queued again to go with their source,
 // and ops that got a "not now" reply (LOADING, BUSY, TRYAGAIN, MOVED, ...)
 // are queued again while their RedisTimeout lasts. It reports false when
-// the watch gave up on the batch while the client still waited.
-func (p *pipeline) exchange(g group) bool {
-	b, err := p.begin(g)
+// the watch gave up on the batch while the client still waited. sender says
+// the calling goroutine is a sender (counted out if given up on).
+func (p *pipeline) exchange(g group, sender bool) bool {
+	b, err := p.begin(g, sender)
 	if err != nil {
 		for _, o := range g.ops {
 			o.finish(opResult{err: err})
@@ -337,7 +382,7 @@ func (p *pipeline) retryLater(o *op) bool {
 	return true
 }
 
-// close stops the workers and fails queued ops with ErrClosed. It does not
+// close stops the senders and fails queued ops with ErrClosed. It does not
 // wait for batches in flight: a client that keeps waiting on a silent Redis
 // (a long ReadTimeout) would hold Close up; their goroutines end when the
 // client gives up or Redis answers.
