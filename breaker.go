@@ -81,8 +81,9 @@ func (e callerGone) Unwrap() error { return e.err }
 
 // redisFailed reports whether err says Redis is unavailable: a network
 // error, a timeout, or a reply that means "not now" (loading, cluster down,
-// failing over, out of memory, busy). Other error replies mean Redis is up
-// and answering; the caller leaving is nobody's failure.
+// failing over, busy). Other error replies mean Redis is up and answering:
+// among them a refused write (OOM, READONLY), with which Redis still serves
+// reads; the caller leaving is nobody's failure.
 func redisFailed(err error) bool {
 	if err == nil {
 		return false
@@ -96,7 +97,7 @@ func redisFailed(err error) bool {
 		return true
 	}
 	msg := reply.Error()
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY", "NOREPLICAS", "OOM"} {
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}

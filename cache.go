@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,8 @@ type Cache struct {
 	refreshSlots chan struct{} // semaphore: background refreshes running
 
 	warnedLarge sync.Map // entry names warned of a value over MaxValueBytes
+	warnNotice  everyMinute
+	warnRefused everyMinute
 
 	peekMu sync.Mutex           // guards peeks
 	peeks  map[string]*peekCall // the peek under way of each key (hit.go)
@@ -72,6 +75,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		peeks:        make(map[string]*peekCall),
 	}
 	c.store = newStore(rdb, o, &c.stats)
+	c.store.noticeFailed, c.store.refusedWrite = c.noticeFailed, c.refusedWrite
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		c.store.reload = func() {
 			cc.ReloadState(context.Background())
@@ -153,7 +157,9 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	}
 	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, ttl, 0))
 	if err != nil {
-		c.countRedisError(ctx)
+		if !errors.Is(err, ErrWriteRefused) {
+			c.countRedisError(ctx)
+		}
 		return err
 	}
 	c.detach(key)
@@ -192,6 +198,34 @@ func (c *Cache) detach(key string) {
 	if c.near != nil {
 		c.near.invalidate(key) // at once here; other processes hear of it from Redis
 	}
+}
+
+// noticeFailed counts a notice Redis refused to publish, after a write that
+// stood (no channel rights: waiters elsewhere fall back to re-checking),
+// and warns of it once a minute at most.
+func (c *Cache) noticeFailed(err error) {
+	c.stats.noticesFailed.Add(1)
+	if c.warnNotice.allow() {
+		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", "err", err)
+	}
+}
+
+// refusedWrite counts a write Redis refused while it still serves reads
+// (out of memory, a replica), and warns of it once a minute at most.
+func (c *Cache) refusedWrite() {
+	c.stats.writesRefused.Add(1)
+	if c.warnRefused.allow() {
+		c.opts.Logger.Warn("corral: Redis refuses writes (OOM or READONLY); serving what it holds, loading misses directly, storing nothing")
+	}
+}
+
+// everyMinute lets a warning through once a minute.
+type everyMinute struct{ last atomic.Int64 }
+
+func (e *everyMinute) allow() bool {
+	now := time.Now().UnixNano()
+	last := e.last.Load()
+	return now-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now)
 }
 
 // countRedisError counts a failed Redis call, unless it failed because the

@@ -60,6 +60,12 @@ var (
 	// storing it.)
 	ErrValueTooLarge = errors.New("corral: value too large")
 
+	// ErrWriteRefused is wrapped by the error of a write Redis refused while
+	// it still answers reads: out of memory under maxmemory-policy
+	// noeviction (OOM), or a replica (READONLY). Fetch then serves what Redis
+	// holds and loads only misses directly; Set returns it.
+	ErrWriteRefused = errors.New("corral: Redis refuses writes")
+
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error
 	// text carries the remote error's message; its type is not preserved.

@@ -248,6 +248,9 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit}
 				then = func() { c.refreshInBackground(f, l) }
 			}
+			if r.Refused {
+				c.store.refusedWrite() // served as is: no refresh while Redis refuses writes
+			}
 			switch {
 			case out == outStale && r.Flags.RefreshFailed:
 				out = outStaleIfError
@@ -258,6 +261,11 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			}
 			val, err := entryAnswer(r.Payload, r.Flags.Kind)
 			return answer{val: val, err: err, out: out}, then
+		case wire.Refused:
+			// No entry, and Redis refuses writes, so nobody can hold the
+			// lease: load here (one load per key in this process).
+			c.store.refusedWrite()
+			return c.failOpen(f, "", ErrWriteRefused)
 		case wire.Load:
 			l := &lease{token: token, serverNow: r.Now, at: time.Now()}
 			if !c.startLoading(f) {
@@ -335,9 +343,10 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	if c.opts.DisableFailOpen {
 		return answer{err: redisErr}, nil
 	}
-	if errors.Is(redisErr, ErrCircuitOpen) {
-		// The breaker warned once as it opened: no warning per call.
-		c.opts.Logger.Debug("corral: circuit breaker open; calling the loader directly (fail-open)", "key", f.key)
+	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
+		// The breaker warned once as it opened, and refused writes are
+		// warned of apart: no warning per call.
+		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	} else {
 		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	}

@@ -72,6 +72,9 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 	e := c.entry(val, kind, f.ttl, took)
 	stored, cerr := c.store.commit(c.drain, n, l.token, e)
 	switch {
+	case errors.Is(cerr, ErrWriteRefused):
+		// Counted and warned of by the store; the lease was handed back
+		// and the waiters told.
 	case cerr != nil && redisFailed(cerr):
 		// Redis did not answer, or the connection failed: the commit may yet
 		// land while the lease lives, and is precious, since waiters in other
@@ -137,6 +140,8 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 			return
 		case err == nil:
 			c.rejected(n, false)
+			return
+		case errors.Is(err, ErrWriteRefused):
 			return
 		case !redisFailed(err):
 			c.commitFailed(n, token, err)

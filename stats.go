@@ -26,10 +26,12 @@ type Stats struct {
 	CommitRetries   uint64 // commits sent again after Redis failed to answer the first try
 	ValuesTooLarge  uint64 // loaded values not stored because they were over MaxValueBytes
 
-	FailOpens    uint64 // calls answered by the loader directly because Redis failed
-	RedisErrors  uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
-	BreakerOpens uint64 // times the circuit breaker opened
-	BreakerOpen  bool   // the circuit breaker is open or half-open now
+	FailOpens     uint64 // calls answered by the loader directly because Redis failed or refused writes
+	WritesRefused uint64 // writes Redis refused while serving reads (OOM, READONLY): leases, commits, Sets
+	NoticesFailed uint64 // notices Redis refused to publish after a write that stood (no channel rights)
+	RedisErrors   uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
+	BreakerOpens  uint64 // times the circuit breaker opened
+	BreakerOpen   bool   // the circuit breaker is open or half-open now
 
 	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
 	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
@@ -44,6 +46,7 @@ type counters struct {
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
 	commitRetries, valuesTooLarge                    atomic.Uint64
+	writesRefused, noticesFailed                     atomic.Uint64
 	breakerOpens                                     atomic.Uint64
 	subscribes, unsubscribes                         atomic.Uint64
 }
@@ -69,6 +72,8 @@ func (c *counters) snapshot() Stats {
 		CommitRetries:   c.commitRetries.Load(),
 		ValuesTooLarge:  c.valuesTooLarge.Load(),
 		FailOpens:       c.failOpens.Load(),
+		WritesRefused:   c.writesRefused.Load(),
+		NoticesFailed:   c.noticesFailed.Load(),
 		RedisErrors:     c.redisErrors.Load(),
 		BreakerOpens:    c.breakerOpens.Load(),
 		Subscribes:      c.subscribes.Load(),

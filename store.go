@@ -51,6 +51,11 @@ type store struct {
 	maxValue    int    // Options.MaxValueBytes
 	reload      func() // on a Cluster: re-learn which node serves which slot
 
+	// noticeFailed is told of a notice Redis refused to publish (a write
+	// that stood); refusedWrite of a write Redis refused (OOM, a replica).
+	noticeFailed func(error)
+	refusedWrite func()
+
 	probeMu sync.Mutex             // one probe at a time
 	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
 }
@@ -193,6 +198,10 @@ type entryWrite struct {
 
 // commit stores w under n. With a token it stores only while that token holds
 // the lease; it reports whether it stored.
+//
+// A commit Redis refuses to store (out of memory, a replica) returns an
+// error wrapping ErrWriteRefused; the lease was handed back and waiters got
+// the value inline, or were told to load it.
 func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
@@ -204,7 +213,33 @@ func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryW
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
-	return res == int64(1), nil
+	status, err := s.written(res)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("corral: commit: %w", err)
+	case status == -1:
+		s.refusedWrite()
+		return false, fmt.Errorf("corral: commit %q: %w", n.Entry, ErrWriteRefused)
+	}
+	return status == 1, nil
+}
+
+// written decodes the reply of a script that writes and publishes: {status,
+// notice error}. A notice that could not be published (no channel rights)
+// does not undo the write: it is reported to noticeFailed.
+func (s *store) written(res any) (int64, error) {
+	a, _ := res.([]any)
+	if len(a) != 2 {
+		return 0, fmt.Errorf("unexpected reply %#v", res)
+	}
+	status, ok := a[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("unexpected reply %#v", res)
+	}
+	if msg, ok := a[1].(string); ok && s.noticeFailed != nil {
+		s.noticeFailed(errors.New(msg))
+	}
+	return status, nil
 }
 
 // renewResult is what renew.lua replied.
@@ -250,7 +285,11 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
-	return res == int64(1), nil
+	status, err := s.written(res)
+	if err != nil {
+		return false, fmt.Errorf("corral: release lease: %w", err)
+	}
+	return status == 1, nil
 }
 
 func (s *store) delete(ctx context.Context, n wire.Names) error {
@@ -258,7 +297,11 @@ func (s *store) delete(ctx context.Context, n wire.Names) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub); err != nil {
+	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub)
+	if err == nil {
+		_, err = s.written(res)
+	}
+	if err != nil {
 		return fmt.Errorf("corral: delete: %w", err)
 	}
 	return nil

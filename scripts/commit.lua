@@ -22,30 +22,41 @@
 -- ARGV[7] publish command: 'SPUBLISH' or 'PUBLISH'
 -- ARGV[8] notice inline limit, bytes
 --
--- Reply: 1 stored (now, or by an earlier try of this commit), 0 rejected
--- (the token no longer holds the lease).
+-- Reply: {status, notice error}: status 1 stored (now, or by an earlier
+-- try of this commit), 0 rejected (the token no longer holds the lease), -1
+-- refused (Redis refuses writes: OOM, a replica; the entry is left as it
+-- was, the lease handed back, and waiters get the value inline or are told
+-- to load it themselves). The notice error is false, or why publishing the
+-- notice failed (NOPERM without channel rights): the write stands anyway.
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
   if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
-    return 1
+    return {1, false}
   end
-  return 0
+  return {0, false}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local compressed = string.find(ARGV[3], 'z', 1, true)
-local field = 'v'
+local field, other = 'v', 'z'
 if compressed then
-  field = 'z'
+  field, other = 'z', 'v'
 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
+-- HSET first: a refused write leaves the entry as it was.
+local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
   'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+local status = 1
+if type(set) == 'table' and set.err then
+  status = -1
+else
+  redis.call('HDEL', KEYS[1], other)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
 redis.call('DEL', KEYS[2])
 
 -- Notice: 'n' not found, 'e'..message a failure, 'v'..value inline,
--- 'c' committed (read the entry: too large to inline, or compressed).
+-- 'c' committed (read the entry: too large to inline, or compressed), 'l'
+-- not stored (refused), and too large to inline: load it yourself.
 local notice = 'c'
 if ARGV[3] == 'n' then
   notice = 'n'
@@ -53,6 +64,11 @@ elseif ARGV[3] == 'e' then
   notice = 'e' .. ARGV[2]
 elseif not compressed and #ARGV[2] <= tonumber(ARGV[8]) then
   notice = 'v' .. ARGV[2]
+elseif status == -1 then
+  notice = 'l'
 end
-redis.call(ARGV[7], KEYS[3], notice)
-return 1
+local pub = redis.pcall(ARGV[7], KEYS[3], notice)
+if type(pub) == 'table' and pub.err then
+  return {status, pub.err}
+end
+return {status, false}

@@ -5,8 +5,12 @@
 -- KEYS[1] entry hash, KEYS[2] lease, KEYS[3] notice channel
 -- ARGV[1] publish command: 'SPUBLISH' or 'PUBLISH'
 --
--- Reply: the number of entries deleted (0 or 1).
+-- Reply: {deleted, notice error}: the number of entries deleted (0 or 1),
+-- and false, or why publishing the notice failed (the deletion stands).
 local n = redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[2])
-redis.call(ARGV[1], KEYS[3], 'd')
-return n
+local pub = redis.pcall(ARGV[1], KEYS[3], 'd')
+if type(pub) == 'table' and pub.err then
+  return {n, pub.err}
+end
+return {n, false}

@@ -13,24 +13,38 @@
 --
 -- Replies ("now" is the server clock in ms; every decision uses it):
 --   {'HIT',   v, f, refresh, now}  fresh entry; refresh = 1 when XFetch fired
---                                  and this caller took the lease; v is the
+--                                  and this caller took the lease, -1 when
+--                                  Redis refused to write it (OOM); v is the
 --                                  payload, or its size (an integer) when it
 --                                  is over ARGV[4]
 --   {'STALE', v, f, refresh, now}  past the soft expiry, inside the hard TTL;
---                                  refresh = 1 when this caller took the lease
+--                                  refresh = 1 when this caller took the
+--                                  lease, -1 when Redis refused to write it
+--   {'REFUSED', now}               no entry, and Redis refused to write the
+--                                  lease (OOM): nobody can hold it
 --   {'LOAD',  now}                 no entry, this caller took the lease
 --   {'WAIT',  pttl, now}           no entry, another caller holds the lease
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- take takes the lease for ARGV[1]. A lease that already holds ARGV[1] is
--- this caller's own: its client resent the script after losing the reply
+-- take takes the lease for ARGV[1]: 1 taken, 0 held by another, -1 Redis
+-- refuses writes (OOM; the read goes on). A lease that already holds ARGV[1]
+-- is this caller's own: its client resent the script after losing the reply
 -- (a dropped connection), and must not wait for itself.
-local function take()
-  if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return true
+local function take(force)
+  local set
+  if force then
+    set = redis.pcall('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  else
+    set = redis.pcall('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
   end
-  return redis.call('GET', KEYS[2]) == ARGV[1]
+  if type(set) == 'table' and set.err then
+    return -1
+  end
+  if set or redis.call('GET', KEYS[2]) == ARGV[1] then
+    return 1
+  end
+  return 0
 end
 
 -- The payload is in v, or compressed in z (flag 'z'). An entry without its
@@ -56,22 +70,24 @@ if v then
   if now < soft then
     local x = tonumber(ARGV[3])
     local d = tonumber(e[2]) or 0
-    if x > 0 and d > 0 and now + d * x >= soft and take() then
-      return {'HIT', v, f, 1, now}
+    if x > 0 and d > 0 and now + d * x >= soft then
+      return {'HIT', v, f, take(), now}
     end
     return {'HIT', v, f, 0, now}
   end
-  if take() then
-    return {'STALE', v, f, 1, now}
-  end
-  return {'STALE', v, f, 0, now}
+  return {'STALE', v, f, take(), now}
 end
 
 -- A backoff marker (release.lua) only holds refreshes of an entry off; with
 -- the entry gone, it must not make callers wait.
-if take() or (redis.call('GET', KEYS[2]) == 'backoff' and
-    redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])) then
+local took = take()
+if took == 0 and redis.call('GET', KEYS[2]) == 'backoff' then
+  took = take(true)
+end
+if took == 1 then
   return {'LOAD', now}
+elseif took == -1 then
+  return {'REFUSED', now}
 end
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl < 0 then

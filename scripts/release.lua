@@ -14,9 +14,10 @@
 --         0 deletes the lease
 -- ARGV[5] '1' to flag the entry (if any) 'x': its last refresh failed
 --
--- Reply: 1 released, 0 the token no longer held the lease.
+-- Reply: {released, notice error}: 1 released, 0 the token no longer held
+-- the lease; false, or why publishing the notice failed.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+  return {0, false}
 end
 local hold = tonumber(ARGV[4])
 if hold > 0 then
@@ -25,18 +26,24 @@ if hold > 0 then
     hold = left
   end
 end
+local held = false
 if hold > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('SET', KEYS[1], 'backoff', 'PX', hold)
-else
+  local set = redis.pcall('SET', KEYS[1], 'backoff', 'PX', hold)
+  held = not (type(set) == 'table' and set.err) -- refused (OOM): no backoff
+end
+if not held then
   redis.call('DEL', KEYS[1])
 end
 if ARGV[5] == '1' then
   local f = redis.call('HGET', KEYS[3], 'f')
   if f and not string.find(f, 'x', 1, true) then
-    redis.call('HSET', KEYS[3], 'f', f .. 'x')
+    redis.pcall('HSET', KEYS[3], 'f', f .. 'x') -- a refused write only loses the flag
   end
 end
 if ARGV[3] ~= '' then
-  redis.call(ARGV[2], KEYS[2], ARGV[3])
+  local pub = redis.pcall(ARGV[2], KEYS[2], ARGV[3])
+  if type(pub) == 'table' and pub.err then
+    return {1, pub.err}
+  end
 end
-return 1
+return {1, false}

@@ -72,6 +72,8 @@ func FuzzParseFetch(f *testing.F) {
 	f.Add("STALE", "", "nx", int64(1), int64(1))
 	f.Add("LOAD", "", "", int64(0), int64(5))
 	f.Add("WAIT", "", "", int64(250), int64(5))
+	f.Add("REFUSED", "", "", int64(0), int64(5))
+	f.Add("STALE", "v", "", int64(-1), int64(5))
 	f.Add("WAT", "\xff", "e", int64(-1), int64(-1))
 	f.Fuzz(func(t *testing.T, kind, v, flags string, n, now int64) {
 		for _, reply := range []any{
@@ -96,14 +98,14 @@ func FuzzParseFetch(f *testing.F) {
 					}
 					break
 				}
-				if string(r.Payload) != v || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) {
+				if string(r.Payload) != v || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) || r.Refused != (n == -1) {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
 			case Wait:
 				if r.PTTL.Milliseconds() != n {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
-			case Load:
+			case Load, Refused:
 			default:
 				t.Fatalf("%#v decoded to unknown kind %d", reply, r.Kind)
 			}

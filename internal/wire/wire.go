@@ -146,17 +146,18 @@ func ParseFlags(f string) Flags {
 type Reply int
 
 const (
-	Hit   Reply = iota // {'HIT',   v, f, refresh, now}; v is the payload's size when it is large
-	Stale              // {'STALE', v, f, refresh, now}; likewise
-	Load               // {'LOAD',  now}
-	Wait               // {'WAIT',  pttl, now}
+	Hit     Reply = iota // {'HIT',   v, f, refresh, now}; v is the payload's size when it is large
+	Stale                // {'STALE', v, f, refresh, now}; likewise
+	Load                 // {'LOAD',  now}
+	Wait                 // {'WAIT',  pttl, now}
+	Refused              // {'REFUSED', now}: no entry, and Redis refuses writes (no lease)
 )
 
 // replyWords are the first elements of fetch.lua's replies, by Reply.
-var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT"}
+var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 5, Stale: 5, Load: 2, Wait: 3}
+var replyLens = [...]int{Hit: 5, Stale: 5, Load: 2, Wait: 3, Refused: 2}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -165,6 +166,7 @@ type FetchReply struct {
 	Size    int           // Hit, Stale: the payload's size when too large to come with the reply (Payload is nil)
 	Flags   Flags         // Hit, Stale
 	Refresh bool          // Hit, Stale: this caller took the lease to refresh
+	Refused bool          // Hit, Stale, Refused: Redis refused to write the lease (OOM)
 	PTTL    time.Duration // Wait: the lease's remaining time
 	Now     int64         // the server clock, ms
 }
@@ -193,9 +195,13 @@ func ParseFetch(res any) (FetchReply, error) {
 			r.Payload = []byte(d.str(1))
 		}
 		r.Flags = ParseFlags(d.str(2))
-		r.Refresh = d.int(3) == 1
+		refresh := d.int(3)
+		r.Refresh, r.Refused = refresh == 1, refresh == -1
 		r.Now = d.int(4)
 	case Load:
+		r.Now = d.int(1)
+	case Refused:
+		r.Refused = true
 		r.Now = d.int(1)
 	case Wait:
 		r.PTTL = time.Duration(d.int(1)) * time.Millisecond
