@@ -124,3 +124,97 @@ func slowLoad(n *atomic.Int32, v string) func(context.Context) ([]byte, error) {
 
 // slogTo returns a logger that writes text to w.
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// D3: with a tight client-output-buffer-limit for pub/sub, notices carrying
+// large values inline got the waiting instance's subscriber dropped, and its
+// waiters woke only on their timers. Now large values are not inlined; and
+// should a subscriber be dropped all the same (here forced with an inline
+// limit above the values and a hard limit below one notice), every waiting
+// flight re-checks the moment the subscription comes back. LeaseTTL is 30s:
+// no waiter's timer can help.
+func TestDegraded_D3_LostNotices(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inline int
+		limit  string
+	}{
+		{"default inline limit", 0, "pubsub 64kb 32kb 60"},
+		{"values inlined, subscriber dropped", 32 << 10, "pubsub 8kb 4kb 60"},
+	} {
+		inline := tc.inline
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t, "--client-output-buffer-limit", tc.limit)
+			opts := func() *corral.Options { return &corral.Options{LeaseTTL: 30 * time.Second, NoticeInlineLimit: inline} }
+			a := newCache(t, srv.Client(), opts())
+			b := newCache(t, srv.Client(), opts())
+			ctx := context.Background()
+			const keys = 40
+			value := []byte(strings.Repeat("v", 15<<10))
+			var finishes []func()
+			for i := range keys {
+				finishes = append(finishes, hold(t, a, "{d3:"+strconv.Itoa(i)+"}", value, nil))
+			}
+			var wg sync.WaitGroup
+			var bad atomic.Int32
+			var slowest atomic.Int64
+			var ended time.Time
+			var endedMu sync.Mutex
+			for i := range keys {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v, err := b.Fetch(ctx, "{d3:"+strconv.Itoa(i)+"}", time.Minute, value_("not me"))
+					endedMu.Lock()
+					took := time.Since(ended)
+					endedMu.Unlock()
+					for d := int64(took); ; {
+						if old := slowest.Load(); d <= old || slowest.CompareAndSwap(old, d) {
+							break
+						}
+					}
+					if err != nil || len(v) != len(value) {
+						bad.Add(1)
+					}
+				}()
+			}
+			eventually(t, 10*time.Second, "b waits on every key", func() bool { return b.Stats().Waits == keys })
+			admin := srv.Client()
+			clientIDs := func(typ ...any) []string {
+				var ids []string
+				list, _ := admin.Do(ctx, append([]any{"CLIENT", "LIST"}, typ...)...).Text()
+				for _, f := range strings.Fields(list) {
+					if strings.HasPrefix(f, "id=") {
+						ids = append(ids, f)
+					}
+				}
+				return ids
+			}
+			subscriber := clientIDs("TYPE", "pubsub")
+			endedMu.Lock()
+			ended = time.Now()
+			endedMu.Unlock()
+			for _, f := range finishes {
+				f()
+			}
+			wg.Wait()
+			if bad.Load() > 0 {
+				t.Fatalf("%d waiters did not get the value", bad.Load())
+			}
+			connected := strings.Join(clientIDs(), " ") + " "
+			dropped := false
+			for _, id := range subscriber {
+				dropped = dropped || !strings.Contains(connected, id+" ")
+			}
+			if dropped != (inline > 0) {
+				t.Fatalf("subscriber dropped: %v; want %v", dropped, inline > 0)
+			}
+			if d := time.Duration(slowest.Load()); d > 2*time.Second {
+				t.Fatalf("the slowest waiter answered %v after the loads ended; want at once (not the 30s timer)", d)
+			}
+			t.Logf("slowest waiter %v after the loads ended", time.Duration(slowest.Load()).Round(time.Millisecond))
+		})
+	}
+}
+
+// value_ is value, for closures where value names a variable.
+func value_(s string) func(context.Context) ([]byte, error) { return value(s) }

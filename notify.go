@@ -264,6 +264,11 @@ func (n *notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
 	case "subscribe", "ssubscribe":
 		select {
 		case <-cs.confirmed:
+			// Subscribed again: go-redis re-subscribed after the connection
+			// dropped (a restart, an output buffer limit), or a waiter's
+			// timer re-sent it. Notices published meanwhile are lost: the
+			// waiters re-check now rather than on their timers.
+			n.recheck(cs)
 		default:
 			close(cs.confirmed)
 		}
@@ -273,6 +278,16 @@ func (n *notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
 		}
 		n.wg.Add(1)
 		go n.rebind(m.Channel, c)
+	}
+}
+
+// recheck tells cs's waiters to fetch again. Called with n.mu held.
+func (n *notifier) recheck(cs *channelSubs) {
+	for s := range cs.listeners {
+		select {
+		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
+		default: // a waiter with notices queued has enough to act on
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"time"
 
@@ -181,10 +179,5 @@ func (n *notifier) moveIfStale(ctx context.Context, channel string, at node) {
 		return
 	}
 	n.bind(ctx, cs, channel, at)
-	for s := range cs.listeners {
-		select {
-		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
-		default:
-		}
-	}
+	n.recheck(cs)
 }

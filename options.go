@@ -122,7 +122,10 @@ type Options struct {
 	// NoticeInlineLimit is the largest value, in bytes, that a completion
 	// notice carries inline, so waiters in other processes skip a round
 	// trip. Larger values are announced without the payload and waiters
-	// read them from the entry. Default 16384 (16 KiB).
+	// read them from the entry. Every subscriber of a key receives the
+	// notice: a burst of many large inline values could exceed Redis's
+	// client-output-buffer-limit for pub/sub and get subscribers dropped,
+	// which a small limit keeps from happening. Default 1024 (1 KiB).
 	NoticeInlineLimit int
 
 	// MaxBackgroundRefreshes bounds the refreshes one Cache runs in the
@@ -178,7 +181,7 @@ const (
 	DefaultBeta                   = 1.0
 	DefaultNegativeTTL            = 10 * time.Second
 	DefaultJitter                 = 0.1
-	DefaultNoticeInlineLimit      = 16 << 10
+	DefaultNoticeInlineLimit      = 1 << 10
 	DefaultMaxBackgroundRefreshes = 64
 	DefaultBreakerThreshold       = 5
 	DefaultBreakerCooldown        = 2 * time.Second
