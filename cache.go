@@ -36,9 +36,10 @@ type Cache struct {
 
 	refreshSlots chan struct{} // semaphore: background refreshes running
 
-	warnedLarge sync.Map // entry names warned of a value over MaxValueBytes
-	warnNotice  everyMinute
-	warnRefused everyMinute
+	warnedLarge  sync.Map // entry names warned of a value over MaxValueBytes
+	warnedDecode sync.Map // keys warned of an entry that did not decode
+	warnNotice   everyMinute
+	warnRefused  everyMinute
 
 	peekMu sync.Mutex           // guards peeks
 	peeks  map[string]*peekCall // the peek under way of each key (hit.go)
@@ -207,6 +208,15 @@ func (c *Cache) noticeFailed(err error) {
 	c.stats.noticesFailed.Add(1)
 	if c.warnNotice.allow() {
 		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", "err", err)
+	}
+}
+
+// decodeFailed counts a cached entry of key that did not decode as v's type,
+// and warns of it once per key.
+func (c *Cache) decodeFailed(key string, v any) {
+	c.stats.decodeFailures.Add(1)
+	if _, seen := c.warnedDecode.LoadOrStore(key, true); !seen {
+		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "type", fmt.Sprintf("%T", v))
 	}
 }
 

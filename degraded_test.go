@@ -218,3 +218,101 @@ func TestDegraded_D3_LostNotices(t *testing.T) {
 
 // value_ is value, for closures where value names a variable.
 func value_(s string) func(context.Context) ([]byte, error) { return value(s) }
+
+// D4: the previous release cached {"id":"42"}; this one reads the key as a
+// struct with an int ID. The entry does not decode: it is a miss, reloaded
+// once for all concurrent callers, and stored anew. A freshly loaded value
+// that does not decode is the callers' decode error, not reloaded again.
+func TestDegraded_D4_EntriesThatNoLongerDecode(t *testing.T) {
+	e := newEnv(t, nil)
+	var logged lockedBuffer
+	c := newCache(t, e.srv.Client(), &corral.Options{Logger: slogTo(&logged)})
+	ctx := context.Background()
+	old := newCache(t, e.srv.Client(), nil)
+	if err := old.Set(ctx, "user:42", []byte(`{"id":"42"}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	type user struct {
+		ID int `json:"id"`
+	}
+	var loads atomic.Int32
+	load := func(context.Context) (user, error) {
+		loads.Add(1)
+		<-time.After(20 * time.Millisecond) // concurrent callers meet in one load
+		return user{ID: 42}, nil
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if u, err := corral.Fetch(ctx, c, "user:42", time.Hour, load); err != nil || u.ID != 42 {
+				t.Errorf("Fetch = %+v, %v; want the reloaded value", u, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads after an entry that does not decode; want 1", n)
+	}
+	if u, err := corral.Fetch(ctx, c, "user:42", time.Hour, load); err != nil || u.ID != 42 || loads.Load() != 1 {
+		t.Fatalf("after the reload: %+v, %v, %d loads; want a hit", u, err, loads.Load())
+	}
+	if st := c.Stats(); st.DecodeFailures == 0 {
+		t.Fatalf("stats %+v; want the decode failures counted", st)
+	}
+	if n := strings.Count(logged.String(), "does not decode"); n != 1 {
+		t.Fatalf("%d warnings; want one per key:\n%s", n, logged.String())
+	}
+
+	// A codec whose output does not decode: the fresh load's callers get the
+	// decode error, and the loader is not run again for them.
+	bad := newCache(t, e.srv.Client(), &corral.Options{Codec: brokenCodec{}})
+	loads.Store(0)
+	if _, err := corral.Fetch(ctx, bad, "fresh", time.Hour, load); err == nil || !strings.Contains(err.Error(), "decode") || loads.Load() != 1 {
+		t.Fatalf("a fresh value that does not decode: %v after %d loads; want the decode error after 1", err, loads.Load())
+	}
+}
+
+// brokenCodec writes what it cannot read back.
+type brokenCodec struct{}
+
+func (brokenCodec) Marshal(any) ([]byte, error)  { return []byte("not json"), nil }
+func (brokenCodec) Unmarshal([]byte, any) error { return errors.New("brokenCodec cannot decode") }
+
+// D4 with CodecVersion: a release that raised it takes entries of the older
+// version as missing and stores them anew, once; the older release, meeting
+// an entry of the newer version during a rolling deploy, loads without
+// storing and leaves the entry to the newer release.
+func TestDegraded_D4_CodecVersion(t *testing.T) {
+	e := newEnv(t, nil)
+	v1 := newCache(t, e.srv.Client(), &corral.Options{CodecVersion: 1})
+	v2 := newCache(t, e.srv.Client(), &corral.Options{CodecVersion: 2})
+	ctx := context.Background()
+	var loads atomic.Int32
+	load := func(s string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			loads.Add(1)
+			return s, nil
+		}
+	}
+	if v, err := corral.Fetch(ctx, v1, "k", time.Hour, load("one")); err != nil || v != "one" {
+		t.Fatal(v, err)
+	}
+	for range 3 { // the newer release reloads once, then hits
+		if v, err := corral.Fetch(ctx, v2, "k", time.Hour, load("two")); err != nil || v != "two" {
+			t.Fatalf("v2 Fetch = %q, %v", v, err)
+		}
+	}
+	if n := loads.Load(); n != 2 {
+		t.Fatalf("%d loads; want 2 (v1's, then v2's reload of the old entry)", n)
+	}
+	for range 3 { // the older release loads without storing over v2's entry
+		if v, err := corral.Fetch(ctx, v1, "k", time.Hour, load("one again")); err != nil || v != "one again" {
+			t.Fatalf("v1 Fetch = %q, %v", v, err)
+		}
+	}
+	if v, err := corral.Fetch(ctx, v2, "k", time.Hour, load("three")); err != nil || v != "two" {
+		t.Fatalf("v2 after v1 read: %q, %v; want its own entry, untouched", v, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/corralhq/corral/internal/wire"
 	"reflect"
+	"strconv"
 
 	"context"
 	"fmt"
@@ -50,15 +51,15 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
 	}
-	x := c.earlyFactor()
+	h := how{x: c.earlyFactor()}
 	if c.near != nil {
-		if e, ok := c.near.get(nearKey{key: key}, x); ok {
+		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
 			c.stats.nearHits.Add(1)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
 	}
-	a, keep := c.fetch(ctx, key, ttl, load, x)
+	a, keep := c.fetch(ctx, key, ttl, load, h)
 	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
 		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
 	}
@@ -79,19 +80,28 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 	return ctx.Err()
 }
 
+// how says how a call reads an entry: its XFetch draw, and for Fetch[T] its
+// codec version and the soft expiry of an entry it could not decode.
+type how struct {
+	x       float64
+	version string // Options.CodecVersion for Fetch[T]; "" (any) for Cache.Fetch
+	skip    int64  // the soft expiry of an entry to take as missing; 0 for none
+}
+
 // fetch answers a call from Redis: from a peek when the entry is fresh,
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it.
-func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), x float64) (answer, *peekCopy) {
-	if f, ok := c.joinRunning(key); ok {
+func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
+	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
 		c.stats.coalesced.Add(1)
-		val, err := c.await(ctx, f)
-		return answer{val: val, err: err}, nil
+		return c.await(ctx, f), nil
+	} else if ok {
+		c.leave(f)
 	}
 	pc, perr := c.peek(ctx, key)
 	switch {
 	case perr == nil:
-		if a, ok := c.fromPeek(pc.r, x); ok {
+		if a, ok := c.fromPeek(pc.r, h); ok {
 			c.count(a.out)
 			if c.near != nil && (a.out == outHit || a.out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}
@@ -105,33 +115,37 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	case !redisFailed(perr):
 		perr = nil // not Redis failing: fetch.lua decides
 	}
-	f, joined, ok := c.join(ctx, key, ttl, load, x, perr)
+	f, joined, ok := c.join(ctx, key, ttl, load, h, perr)
 	if !ok {
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
 		c.stats.coalesced.Add(1)
 	}
-	val, err := c.await(ctx, f)
-	return answer{val: val, err: err}, nil
+	return c.await(ctx, f), nil
 }
 
 // Fetch is the typed form of Cache.Fetch: values are encoded with the
-// Cache's Codec (JSON by default). It returns T's zero value with any error,
-// and an error wrapping the codec's when a cached value does not decode.
-// With the near cache on, a copy is kept decoded, per key and per type T, so
-// a near hit does not decode again: treat the value returned as read-only,
-// as it may be shared with other callers (its slices, maps and pointers).
+// Cache's Codec (JSON by default). It returns T's zero value with any error.
+// A cached entry that does not decode as T (written by an earlier release,
+// say) is taken as missing: it is reloaded once, under the lease as usual,
+// and stored anew (Stats.DecodeFailures counts it; a warning is logged once
+// per key); a freshly loaded value that does not decode returns the codec's
+// error, wrapped. Options.CodecVersion spares a new release from even trying
+// to decode old entries. With the near cache on, a copy is kept decoded, per
+// key and per type T, so a near hit does not decode again: treat the value
+// returned as read-only, as it may be shared with other callers (its slices,
+// maps and pointers).
 func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return zero, err
 	}
-	x := c.earlyFactor()
+	h := how{x: c.earlyFactor(), version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
-		if e, ok := c.near.get(nearKey{key, typ}, x); ok {
+		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
 			c.stats.nearHits.Add(1)
 			if e.err != nil {
 				return zero, e.err
@@ -139,7 +153,7 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 			return e.val.(T), nil
 		}
 	}
-	a, keep := c.fetch(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
+	encoded := func(ctx context.Context) ([]byte, error) {
 		v, err := load(ctx)
 		if err != nil {
 			return nil, err
@@ -149,17 +163,31 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 			return nil, fmt.Errorf("corral: encode %T: %w", v, err)
 		}
 		return b, nil
-	}, x)
+	}
+	a, keep := c.fetch(ctx, key, ttl, encoded, h)
+	var v T
+	if a.err == nil {
+		if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
+			if a.soft == 0 {
+				return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
+			}
+			// A cached entry that does not decode: a miss, reloaded once.
+			c.decodeFailed(key, v)
+			h.skip = a.soft
+			if a, keep = c.fetch(ctx, key, ttl, encoded, h); a.err == nil {
+				v = zero
+				if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
+					return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+				}
+			}
+		}
+	}
 	if a.err != nil {
 		if keep != nil && errors.Is(a.err, ErrNotFound) {
 			c.near.use(typ)
 			c.near.put(nearKey{key, typ}, keep.entry(nil, a.err, 0), keep.seq)
 		}
 		return zero, a.err
-	}
-	var v T
-	if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-		return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
 	}
 	if keep != nil {
 		c.near.use(typ)
@@ -181,9 +209,10 @@ func (c *Cache) run(f *flight) {
 
 // answer is what a flight tells its callers.
 type answer struct {
-	val []byte
-	err error
-	out outcome // for Stats
+	val  []byte
+	err  error
+	out  outcome // for Stats
+	soft int64   // the soft expiry of the entry that answered; 0 when no entry did
 }
 
 // resolve asks Redis what to do about f's key (fetch.lua) until it has an
@@ -205,8 +234,9 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
-	var leaseEnds time.Time // while waiting: when the holder's lease would expire
-	x := f.x                // the first fetch decides XFetch with the peek's draw
+	var leaseEnds time.Time                                                // while waiting: when the holder's lease would expire
+	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
+		skip: f.how.skip, version: f.how.version}
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil
@@ -216,8 +246,8 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			c.stats.redisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
-		r, err := c.store.fetch(fctx, f.names, token, c.opts.LeaseTTL, x)
-		x = c.earlyFactor()
+		r, err := c.store.fetch(fctx, f.names, args)
+		args.x = c.earlyFactor()
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return answer{err: ErrClosed}, nil
@@ -260,7 +290,12 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				out = outFailure
 			}
 			val, err := entryAnswer(r.Payload, r.Flags.Kind)
-			return answer{val: val, err: err, out: out}, then
+			return answer{val: val, err: err, out: out, soft: r.Soft}, then
+		case wire.Newer:
+			// Written by a newer release (its codec version): load here,
+			// and leave the entry to it.
+			val, _, err := c.runLoader(f.ctx, f.load)
+			return answer{val: val, err: err, out: outMiss}, nil
 		case wire.Refused:
 			// No entry, and Redis refuses writes, so nobody can hold the
 			// lease: load here (one load per key in this process).

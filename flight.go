@@ -24,8 +24,8 @@ type flight struct {
 	stop   context.CancelFunc
 	unhook func() bool // unregisters the cancellation by Close
 
-	x       float64 // the XFetch draw of the first fetch (the peek's)
-	peekErr error   // the peek that started the flight found Redis failing
+	how     how   // how the first caller reads (its XFetch draw, codec version, skip)
+	peekErr error // the peek that started the flight found Redis failing
 
 	after func() // set by the flight's goroutine: work to do once callers are answered
 
@@ -53,7 +53,7 @@ const (
 
 // join returns the key's flight, starting one if there is none. ok is false
 // when the Cache is closed.
-func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), x float64, peekErr error) (f *flight, joined, ok bool) {
+func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), h how, peekErr error) (f *flight, joined, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -67,7 +67,7 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	f = &flight{
 		key: key, names: wire.NewNames(c.opts.Prefix, key), ttl: ttl, load: load,
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-		x: x, peekErr: peekErr, callers: 1, done: make(chan struct{}),
+		how: h, peekErr: peekErr, callers: 1, done: make(chan struct{}),
 	}
 	c.flights[key] = f
 	c.wg.Add(1)
@@ -89,7 +89,7 @@ func (c *Cache) joinRunning(key string) (*flight, bool) {
 }
 
 // await waits for f's answer or for ctx to end, whichever comes first.
-func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
+func (c *Cache) await(ctx context.Context, f *flight) answer {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -97,15 +97,15 @@ func (c *Cache) await(ctx context.Context, f *flight) ([]byte, error) {
 		case <-f.done: // answered at the same moment: take the answer
 		default:
 			c.leave(f)
-			return nil, ctx.Err()
+			return answer{err: ctx.Err()}
 		}
 	}
 	a := f.answer
 	c.count(a.out)
 	if a.err != nil {
-		return nil, a.err
+		a.val = nil
 	}
-	return a.val, nil
+	return a
 }
 
 // leave records that a caller stopped waiting for f. The last one to leave

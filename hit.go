@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -74,9 +75,13 @@ func (p *peekCopy) entry(val any, err error, size int) *nearEntry {
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
 // does not pick it for an early refresh (x is the caller's XFetch draw):
 // ok is false when a flight must decide.
-func (c *Cache) fromPeek(r peekReply, x float64) (a answer, ok bool) {
+func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
+	x := h.x
 	if !r.found || r.now >= r.soft {
 		return answer{}, false // missing or stale: fetch.lua decides
+	}
+	if h.version != "" && strconv.Itoa(r.version) != h.version || h.skip == r.soft {
+		return answer{}, false // another codec version, or one that did not decode
 	}
 	if x > 0 && r.took > 0 && float64(r.now)+r.took*x >= float64(r.soft) {
 		return answer{}, false // picked for early refresh: fetch.lua takes the lease
@@ -89,5 +94,5 @@ func (c *Cache) fromPeek(r peekReply, x float64) (a answer, ok bool) {
 		out = outFailure
 	}
 	val, err := entryAnswer(r.payload, r.flags.Kind)
-	return answer{val: val, err: err, out: out}, true
+	return answer{val: val, err: err, out: out, soft: r.soft}, true
 }

@@ -21,8 +21,9 @@ import (
 // (RedisTimeout, plus the time the batch's payload needs on the wire), a
 // node that answered anything in the last RedisTimeout is alive (a big
 // transfer, a busy server, a client starved of CPU), and the batch waits
-// another RedisTimeout, up to maxStalls bounds in all. Only a node silent
-// for a whole RedisTimeout fails the batch. A failed batch's ops are
+// another RedisTimeout, up to maxStalls bounds in all. Only a node whose
+// probe has gone unanswered for a whole RedisTimeout, with nothing else
+// heard from it meanwhile, is silent: that fails the batch. A failed batch's ops are
 // answered at once; the sender still waiting on the client for it retires,
 // and another may start in its place.
 
@@ -59,6 +60,7 @@ type liveness struct {
 	heard   atomic.Int64            // when the node last answered anything (Unix ns)
 	refused atomic.Pointer[refusal] // the latest connection the node refused
 	probing atomic.Bool             // a probe is under way
+	unheard atomic.Int64            // when the first probe still unanswered was sent (Unix ns); 0 for none
 }
 
 // refusal is a connection a node refused.
@@ -129,6 +131,7 @@ func (b *batch) settle(err error) bool {
 	}
 	if err == nil {
 		b.live.heard.Store(time.Now().UnixNano())
+		b.live.unheard.Store(0)
 	}
 	b.done(err)
 	return true
@@ -192,15 +195,16 @@ func (p *pipeline) check(b *batch, now time.Time) error {
 		window = b.sent
 	}
 	heard := time.Unix(0, b.live.heard.Load()).After(window)
+	if !heard && now.Sub(b.sent) >= probeAfter {
+		p.probe(b.node, b.live)
+	}
+	unheard := b.live.unheard.Load()
+	silent := !heard && unheard != 0 && now.Sub(time.Unix(0, unheard)) >= p.timeout
 	switch {
-	case now.Before(b.deadline):
-		if !heard && now.Sub(b.sent) >= probeAfter {
-			p.probe(b.node, b.live)
-		}
-	case heard && now.Sub(b.sent) < (maxStalls-1)*b.bound:
-		b.deadline = now.Add(p.timeout) // alive, only slow
-	default:
+	case now.Sub(b.sent) >= maxStalls*b.bound || now.After(b.deadline) && silent:
 		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond))
+	case now.After(b.deadline):
+		b.deadline = now.Add(p.timeout) // alive, only slow; or a probe is yet to be answered
 	}
 	return nil
 }
@@ -242,17 +246,19 @@ func (p *pipeline) breakerOpen() bool {
 	return open
 }
 
-// probe checks node, unless a probe is under way, bounded by half of
-// RedisTimeout: a connection opened with the client's own dialer (a node
-// with a plain client only), whose refusal is recorded, then a PING, whose
-// answer marks the node as heard from.
+// probe checks node, unless a probe is under way, bounded by RedisTimeout:
+// a connection opened with the client's own dialer (a node with a plain
+// client only), whose refusal is recorded, then a PING, whose answer marks
+// the node as heard from. unheard keeps when the first probe still without
+// an answer went out.
 func (p *pipeline) probe(node nodeRef, l *liveness) {
 	if !l.probing.CompareAndSwap(false, true) {
 		return
 	}
+	l.unheard.CompareAndSwap(0, time.Now().UnixNano())
 	go func() {
 		defer l.probing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), p.timeout/2)
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 		defer cancel()
 		if c, ok := node.client.(*redis.Client); ok {
 			o := c.Options()
@@ -268,6 +274,7 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 		}
 		if err := node.client.Ping(ctx).Err(); err == nil {
 			l.heard.Store(time.Now().UnixNano())
+			l.unheard.Store(0)
 		}
 	}()
 }

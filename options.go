@@ -115,6 +115,16 @@ type Options struct {
 	// Codec encodes the values of the typed Fetch[T]. Default JSON.
 	Codec Codec
 
+	// CodecVersion is stored with every entry written (field c). Raise it
+	// when what Fetch[T] stores changes shape (a new field type, a new
+	// codec): Fetch[T] then takes an entry of an older version as missing,
+	// reloads it once (one load per key, under the lease as usual) and
+	// stores it anew; one of a newer version, written by a newer release
+	// during a rolling deploy, it loads without storing, leaving it to the
+	// newer release. Cache.Fetch ([]byte) takes entries of any version.
+	// Default 0.
+	CodecVersion int
+
 	// Logger receives warnings (lost leases, failed commits and renewals)
 	// and debug events. Default slog.Default().
 	Logger *slog.Logger

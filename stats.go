@@ -25,6 +25,7 @@ type Stats struct {
 	CommitsRejected uint64 // loaded values not stored because their lease was gone
 	CommitRetries   uint64 // commits sent again after Redis failed to answer the first try
 	ValuesTooLarge  uint64 // loaded values not stored because they were over MaxValueBytes
+	DecodeFailures  uint64 // cached entries Fetch[T] could not decode, and reloaded
 
 	FailOpens     uint64 // calls answered by the loader directly because Redis failed or refused writes
 	WritesRefused uint64 // writes Redis refused while serving reads (OOM, READONLY): leases, commits, Sets
@@ -46,7 +47,7 @@ type counters struct {
 	refreshes, refreshErrors, leasesLost             atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
 	commitRetries, valuesTooLarge                    atomic.Uint64
-	writesRefused, noticesFailed                     atomic.Uint64
+	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
 	breakerOpens                                     atomic.Uint64
 	subscribes, unsubscribes                         atomic.Uint64
 }
@@ -71,6 +72,7 @@ func (c *counters) snapshot() Stats {
 		CommitsRejected: c.commitsRejected.Load(),
 		CommitRetries:   c.commitRetries.Load(),
 		ValuesTooLarge:  c.valuesTooLarge.Load(),
+		DecodeFailures:  c.decodeFailures.Load(),
 		FailOpens:       c.failOpens.Load(),
 		WritesRefused:   c.writesRefused.Load(),
 		NoticesFailed:   c.noticesFailed.Load(),

@@ -48,6 +48,7 @@ type store struct {
 	inline      int    // Options.NoticeInlineLimit
 	noShard     bool   // Options.DisableShardedPubSub
 	compressMin int    // compress payloads of at least this many bytes; 0: never
+	version     int    // Options.CodecVersion, stored with every entry
 	maxValue    int    // Options.MaxValueBytes
 	reload      func() // on a Cluster: re-learn which node serves which slot
 
@@ -61,7 +62,7 @@ type store struct {
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes}
+	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
@@ -99,10 +100,14 @@ func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size 
 // fetch runs fetch.lua (see its header). A payload too large to come with
 // the reply is read by a command of its own; Entry.Value is the payload
 // decoded (decompressed).
-func (s *store) fetch(ctx context.Context, n wire.Names, token string, leaseTTL time.Duration, x float64) (wire.FetchReply, error) {
+func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
+	skip := ""
+	if a.skip != 0 {
+		skip = strconv.FormatInt(a.skip, 10)
+	}
 	for range 3 {
 		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
-			token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), largeReply)
+			a.token, a.leaseTTL.Milliseconds(), strconv.FormatFloat(a.x, 'g', -1, 64), largeReply, skip, a.version)
 		if err != nil {
 			return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
 		}
@@ -126,6 +131,15 @@ func (s *store) fetch(ctx context.Context, n wire.Names, token string, leaseTTL 
 		return r, nil
 	}
 	return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: the entry kept changing while it was read", n.Entry)
+}
+
+// fetchArgs are fetch.lua's arguments (see its header).
+type fetchArgs struct {
+	token    string
+	leaseTTL time.Duration
+	x        float64 // the XFetch draw
+	skip     int64   // the soft expiry of an entry the caller could not use; 0 for none
+	version  string  // the caller's codec version; "" for any
 }
 
 // read reads an entry's payload and flags (HMGET), allowing for size bytes
@@ -209,7 +223,7 @@ func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryW
 	}
 	payload, flags := s.encode(w)
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
-		token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline)
+		token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline, s.version)
 	if err != nil {
 		return false, fmt.Errorf("corral: commit: %w", err)
 	}
@@ -406,6 +420,7 @@ type peekReply struct {
 	took    float64 // the last load's duration, ms (XFetch)
 	now     int64   // the server's clock, ms
 	arrived int64   // nearClock when the reply arrived
+	version int     // the codec version it was written with (0 when absent)
 }
 
 // peek reads an entry's fields and the server's clock in one round trip,
@@ -415,7 +430,7 @@ type peekReply struct {
 func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, error)) {
 	o := &op{ctx: ctx, key: entry, clock: true,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.HMGet(ctx, entry, "s", "d", "f", wire.FieldValue, wire.FieldCompressed)
+			return p.HMGet(ctx, entry, "s", "d", "f", wire.FieldValue, wire.FieldCompressed, "c")
 		},
 	}
 	o.finish = func(r opResult) {
@@ -446,6 +461,9 @@ func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
 	r.took, _ = strconv.ParseFloat(d, 64)
 	f, _ := vals[2].(string)
 	r.flags = wire.ParseFlags(f)
+	if c, ok := vals[5].(string); ok {
+		r.version, _ = strconv.Atoi(c)
+	}
 	payload := vals[3]
 	if r.flags.Compressed {
 		payload = vals[4]

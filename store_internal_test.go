@@ -30,7 +30,7 @@ func TestFetchScriptReplies(t *testing.T) {
 	lt := 2 * time.Second
 
 	// No entry, lease free: LOAD, and the lease is ours with an expiry.
-	r, err := s.fetch(ctx, n, "tokA", lt, 0)
+	r, err := s.fetch(ctx, n, fetchArgs{token: "tokA", leaseTTL: lt, x: 0})
 	if err != nil || r.Kind != wire.Load || r.Now <= 0 {
 		t.Fatalf("cold fetch = %+v, %v; want LOAD", r, err)
 	}
@@ -42,7 +42,7 @@ func TestFetchScriptReplies(t *testing.T) {
 	}
 
 	// No entry, lease held by another: WAIT with the lease's PTTL.
-	r, err = s.fetch(ctx, n, "tokB", lt, 0)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokB", leaseTTL: lt, x: 0})
 	if err != nil || r.Kind != wire.Wait || r.PTTL <= 0 || r.PTTL > lt {
 		t.Fatalf("fetch while leased = %+v, %v; want WAIT with 0 < pttl <= %v", r, err, lt)
 	}
@@ -65,7 +65,7 @@ func TestFetchScriptReplies(t *testing.T) {
 	}
 
 	// Fresh entry, no early refresh: HIT without refresh, no lease taken.
-	r, err = s.fetch(ctx, n, "tokC", lt, 0)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokC", leaseTTL: lt, x: 0})
 	if err != nil || r.Kind != wire.Hit || string(r.Payload) != "v1" || r.Refresh || r.Flags.Kind != wire.Value {
 		t.Fatalf("fresh fetch = %+v, %v; want HIT v1", r, err)
 	}
@@ -75,7 +75,7 @@ func TestFetchScriptReplies(t *testing.T) {
 
 	// Fresh entry, XFetch fires (d*x far beyond the remaining minute): HIT
 	// and "you refresh", with the lease taken.
-	r, err = s.fetch(ctx, n, "tokC", lt, 1e9)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokC", leaseTTL: lt, x: 1e9})
 	if err != nil || r.Kind != wire.Hit || !r.Refresh {
 		t.Fatalf("early-refresh fetch = %+v, %v; want HIT + refresh", r, err)
 	}
@@ -83,7 +83,7 @@ func TestFetchScriptReplies(t *testing.T) {
 		t.Fatal("early refresh did not take the lease")
 	}
 	// XFetch fires but the lease is held: a plain HIT.
-	r, err = s.fetch(ctx, n, "tokD", lt, 1e9)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokD", leaseTTL: lt, x: 1e9})
 	if err != nil || r.Kind != wire.Hit || r.Refresh {
 		t.Fatalf("early-refresh fetch while leased = %+v, %v; want plain HIT", r, err)
 	}
@@ -93,11 +93,11 @@ func TestFetchScriptReplies(t *testing.T) {
 
 	// Past the soft expiry, inside the hard TTL: STALE.
 	rdb.HSet(ctx, n.Entry, "s", r.Now-1000)
-	r, err = s.fetch(ctx, n, "tokE", lt, 0)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokE", leaseTTL: lt, x: 0})
 	if err != nil || r.Kind != wire.Stale || string(r.Payload) != "v1" || !r.Refresh {
 		t.Fatalf("stale fetch = %+v, %v; want STALE + refresh", r, err)
 	}
-	r, err = s.fetch(ctx, n, "tokF", lt, 0)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokF", leaseTTL: lt, x: 0})
 	if err != nil || r.Kind != wire.Stale || r.Refresh {
 		t.Fatalf("stale fetch while leased = %+v, %v; want STALE without refresh", r, err)
 	}
@@ -117,14 +117,14 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 		{"bin", []byte{0, 255, '{', '}', 0}, wire.Value},
 	} {
 		n := wire.NewNames("corral", tc.key)
-		if r, _ := s.fetch(ctx, n, "t", time.Second, 0); r.Kind != wire.Load {
+		if r, _ := s.fetch(ctx, n, fetchArgs{token: "t", leaseTTL: time.Second, x: 0}); r.Kind != wire.Load {
 			t.Fatalf("%s: want LOAD, got %+v", tc.key, r)
 		}
 		w := entryWrite{value: tc.value, kind: tc.kind, soft: time.Minute, hard: time.Minute}
 		if ok, err := s.commit(ctx, n, "t", w); !ok || err != nil {
 			t.Fatalf("%s: commit = %v, %v", tc.key, ok, err)
 		}
-		r, err := s.fetch(ctx, n, "t2", time.Second, 0)
+		r, err := s.fetch(ctx, n, fetchArgs{token: "t2", leaseTTL: time.Second, x: 0})
 		if err != nil || r.Kind != wire.Hit || string(r.Payload) != string(tc.value) || r.Flags.Kind != tc.kind {
 			t.Fatalf("%s: fetch = %+v, %v", tc.key, r, err)
 		}
@@ -135,7 +135,7 @@ func TestRenewScript(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
-	r, _ := s.fetch(ctx, n, "tok", 200*time.Millisecond, 0)
+	r, _ := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: 200*time.Millisecond, x: 0})
 	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
 
 	if res, err := s.renew(ctx, n, "tok", time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
@@ -172,10 +172,10 @@ func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
-	s.fetch(ctx, n, "t1", time.Second, 0)
+	s.fetch(ctx, n, fetchArgs{token: "t1", leaseTTL: time.Second, x: 0})
 	s.commit(ctx, n, "t1", entryWrite{value: []byte("v"), soft: time.Millisecond, hard: time.Minute})
 	eventually(t, time.Second, func() bool {
-		r, _ := s.fetch(ctx, n, "t2", time.Second, 0)
+		r, _ := s.fetch(ctx, n, fetchArgs{token: "t2", leaseTTL: time.Second, x: 0})
 		return r.Kind == wire.Stale && r.Refresh
 	})
 	if ok, _ := s.release(ctx, n, "t2", releaseArgs{hold: 300 * time.Millisecond, mark: true}); !ok {
@@ -187,17 +187,17 @@ func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl <= 0 || pttl > 300*time.Millisecond {
 		t.Fatalf("backoff PTTL = %v", pttl)
 	}
-	r, _ := s.fetch(ctx, n, "t3", time.Second, 0)
+	r, _ := s.fetch(ctx, n, fetchArgs{token: "t3", leaseTTL: time.Second, x: 0})
 	if r.Kind != wire.Stale || r.Refresh || !r.Flags.RefreshFailed || string(r.Payload) != "v" {
 		t.Fatalf("fetch during the backoff = %+v; want STALE, no refresh, flagged", r)
 	}
 	// The next successful commit clears the flag.
 	eventually(t, time.Second, func() bool {
-		r, _ := s.fetch(ctx, n, "t4", time.Second, 0)
+		r, _ := s.fetch(ctx, n, fetchArgs{token: "t4", leaseTTL: time.Second, x: 0})
 		return r.Refresh
 	})
 	s.commit(ctx, n, "t4", entryWrite{value: []byte("v2"), soft: time.Minute, hard: time.Minute})
-	if r, _ := s.fetch(ctx, n, "t5", time.Second, 0); r.Flags.RefreshFailed || string(r.Payload) != "v2" {
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "t5", leaseTTL: time.Second, x: 0}); r.Flags.RefreshFailed || string(r.Payload) != "v2" {
 		t.Fatalf("after a good commit: %+v", r)
 	}
 }
@@ -220,7 +220,7 @@ func TestDeleteScriptRevokesLease(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
-	s.fetch(ctx, n, "tok", time.Minute, 0)
+	s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: time.Minute, x: 0})
 	if err := s.delete(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -308,13 +308,13 @@ func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
 	ctx := context.Background()
 	s, _ := testStore(t)
 	n := wire.NewNames("corral", "k")
-	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.Kind != wire.Load {
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "mine", leaseTTL: time.Second, x: 0}); r.Kind != wire.Load {
 		t.Fatalf("first fetch = %+v", r)
 	}
-	if r, _ := s.fetch(ctx, n, "mine", time.Second, 0); r.Kind != wire.Load {
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "mine", leaseTTL: time.Second, x: 0}); r.Kind != wire.Load {
 		t.Fatalf("resent fetch = %+v, want LOAD again", r)
 	}
-	if r, _ := s.fetch(ctx, n, "theirs", time.Second, 0); r.Kind != wire.Wait {
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "theirs", leaseTTL: time.Second, x: 0}); r.Kind != wire.Wait {
 		t.Fatalf("another token's fetch = %+v, want WAIT", r)
 	}
 }

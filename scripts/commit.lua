@@ -21,6 +21,7 @@
 -- ARGV[6] duration of the load, ms
 -- ARGV[7] publish command: 'SPUBLISH' or 'PUBLISH'
 -- ARGV[8] notice inline limit, bytes
+-- ARGV[9] codec version (Options.CodecVersion), stored in field c
 --
 -- Reply: {status, notice error}: status 1 stored (now, or by an earlier
 -- try of this commit), 0 rejected (the token no longer holds the lease), -1
@@ -44,7 +45,7 @@ if compressed then
 end
 -- HSET first: a refused write leaves the entry as it was.
 local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
-  'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1])
+  'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9])
 local status = 1
 if type(set) == 'table' and set.err then
   status = -1

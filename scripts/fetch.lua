@@ -10,16 +10,25 @@
 -- ARGV[4] largest payload, bytes, to send with the reply; a larger one is
 --         announced by its size and read separately (HMGET), so a reply that
 --         takes long on the wire is one the client expects to
+-- ARGV[5] the soft expiry (field s) of an entry the caller could not use (it
+--         did not decode): that entry is treated as missing; '' for none
+-- ARGV[6] the caller's codec version (Options.CodecVersion), '' for any: an
+--         entry written with an older version (field c, 0 when absent) is
+--         treated as missing, and reloaded; one written with a newer version
+--         is left alone (NEWER)
 --
 -- Replies ("now" is the server clock in ms; every decision uses it):
---   {'HIT',   v, f, refresh, now}  fresh entry; refresh = 1 when XFetch fired
---                                  and this caller took the lease, -1 when
---                                  Redis refused to write it (OOM); v is the
---                                  payload, or its size (an integer) when it
---                                  is over ARGV[4]
---   {'STALE', v, f, refresh, now}  past the soft expiry, inside the hard TTL;
---                                  refresh = 1 when this caller took the
---                                  lease, -1 when Redis refused to write it
+--   {'HIT', v, f, refresh, now, s}   fresh entry; refresh = 1 when XFetch
+--                                    fired and this caller took the lease,
+--                                    -1 when Redis refused to write it (OOM);
+--                                    v is the payload, or its size (an
+--                                    integer) when it is over ARGV[4]; s its
+--                                    soft expiry (server ms)
+--   {'STALE', v, f, refresh, now, s} past the soft expiry, inside the hard
+--                                    TTL; refresh = 1 when this caller took
+--                                    the lease, -1 when Redis refused it
+--   {'NEWER', now}                   the entry was written with a newer codec
+--                                    version: load, and leave it alone
 --   {'REFUSED', now}               no entry, and Redis refused to write the
 --                                  lease (OOM): nobody can hold it
 --   {'LOAD',  now}                 no entry, this caller took the lease
@@ -50,10 +59,21 @@ end
 -- The payload is in v, or compressed in z (flag 'z'). An entry without its
 -- payload field (a format this release does not know) is no entry: its
 -- caller loads, and the commit replaces it.
-local e = redis.call('HMGET', KEYS[1], 's', 'd', 'f')
+local e = redis.call('HMGET', KEYS[1], 's', 'd', 'f', 'c')
 local soft = tonumber(e[1])
 local f = e[3] or ''
 local v = false
+if soft and ARGV[6] ~= '' then
+  local version, mine = tonumber(e[4]) or 0, tonumber(ARGV[6])
+  if version > mine then
+    return {'NEWER', now}
+  elseif version < mine then
+    soft = nil
+  end
+end
+if soft and e[1] == ARGV[5] then
+  soft = nil
+end
 if soft then
   local field = 'v'
   if string.find(f, 'z', 1, true) then
@@ -71,11 +91,11 @@ if v then
     local x = tonumber(ARGV[3])
     local d = tonumber(e[2]) or 0
     if x > 0 and d > 0 and now + d * x >= soft then
-      return {'HIT', v, f, take(), now}
+      return {'HIT', v, f, take(), now, soft}
     end
-    return {'HIT', v, f, 0, now}
+    return {'HIT', v, f, 0, now, soft}
   end
-  return {'STALE', v, f, take(), now}
+  return {'STALE', v, f, take(), now, soft}
 end
 
 -- A backoff marker (release.lua) only holds refreshes of an entry off; with

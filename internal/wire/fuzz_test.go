@@ -77,8 +77,8 @@ func FuzzParseFetch(f *testing.F) {
 	f.Add("WAT", "\xff", "e", int64(-1), int64(-1))
 	f.Fuzz(func(t *testing.T, kind, v, flags string, n, now int64) {
 		for _, reply := range []any{
-			[]any{kind, v, flags, n, now},
-			[]any{kind, n, flags, n, now}, // a large payload: its size
+			[]any{kind, v, flags, n, now, now + n},
+			[]any{kind, n, flags, n, now, now + n}, // a large payload: its size
 			[]any{kind, n, now},
 			[]any{kind, now},
 			[]any{kind},
@@ -105,7 +105,7 @@ func FuzzParseFetch(f *testing.F) {
 				if r.PTTL.Milliseconds() != n {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
-			case Load, Refused:
+			case Load, Refused, Newer:
 			default:
 				t.Fatalf("%#v decoded to unknown kind %d", reply, r.Kind)
 			}

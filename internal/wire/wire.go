@@ -151,13 +151,14 @@ const (
 	Load                 // {'LOAD',  now}
 	Wait                 // {'WAIT',  pttl, now}
 	Refused              // {'REFUSED', now}: no entry, and Redis refuses writes (no lease)
+	Newer                // {'NEWER', now}: the entry has a newer codec version: load, leave it
 )
 
 // replyWords are the first elements of fetch.lua's replies, by Reply.
-var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED"}
+var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 5, Stale: 5, Load: 2, Wait: 3, Refused: 2}
+var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 3, Refused: 2, Newer: 2}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -167,6 +168,7 @@ type FetchReply struct {
 	Flags   Flags         // Hit, Stale
 	Refresh bool          // Hit, Stale: this caller took the lease to refresh
 	Refused bool          // Hit, Stale, Refused: Redis refused to write the lease (OOM)
+	Soft    int64         // Hit, Stale: the entry's soft expiry, server ms (names it)
 	PTTL    time.Duration // Wait: the lease's remaining time
 	Now     int64         // the server clock, ms
 }
@@ -198,7 +200,8 @@ func ParseFetch(res any) (FetchReply, error) {
 		refresh := d.int(3)
 		r.Refresh, r.Refused = refresh == 1, refresh == -1
 		r.Now = d.int(4)
-	case Load:
+		r.Soft = d.int(5)
+	case Load, Newer:
 		r.Now = d.int(1)
 	case Refused:
 		r.Refused = true
