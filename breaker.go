@@ -89,8 +89,8 @@ func redisFailed(err error) bool {
 		return false
 	}
 	var gone callerGone
-	if errors.As(err, &gone) {
-		return false
+	if errors.As(err, &gone) || errors.Is(err, errBadEntry) {
+		return false // the caller left, or Redis answered with an entry that does not decode
 	}
 	var reply redis.Error
 	if !errors.As(err, &reply) {

@@ -38,6 +38,7 @@ type Cache struct {
 
 	warnedLarge  sync.Map // entry names warned of a value over MaxValueBytes
 	warnedDecode sync.Map // keys warned of an entry that did not decode
+	warnedKeys   atomic.Int64
 	warnNotice   everyMinute
 	warnRefused  everyMinute
 
@@ -211,14 +212,32 @@ func (c *Cache) noticeFailed(err error) {
 	}
 }
 
-// decodeFailed counts a cached entry of key that did not decode as v's type,
-// and warns of it once per key.
-func (c *Cache) decodeFailed(key string, v any) {
+// decodeFailed counts a cached entry of key that did not decode (as what: a
+// type, or its payload), and warns of it once per key.
+func (c *Cache) decodeFailed(key, what string) {
 	c.stats.decodeFailures.Add(1)
-	if _, seen := c.warnedDecode.LoadOrStore(key, true); !seen {
-		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "type", fmt.Sprintf("%T", v))
+	if c.warnedOnce(&c.warnedDecode, key) {
+		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
 	}
 }
+
+// warnedOnce reports whether key is new to seen (and records it): a warning
+// once per key. seen keeps at most maxWarnedKeys keys; past that every key
+// counts as new again, so memory stays bounded.
+func (c *Cache) warnedOnce(seen *sync.Map, key string) bool {
+	if _, ok := seen.Load(key); ok {
+		return false
+	}
+	if c.warnedKeys.Add(1) > maxWarnedKeys {
+		seen.Clear()
+		c.warnedKeys.Store(0)
+	}
+	_, loaded := seen.LoadOrStore(key, true)
+	return !loaded
+}
+
+// maxWarnedKeys bounds the keys remembered for once-per-key warnings.
+const maxWarnedKeys = 10000
 
 // refusedWrite counts a write Redis refused while it still serves reads
 // (out of memory, a replica), and warns of it once a minute at most.

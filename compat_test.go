@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,5 +130,72 @@ func TestCompression(t *testing.T) {
 		if got, err := waiter.Fetch(ctx, key, time.Minute, value("not me")); err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("Fetch(%s) = %d bytes, %v", key, len(got), err)
 		}
+	}
+}
+
+// An entry with a flag this release does not know was written by a later
+// release in a format this one cannot read: it is no entry here (Fetch
+// loads and replaces it, Get misses), never served as a plain value.
+func TestCompat_UnknownFlag(t *testing.T) {
+	e := newEnv(t, nil)
+	c := newCache(t, e.srv.Client(), nil)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", []byte("plain"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.HSet(ctx, wire.EntryName("corral", "k"), "f", "q", "v", "a format from the future")
+	if v, err := c.Get(ctx, "k"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("Get = %q, %v; want ErrMiss", v, err)
+	}
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) { loads.Add(1); return []byte("reloaded"), nil }
+	for range 2 {
+		if v, err := c.Fetch(ctx, "k", time.Minute, load); err != nil || string(v) != "reloaded" {
+			t.Fatalf("Fetch = %q, %v; want the reloaded value", v, err)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads; want 1 (then a hit on the entry it replaced)", n)
+	}
+}
+
+// A compressed payload that does not decompress (a corrupt or truncated
+// entry) is a missing entry, reloaded once under the lease: not Redis
+// failing, so no fail-open and no breaker failure.
+func TestCompression_CorruptEntry(t *testing.T) {
+	e := newEnv(t, nil)
+	var logged lockedBuffer
+	c := newCache(t, e.srv.Client(), &corral.Options{Compress: true, CompressMinBytes: 1024, Logger: slogTo(&logged)})
+	ctx := context.Background()
+	text := bytes.Repeat([]byte("stampede "), 2000)
+	if err := c.Set(ctx, "k", text, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.HSet(ctx, wire.EntryName("corral", "k"), "z", "not s2 at all")
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) { loads.Add(1); return text, nil }
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := c.Fetch(ctx, "k", time.Minute, load); err != nil || !bytes.Equal(v, text) {
+				t.Errorf("Fetch = %d bytes, %v; want the reloaded value", len(v), err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads; want 1", n)
+	}
+	if v, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(v, text) {
+		t.Fatalf("after the reload Get = %d bytes, %v", len(v), err)
+	}
+	st := c.Stats()
+	if st.DecodeFailures == 0 || st.FailOpens != 0 || st.RedisErrors != 0 {
+		t.Fatalf("stats %+v; want a decode failure, no fail-open, no Redis error", st)
+	}
+	if !strings.Contains(logged.String(), "does not decode") {
+		t.Fatalf("no warning logged:\n%s", logged.String())
 	}
 }

@@ -277,7 +277,7 @@ func TestDegraded_D4_EntriesThatNoLongerDecode(t *testing.T) {
 // brokenCodec writes what it cannot read back.
 type brokenCodec struct{}
 
-func (brokenCodec) Marshal(any) ([]byte, error)  { return []byte("not json"), nil }
+func (brokenCodec) Marshal(any) ([]byte, error) { return []byte("not json"), nil }
 func (brokenCodec) Unmarshal([]byte, any) error { return errors.New("brokenCodec cannot decode") }
 
 // D4 with CodecVersion: a release that raised it takes entries of the older

@@ -172,7 +172,7 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 				return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
 			}
 			// A cached entry that does not decode: a miss, reloaded once.
-			c.decodeFailed(key, v)
+			c.decodeFailed(key, fmt.Sprintf("%T", v))
 			h.skip = a.soft
 			if a, keep = c.fetch(ctx, key, ttl, encoded, h); a.err == nil {
 				v = zero
@@ -248,6 +248,12 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 		}
 		r, err := c.store.fetch(fctx, f.names, args)
 		args.x = c.earlyFactor()
+		if errors.Is(err, errBadEntry) && args.skip != r.Soft {
+			// An entry that does not decode is missing, not Redis failing.
+			c.decodeFailed(f.key, "payload")
+			args.skip = r.Soft
+			continue
+		}
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return answer{err: ErrClosed}, nil

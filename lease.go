@@ -160,7 +160,7 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 // themselves. The first time for a key, it logs a warning.
 func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 	c.stats.valuesTooLarge.Add(1)
-	if _, seen := c.warnedLarge.LoadOrStore(n.Entry, true); !seen {
+	if c.warnedOnce(&c.warnedLarge, n.Entry) {
 		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
 			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
 	}

@@ -126,12 +126,17 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 			r.Payload, r.Flags.Kind, r.Flags.Compressed = payload, flags.Kind, flags.Compressed
 		}
 		if r.Payload, err = s.decode(r.Payload, r.Flags); err != nil {
-			return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: %w", n.Entry, err)
+			return r, fmt.Errorf("corral: fetch %q: %w: %w", n.Entry, errBadEntry, err)
 		}
 		return r, nil
 	}
 	return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: the entry kept changing while it was read", n.Entry)
 }
+
+// errBadEntry is wrapped by the error of a fetch whose entry does not decode
+// (a corrupt compressed payload, one over MaxValueBytes): the entry is to be
+// taken as missing, not Redis as failing.
+var errBadEntry = errors.New("corral: the entry does not decode")
 
 // fetchArgs are fetch.lua's arguments (see its header).
 type fetchArgs struct {
@@ -158,7 +163,9 @@ func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byt
 	}
 	vals := r.cmd.(*redis.SliceCmd).Val()
 	fs, _ := vals[2].(string)
-	f = wire.ParseFlags(fs)
+	if f = wire.ParseFlags(fs); f.Unknown {
+		return nil, f, false, nil // a format of another release: no entry here
+	}
 	field := vals[0]
 	if f.Compressed {
 		field = vals[1]
@@ -460,7 +467,9 @@ func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
 	d, _ := vals[1].(string)
 	r.took, _ = strconv.ParseFloat(d, 64)
 	f, _ := vals[2].(string)
-	r.flags = wire.ParseFlags(f)
+	if r.flags = wire.ParseFlags(f); r.flags.Unknown {
+		return r, nil // a format of another release: no entry here
+	}
 	if c, ok := vals[5].(string); ok {
 		r.version, _ = strconv.Atoi(c)
 	}
@@ -474,7 +483,7 @@ func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
 	}
 	r.found = true
 	if r.payload, err = s.decode([]byte(p), r.flags); err != nil {
-		return r, fmt.Errorf("corral: peek: %w", err)
+		return r, fmt.Errorf("corral: peek: %w: %w", errBadEntry, err)
 	}
 	return r, nil
 }

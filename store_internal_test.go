@@ -135,7 +135,7 @@ func TestRenewScript(t *testing.T) {
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
-	r, _ := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: 200*time.Millisecond, x: 0})
+	r, _ := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: 200 * time.Millisecond, x: 0})
 	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
 
 	if res, err := s.renew(ctx, n, "tok", time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {

@@ -57,7 +57,8 @@ local function take(force)
 end
 
 -- The payload is in v, or compressed in z (flag 'z'). An entry without its
--- payload field (a format this release does not know) is no entry: its
+-- payload field, or with a flag this release does not know (n, e, z and x
+-- are known), is in a format of another release, and no entry here: its
 -- caller loads, and the commit replaces it.
 local e = redis.call('HMGET', KEYS[1], 's', 'd', 'f', 'c')
 local soft = tonumber(e[1])
@@ -71,7 +72,7 @@ if soft and ARGV[6] ~= '' then
     soft = nil
   end
 end
-if soft and e[1] == ARGV[5] then
+if soft and (e[1] == ARGV[5] or string.find(f, '[^nezx]')) then
   soft = nil
 end
 if soft then

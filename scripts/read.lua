@@ -8,8 +8,8 @@
 -- (an integer) when over ARGV[1]; or false when there is no entry, or no
 -- payload this release knows.
 local f = redis.call('HGET', KEYS[1], 'f')
-if not f then
-  return false
+if not f or string.find(f, '[^nezx]') then
+  return false -- no entry, or one in a format this release does not know
 end
 local field = 'v'
 if string.find(f, 'z', 1, true) then

@@ -126,11 +126,21 @@ type Flags struct {
 	Kind          Kind
 	Compressed    bool // the payload is S2-compressed (field z)
 	RefreshFailed bool // the entry's last refresh failed
+	// Unknown is set when f holds a flag this release does not know: the
+	// entry is in a format of a later release, and is no entry here (a
+	// miss), never served as a plain value. (The scripts apply the same
+	// rule: knownFlags.)
+	Unknown bool
 }
+
+// KnownFlags are the letters of f this release knows, as a Lua pattern's
+// class in the scripts ("[^nezx]" finds any other).
+const KnownFlags = "nezx"
 
 // ParseFlags reads an entry's f field.
 func ParseFlags(f string) Flags {
 	var r Flags
+	r.Unknown = strings.IndexFunc(f, func(c rune) bool { return !strings.ContainsRune(KnownFlags, c) }) >= 0
 	switch {
 	case strings.IndexByte(f, flagNotFound) >= 0:
 		r.Kind = NotFound
