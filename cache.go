@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,9 @@ type Cache struct {
 
 	warnedLarge  sync.Map // entry names warned of a value over MaxValueBytes
 	warnedDecode sync.Map // keys warned of an entry that did not decode
+	warnedRights sync.Map // NOPERM messages logged
 	warnedKeys   atomic.Int64
+	checked      atomic.Bool // the first-use checks have started (rights.go)
 	warnNotice   everyMinute
 	warnRefused  everyMinute
 
@@ -117,9 +120,11 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	v, kind, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
 	switch {
 	case err != nil:
-		c.countRedisError(ctx)
+		c.countRedisError(ctx, err)
 		return nil, err
-	case !ok:
+	}
+	c.firstUse()
+	if !ok {
 		return nil, ErrMiss
 	}
 	return entryAnswer(v, kind)
@@ -160,10 +165,11 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, ttl, 0))
 	if err != nil {
 		if !errors.Is(err, ErrWriteRefused) {
-			c.countRedisError(ctx)
+			c.countRedisError(ctx, err)
 		}
 		return err
 	}
+	c.firstUse()
 	c.detach(key)
 	return nil
 }
@@ -179,9 +185,10 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key)); err != nil {
-		c.countRedisError(ctx)
+		c.countRedisError(ctx, err)
 		return err
 	}
+	c.firstUse()
 	c.detach(key)
 	return nil
 }
@@ -218,6 +225,27 @@ func (c *Cache) decodeFailed(key, what string) {
 	c.stats.decodeFailures.Add(1)
 	if c.warnedOnce(&c.warnedDecode, key) {
 		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
+	}
+}
+
+// permissionDenied logs a right the ACL user lacks (err wraps
+// ErrPermission and Redis's NOPERM text, which names it), once per right.
+func (c *Cache) permissionDenied(err error) {
+	var reply redis.Error
+	what := err.Error()
+	if errors.As(err, &reply) {
+		what = reply.Error()
+	}
+	c.rightDenied(what)
+}
+
+// rightDenied logs Redis's message denying a right, once per message.
+func (c *Cache) rightDenied(what string) {
+	// Redis appends where in a script an error was raised: not part of
+	// which right is missing.
+	what, _, _ = strings.Cut(what, " script: ")
+	if c.warnedOnce(&c.warnedRights, what) {
+		c.opts.Logger.Error("corral: Redis denies a right corral needs; calls that need it return ErrPermission (see the README's ACL rule)", "err", what)
 	}
 }
 
@@ -259,8 +287,12 @@ func (e *everyMinute) allow() bool {
 
 // countRedisError counts a failed Redis call, unless it failed because the
 // caller's own context ended.
-func (c *Cache) countRedisError(ctx context.Context) {
-	if ctx.Err() == nil {
+func (c *Cache) countRedisError(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, ErrPermission):
+		c.permissionDenied(err) // Redis answered: it is not failing
+		c.firstUse()
+	case ctx.Err() == nil:
 		c.stats.redisErrors.Add(1)
 	}
 }
@@ -370,6 +402,15 @@ func (c *Cache) earlyFactor() float64 {
 		return 0
 	}
 	return c.opts.Beta * -math.Log(1-c.opts.Rand())
+}
+
+// leaseToken returns a new lease token, whose first byte says how this
+// process announces the end of its loads once it knows (wire.Announces).
+func (c *Cache) leaseToken() string {
+	if m := c.store.mode.Load(); m != nil {
+		return string(m.mark) + newToken()
+	}
+	return newToken()
 }
 
 func newToken() string {

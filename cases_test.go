@@ -106,10 +106,18 @@ func TestCase_C01_StalledLoader(t *testing.T) {
 	eventually(t, 5*time.Second, "only the stuck loaders remain", func() bool {
 		return runtime.NumGoroutine() <= baseline+int(runs.Load())
 	})
+	// The next call runs the loader again. (A call made as the last flight
+	// hands its lease back may still join it, and get its ErrLoadTimeout:
+	// it arrived while that load ran.)
 	before := runs.Load()
-	v, err := e.c.Fetch(ctx, "{K}", time.Minute, func(context.Context) ([]byte, error) {
-		runs.Add(1)
-		return []byte("fresh"), nil
+	var v []byte
+	var err error
+	eventually(t, 5*time.Second, "the next call runs the loader", func() bool {
+		v, err = e.c.Fetch(ctx, "{K}", time.Minute, func(context.Context) ([]byte, error) {
+			runs.Add(1)
+			return []byte("fresh"), nil
+		})
+		return !errors.Is(err, corral.ErrLoadTimeout)
 	})
 	if err != nil || string(v) != "fresh" || runs.Load() != before+1 {
 		t.Fatalf("next call = %q, %v (loader runs %d -> %d); want the loader to run again", v, err, before, runs.Load())
@@ -698,11 +706,11 @@ func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
 			total := commands()
 
 			// Per process: the peek (TIME and HMGET), fetch, the one-time
-			// sharded pub/sub probe, subscribe, fetch again, unsubscribe; a
-			// notice, not a poll, ends the wait.
-			if total > 8*processes {
+			// sharded pub/sub probe and rights check (EVAL), subscribe, fetch
+			// again, unsubscribe; a notice, not a poll, ends the wait.
+			if total > 9*processes {
 				t.Fatalf("%d waiters in %d processes sent %d Redis commands; want O(processes) (<= %d)",
-					processes*perProcess, processes, total, 8*processes)
+					processes*perProcess, processes, total, 9*processes)
 			}
 			// No command is sent for a waiter after its context ended.
 			<-time.After(300 * time.Millisecond) // an observation window, not synchronisation

@@ -66,6 +66,15 @@ var (
 	// holds and loads only misses directly; Set returns it.
 	ErrWriteRefused = errors.New("corral: Redis refuses writes")
 
+	// ErrPermission is wrapped, with Redis's NOPERM error naming the missing
+	// right, by the error of a call Redis denied: the ACL user lacks a
+	// command (EVALSHA, HMGET, ...) or a key pattern corral needs (see the
+	// README's ACL rule). Fetch returns it rather than calling the loader
+	// (which would load on every call); Get, Set and Delete return it. It
+	// is not a breaker failure. Missing channel rights are not an error:
+	// waiters then re-check on their own (see Options.LeaseTTL).
+	ErrPermission = errors.New("corral: permission denied by Redis ACL")
+
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error
 	// text carries the remote error's message; its type is not preserved.

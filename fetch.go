@@ -101,6 +101,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	pc, perr := c.peek(ctx, key)
 	switch {
 	case perr == nil:
+		c.firstUse()
 		if a, ok := c.fromPeek(pc.r, h); ok {
 			c.count(a.out)
 			if c.near != nil && (a.out == outHit || a.out == outNegative) {
@@ -113,7 +114,8 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	case c.ctx.Err() != nil:
 		return answer{err: ErrClosed}, nil
 	case !redisFailed(perr):
-		perr = nil // not Redis failing: fetch.lua decides
+		c.firstUse() // Redis answered
+		perr = nil   // not Redis failing: fetch.lua decides
 	}
 	f, joined, ok := c.join(ctx, key, ttl, load, h, perr)
 	if !ok {
@@ -222,7 +224,7 @@ type answer struct {
 // do once the callers have their answer: refresh a value still served, or
 // send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, then func()) {
-	token := newToken()
+	token := c.leaseToken()
 	var sub *subscription
 	defer func() {
 		if sub != nil {
@@ -235,6 +237,8 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
 	var leaseEnds time.Time                                                // while waiting: when the holder's lease would expire
+	var holder byte                                                        // while waiting: how the holder announces (wire.Announces)
+	polls := 0                                                             // re-checks made without a notice to wait for
 	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
 		skip: f.how.skip, version: f.how.version}
 	for {
@@ -254,6 +258,11 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			args.skip = r.Soft
 			continue
 		}
+		if errors.Is(err, ErrPermission) {
+			// Loading on every call would hide it: the callers get it.
+			c.permissionDenied(err)
+			return answer{err: err}, nil
+		}
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return answer{err: ErrClosed}, nil
@@ -264,7 +273,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				// (its node is failing over, or paused). Keep listening, and
 				// re-check now and then, until its lease would have expired;
 				// only then load here.
-				if a, done := c.awaitNotice(f, sub, min(left, waiterRecheck)); done {
+				if a, done := c.awaitNotice(f, sub, min(left, waiterRecheck), holder, &polls); done {
 					return a, nil
 				}
 				continue
@@ -318,7 +327,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			return answer{val: val, err: err, out: outMiss}, then
 		}
 		// WAIT: another process holds the lease.
-		leaseEnds = time.Now().Add(r.PTTL)
+		leaseEnds, holder = time.Now().Add(r.PTTL), r.Holder
 		if sub == nil {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
@@ -326,7 +335,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			sub = c.notify.subscribe(f.ctx, f.names.Notice)
 			continue
 		}
-		if a, done := c.awaitNotice(f, sub, r.PTTL); done {
+		if a, done := c.awaitNotice(f, sub, r.PTTL, holder, &polls); done {
 			return a, nil
 		}
 	}
@@ -337,11 +346,21 @@ const waiterRecheck = 250 * time.Millisecond
 
 // awaitNotice waits for the lease holder's notice, or for the lease's
 // remaining time (with jitter) to pass. done is false when the flight
-// should fetch again.
-func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a answer, done bool) {
-	timer := time.NewTimer(c.recheckDelay(pttl))
+// should fetch again. A waiter that cannot hear the holder (no channel
+// rights on either side, the other kind of pub/sub, a subscription not
+// confirmed yet) re-checks on its own instead, polls counting how often.
+func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration, holder byte, polls *int) (a answer, done bool) {
+	delay := c.recheckDelay(pttl)
+	hears, pending := sub.hears(holder)
+	if !hears {
+		delay = min(delay, c.pollDelay(*polls))
+		*polls++
+	}
+	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	select {
+	case <-pending:
+		return answer{}, false // subscribed now: fetch again, then wait for the notice
 	case n := <-sub.notices:
 		switch n.Kind {
 		case wire.NoticeValue:
@@ -357,12 +376,33 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration) (a
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:
-		sub.refresh(f.ctx) // no notice in time: make sure we can still hear one
+		if hears {
+			sub.refresh(f.ctx) // no notice in time: make sure we can still hear one
+		}
 		return answer{}, false
 	case <-f.ctx.Done():
 		return answer{err: c.closedErr(f.ctx.Err())}, true
 	}
 }
+
+// pollDelay is how long a waiter that cannot hear its lease holder waits
+// before its re-check number n (from 0): 25 ms, doubling up to 200 ms, plus
+// up to 50 ms at random. So a commit is seen within 250 ms, and a waiting
+// key costs each process at most about 4 fetches a second: Redis traffic
+// grows with the number of processes waiting, not callers.
+func (c *Cache) pollDelay(n int) time.Duration {
+	d := pollMax
+	if n < 4 {
+		d = min(pollMin<<n, pollMax)
+	}
+	return d + time.Duration(c.opts.Rand()*float64(pollJitter))
+}
+
+const (
+	pollMin    = 25 * time.Millisecond
+	pollMax    = 200 * time.Millisecond
+	pollJitter = 50 * time.Millisecond
+)
 
 // recheckDelay is how long a waiter waits for a notice before fetching
 // again: the lease's remaining time, at most LeaseTTL, plus up to a quarter

@@ -4,6 +4,7 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -68,6 +69,39 @@ type subscription struct {
 	n       *notifier
 	channel string
 	notices chan wire.Notice
+	mode    byte // what it listens on: wire.AnnounceSharded or AnnouncePlain; 0 for nothing
+}
+
+// confirmWait is how long a waiter waits for its subscription to be
+// confirmed before it goes on re-checking on its own (and again once the
+// confirmation comes): a server that never confirms (an ACL denying
+// SUBSCRIBE) must not hold waiters up.
+const confirmWait = 250 * time.Millisecond
+
+// hears reports whether s can hear the notice of a lease holder that
+// announces as holder (wire.Announces; 0 when unknown): it is subscribed,
+// the server confirmed it, and the holder publishes on the same kind of
+// pub/sub. When the subscription is not confirmed yet, pending is closed on
+// its confirmation.
+func (s *subscription) hears(holder byte) (ok bool, pending <-chan struct{}) {
+	if s.mode == 0 {
+		return false, nil
+	}
+	var confirmed chan struct{}
+	s.n.mu.Lock()
+	if cs := s.n.channels[s.channel]; cs != nil {
+		confirmed = cs.confirmed
+	}
+	s.n.mu.Unlock()
+	if confirmed == nil {
+		return false, nil
+	}
+	select {
+	case <-confirmed:
+	default:
+		return false, confirmed
+	}
+	return holder == 0 || holder == s.mode, nil
 }
 
 func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout time.Duration, log *slog.Logger) *notifier {
@@ -89,9 +123,16 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
 	defer cancel()
 	at, err := n.nodeFor(sctx, channel)
-	if err != nil {
-		n.log.Warn("corral: cannot subscribe to notices; waiting on timers", "channel", channel, "err", err)
+	switch {
+	case errors.Is(err, errNoChannelRights):
+		return s // logged once, by the rights check
+	case err != nil:
+		n.log.Warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, "err", err)
 		return s
+	}
+	s.mode = wire.AnnouncePlain
+	if at.sharded {
+		s.mode = wire.AnnounceSharded
 	}
 	n.mu.Lock()
 	if n.closed {
@@ -110,12 +151,12 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	confirmed := cs.confirmed
 	n.mu.Unlock()
 
-	timer := time.NewTimer(n.timeout)
+	timer := time.NewTimer(min(n.timeout, confirmWait))
 	defer timer.Stop()
 	select {
 	case <-confirmed:
 	case <-timer.C:
-		n.log.Warn("corral: subscription not confirmed in time; waiting on timers", "channel", channel)
+		n.log.Debug("corral: subscription not confirmed yet; re-checking on our own until it is", "channel", channel)
 	case <-ctx.Done():
 	}
 	return s

@@ -2,10 +2,16 @@ package corral
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
+
+// errNoChannelRights: the ACL user may not publish on corral's channels, so
+// it may not subscribe either; waiters re-check on their own.
+var errNoChannelRights = errors.New("corral: no rights on corral's channels")
 
 // This file holds what the notifier does for a Redis Cluster, where a shard
 // channel lives on the master that serves its slot and moves with it.
@@ -19,10 +25,14 @@ type node struct {
 
 // nodeFor returns where channel must be subscribed now.
 func (n *notifier) nodeFor(ctx context.Context, channel string) (node, error) {
-	sharded, err := n.store.sharded(ctx)
-	if err != nil {
+	mode, err := n.store.pubsub(ctx)
+	switch {
+	case err != nil:
 		return node{}, err
+	case mode.mark == wire.AnnounceNone:
+		return node{}, errNoChannelRights
 	}
+	sharded := mode.mark == wire.AnnounceSharded
 	cc, cluster := n.rdb.(*redis.ClusterClient)
 	if !cluster || !sharded {
 		return node{client: n.rdb, sharded: sharded}, nil

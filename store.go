@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,12 +58,14 @@ type store struct {
 	noticeFailed func(error)
 	refusedWrite func()
 
-	probeMu sync.Mutex             // one probe at a time
-	publish atomic.Pointer[string] // "SPUBLISH" or "PUBLISH"; nil until detected
+	probeMu      sync.Mutex                 // one probe at a time
+	mode         atomic.Pointer[pubsubMode] // nil until detected
+	probeChannel string                     // Prefix's probe channel
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion}
+	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
+		probeChannel: o.Prefix + ":probe"}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
@@ -92,9 +95,24 @@ func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size 
 		rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
 	})
 	if r.err != nil {
-		return nil, r.err
+		return nil, denied(r.err)
 	}
-	return r.cmd.(*redis.Cmd).Result()
+	res, err := r.cmd.(*redis.Cmd).Result()
+	return res, denied(err)
+}
+
+// denied wraps err with ErrPermission when it is Redis refusing a command
+// or key to the ACL user: NOPERM, or the error a script gets for a command
+// it may not run ("The user executing the script can't ...").
+func denied(err error) error {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return err
+	}
+	if msg := reply.Error(); strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't") {
+		return fmt.Errorf("%w: %w", ErrPermission, err)
+	}
+	return err
 }
 
 // fetch runs fetch.lua (see its header). A payload too large to come with
@@ -159,7 +177,7 @@ func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byt
 		r.err = r.cmd.Err()
 	}
 	if r.err != nil {
-		return nil, f, false, r.err
+		return nil, f, false, denied(r.err)
 	}
 	vals := r.cmd.(*redis.SliceCmd).Val()
 	fs, _ := vals[2].(string)
@@ -361,48 +379,74 @@ func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.
 	return value, f.Kind, true, nil
 }
 
-// publishCommand returns the command the scripts publish notices with:
-// SPUBLISH where the server has sharded pub/sub (Redis 7+) and it is not
-// disabled, PUBLISH otherwise. It probes the server on first use, so New
-// works while Redis is down; concurrent first callers share one probe. A
-// server that answers the probe with any error (an unknown or renamed
-// command, an ACL that denies it) gets PUBLISH; a probe that gets no answer
-// is tried again next time.
-func (s *store) publishCommand(ctx context.Context) (string, error) {
-	if pub := s.publish.Load(); pub != nil {
-		return *pub, nil
+// pubsubMode is how this process announces and hears notices.
+type pubsubMode struct {
+	publish string // the command the scripts publish with: SPUBLISH or PUBLISH
+	// mark is the first byte of this process's lease tokens, which tells
+	// waiters elsewhere how its notices go out (wire.AnnounceSharded,
+	// AnnouncePlain, or AnnounceNone without channel rights: they re-check
+	// on their own).
+	mark byte
+}
+
+// pubsub returns this process's pub/sub mode: sharded pub/sub where the
+// server has it (Redis 7+), it is not disabled and the ACL user may use it;
+// plain pub/sub otherwise; none when the user has no right to publish on
+// corral's channels (notices are still sent, fail, and are counted). It
+// probes on first use, on a channel under Prefix, so New works while Redis
+// is down; concurrent first callers share one probe, and a probe that gets
+// no answer is tried again next time.
+func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
+	if m := s.mode.Load(); m != nil {
+		return *m, nil
 	}
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
-	if pub := s.publish.Load(); pub != nil {
-		return *pub, nil
+	if m := s.mode.Load(); m != nil {
+		return *m, nil
 	}
-	pub := "PUBLISH"
-	if !s.noShard {
-		// A channel nobody subscribes to; the probe reaches no one.
-		const channel = "corral:probe"
-		r := s.pipe.do(&op{ctx: ctx, key: channel,
-			build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return p.SPublish(ctx, channel, "") },
-		})
-		err := r.err
-		if err == nil {
-			err = r.cmd.Err()
+	m := pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}
+	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
+		if try.mark == wire.AnnounceSharded && s.noShard {
+			continue
 		}
+		err := s.probe(ctx, try.publish)
 		var reply redis.Error
-		switch {
-		case err == nil:
-			pub = "SPUBLISH"
-		case !errors.As(err, &reply):
-			return "", fmt.Errorf("corral: detect sharded pub/sub: %w", err)
+		if err != nil && !errors.As(err, &reply) {
+			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
 		}
+		if err == nil {
+			m = try
+			break
+		}
+		// An unknown or renamed command, or one the ACL denies: try the next.
 	}
-	s.publish.Store(&pub)
-	return pub, nil
+	s.mode.Store(&m)
+	return m, nil
 }
 
-func (s *store) sharded(ctx context.Context) (bool, error) {
-	pub, err := s.publishCommand(ctx)
-	return pub == "SPUBLISH", err
+// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
+// Prefix's probe channel, which nobody subscribes to.
+func (s *store) probe(ctx context.Context, command string) error {
+	channel := s.probeChannel
+	r := s.pipe.do(&op{ctx: ctx, key: channel,
+		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			if command == "SPUBLISH" {
+				return p.SPublish(ctx, channel, "")
+			}
+			return p.Publish(ctx, channel, "")
+		},
+	})
+	if r.err != nil {
+		return r.err
+	}
+	return r.cmd.Err()
+}
+
+// publishCommand returns the command the scripts publish notices with.
+func (s *store) publishCommand(ctx context.Context) (string, error) {
+	m, err := s.pubsub(ctx)
+	return m.publish, err
 }
 
 // fractionalMS formats d in milliseconds with microsecond precision, so
@@ -445,7 +489,7 @@ func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, e
 			r.err = r.cmd.Err()
 		}
 		if r.err != nil {
-			finish(peekReply{}, fmt.Errorf("corral: peek: %w", r.err))
+			finish(peekReply{}, fmt.Errorf("corral: peek: %w", denied(r.err)))
 			return
 		}
 		pr, err := s.parsePeek(r.cmd.(*redis.SliceCmd).Val(), r.now)

@@ -132,7 +132,7 @@ func (t *tracker) watchNodes(ctx context.Context, nodes []*redis.Options) bool {
 // every break.
 func (t *tracker) stream(ctx context.Context, base *redis.Options) {
 	for pause := 50 * time.Millisecond; ctx.Err() == nil; pause = min(2*pause, 2*time.Second) {
-		if err := t.track(ctx, base); err != nil && ctx.Err() == nil {
+		if err := denied(t.track(ctx, base)); err != nil && ctx.Err() == nil {
 			if t.warned.CompareAndSwap(false, true) {
 				t.log.Warn("corral: the near cache's invalidation stream failed; copies are not served until it is back", "node", base.Addr, "err", err)
 			}

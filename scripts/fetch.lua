@@ -32,12 +32,16 @@
 --   {'REFUSED', now}               no entry, and Redis refused to write the
 --                                  lease (OOM): nobody can hold it
 --   {'LOAD',  now}                 no entry, this caller took the lease
---   {'WAIT',  pttl, now}           no entry, another caller holds the lease
+--   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease;
+--                                  lease is its token, whose first byte
+--                                  says how it will announce the end of its
+--                                  load (s SPUBLISH, p PUBLISH, n no notice)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- take takes the lease for ARGV[1]: 1 taken, 0 held by another, -1 Redis
--- refuses writes (OOM; the read goes on). A lease that already holds ARGV[1]
+-- refuses writes (OOM, READONLY; the read goes on). Any other error ends the
+-- script with it. A lease that already holds ARGV[1]
 -- is this caller's own: its client resent the script after losing the reply
 -- (a dropped connection), and must not wait for itself.
 local function take(force)
@@ -48,7 +52,12 @@ local function take(force)
     set = redis.pcall('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
   end
   if type(set) == 'table' and set.err then
-    return -1
+    if string.find(set.err, '^OOM') or string.find(set.err, '^READONLY') then
+      return -1
+    end
+    -- Not a refusal to write (an ACL denying SET): the caller's error,
+    -- naming the command as rights.lua does.
+    error({err = set.err .. ' (SET)'})
   end
   if set or redis.call('GET', KEYS[2]) == ARGV[1] then
     return 1
@@ -115,4 +124,4 @@ if pttl < 0 then
   -- A lease without an expiry was not written by corral; wait a LeaseTTL.
   pttl = tonumber(ARGV[2])
 end
-return {'WAIT', pttl, now}
+return {'WAIT', pttl, now, redis.call('GET', KEYS[2])}

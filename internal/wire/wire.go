@@ -159,7 +159,7 @@ const (
 	Hit     Reply = iota // {'HIT',   v, f, refresh, now}; v is the payload's size when it is large
 	Stale                // {'STALE', v, f, refresh, now}; likewise
 	Load                 // {'LOAD',  now}
-	Wait                 // {'WAIT',  pttl, now}
+	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
 	Refused              // {'REFUSED', now}: no entry, and Redis refuses writes (no lease)
 	Newer                // {'NEWER', now}: the entry has a newer codec version: load, leave it
 )
@@ -168,7 +168,7 @@ const (
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 3, Refused: 2, Newer: 2}
+var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 2, Newer: 2}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -180,6 +180,7 @@ type FetchReply struct {
 	Refused bool          // Hit, Stale, Refused: Redis refused to write the lease (OOM)
 	Soft    int64         // Hit, Stale: the entry's soft expiry, server ms (names it)
 	PTTL    time.Duration // Wait: the lease's remaining time
+	Holder  byte          // Wait: how the holder announces (Announces of its token)
 	Now     int64         // the server clock, ms
 }
 
@@ -219,6 +220,8 @@ func ParseFetch(res any) (FetchReply, error) {
 	case Wait:
 		r.PTTL = time.Duration(d.int(1)) * time.Millisecond
 		r.Now = d.int(2)
+		lease, _ := a[3].(string) // false when it expired as the script ran
+		r.Holder = Announces(lease)
 	default:
 		d.bad = true
 	}
@@ -245,6 +248,30 @@ func (d *decoder) int(i int) int64 {
 	n, ok := d.a[i].(int64)
 	d.bad = d.bad || !ok
 	return n
+}
+
+// A lease token's first byte says how its holder announces the end of its
+// load, so that a waiter that cannot hear that (it listens on the other kind
+// of pub/sub, or neither has channel rights) re-checks on its own. Tokens of
+// earlier releases are plain hex, and announce as this process would.
+const (
+	AnnounceSharded byte = 's' // SPUBLISH
+	AnnouncePlain   byte = 'p' // PUBLISH
+	AnnounceNone    byte = 'n' // the holder may not publish: no notice comes
+)
+
+// Announces returns how the holder of a lease whose token is lease
+// announces (AnnounceSharded, AnnouncePlain or AnnounceNone), or 0 when the
+// token does not say (an earlier release's, or none was read).
+func Announces(lease string) byte {
+	if lease == "" {
+		return 0
+	}
+	switch lease[0] {
+	case AnnounceSharded, AnnouncePlain, AnnounceNone:
+		return lease[0]
+	}
+	return 0
 }
 
 // NoticeKind is the first byte of a notice, which says what happened to the
