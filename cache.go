@@ -146,6 +146,13 @@ func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 // entry lives StaleTTL longer). It revokes any lease on key, so a load that
 // started before Set can never overwrite value, and wakes the waiters.
 // A nil or empty value is a real value.
+//
+// Errors: ErrInvalidKey, ErrInvalidTTL, ErrValueTooLarge (over
+// MaxValueBytes), ErrClosed, ErrWriteRefused (Redis out of memory, or a
+// replica), ErrPermission (an ACL right missing), ErrCircuitOpen and
+// ErrRedisTimeout (Redis failing), each wrapped with context. A notice Redis
+// refused to publish does not fail Set: the write stood
+// (Stats.NoticesFailed counts it).
 func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if err := c.check(key); err != nil {
 		return err
@@ -176,7 +183,8 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 
 // Delete invalidates key: it removes the entry, revokes any lease (a load
 // that started before Delete can never store its result afterwards) and
-// tells waiters to re-check. Deleting a missing key is not an error.
+// tells waiters to re-check. Deleting a missing key is not an error; the
+// errors are those of Set, but ErrInvalidTTL and ErrValueTooLarge.
 func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := c.check(key); err != nil {
 		return err

@@ -270,3 +270,56 @@ func TestDegraded_D2_NearCacheWithoutInvalidations(t *testing.T) {
 		t.Fatalf("want one warning naming the NOPERM error:\n%s", logged.String())
 	}
 }
+
+// readmeACL is the ACL rule the README gives for a corral user with the
+// default Prefix (keep them the same).
+var readmeACL = strings.Fields(`resetchannels ~corral:* &corral:* &__redis__:invalidate
+	+@connection +evalsha +eval +time +get +set +del +pttl +pexpire +exists
+	+hset +hget +hmget +hstrlen +hdel +publish +spublish +subscribe +ssubscribe
+	+unsubscribe +sunsubscribe +config|get +client|tracking +client|id`)
+
+// The README's ACL rule is enough: a stampede over two processes (one load,
+// a waiter woken by its notice), Set, Delete and near hits, with nothing
+// logged about rights.
+func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
+	srv := redistest.Start(t)
+	var logged lockedBuffer
+	opts := func() *corral.Options {
+		return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100}, Logger: slogTo(&logged)}
+	}
+	holder := newCache(t, aclClient(t, srv, "corral", readmeACL...), opts())
+	waiter := newCache(t, aclClient(t, srv, "corral", readmeACL...), opts())
+	ctx := context.Background()
+	if err := holder.Set(ctx, "warm", []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	finish := hold(t, holder, "k", []byte("loaded"), nil)
+	got := make(chan error, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, "k", time.Minute, value("not me"))
+		if err == nil && string(v) != "loaded" {
+			err = errors.New("got " + string(v))
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter waiting", func() bool { return waiter.Stats().Waits == 1 })
+	finish()
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	eventually(t, 5*time.Second, "a near hit", func() bool {
+		v, err := waiter.Fetch(ctx, "k", time.Minute, value("not me"))
+		return err == nil && string(v) == "loaded" && waiter.Stats().NearHits > 0
+	})
+	if err := waiter.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*corral.Cache{holder, waiter} {
+		if st := c.Stats(); st.NoticesFailed != 0 || st.RedisErrors != 0 || st.FailOpens != 0 {
+			t.Fatalf("stats %+v; want no failed notice, Redis error or fail-open", st)
+		}
+	}
+	if s := logged.String(); strings.Contains(s, "NOPERM") || strings.Contains(s, "denies") || strings.Contains(s, "may not") {
+		t.Fatalf("rights logged as missing:\n%s", s)
+	}
+}
