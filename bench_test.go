@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,12 +42,18 @@ func benchClient(b *testing.B) *redis.Client {
 
 // parallelKeys runs f over the hitKeys keys named by prefix in parallel,
 // each goroutine starting at its own place in the cycle.
+// hitParallelism is the hit benchmarks' goroutines per CPU
+// (b.SetParallelism): 1 by default; a service serves many requests at once,
+// as -hit.parallelism=16 shows.
+var hitParallelism = flag.Int("hit.parallelism", 1, "goroutines per CPU in the hit benchmarks")
+
 func parallelKeys(b *testing.B, prefix string, f func(key string)) {
 	keys := make([]string, hitKeys)
 	for i := range keys {
 		keys[i] = prefix + strconv.Itoa(i)
 	}
 	var next atomic.Int64
+	b.SetParallelism(*hitParallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(next.Add(7919)) // a prime stride: goroutines spread over the keys
 		for pb.Next() {

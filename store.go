@@ -481,7 +481,10 @@ type peekReply struct {
 func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, error)) {
 	o := &op{ctx: ctx, key: entry, clock: true,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.HMGet(ctx, entry, "s", "d", "f", wire.FieldValue, wire.FieldCompressed, "c")
+			args := make([]any, len(peekFields)+2)
+			args[0], args[1] = "hmget", entry
+			copy(args[2:], peekFields)
+			return p.Do(ctx, args...)
 		},
 	}
 	o.finish = func(r opResult) {
@@ -492,13 +495,22 @@ func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, e
 			finish(peekReply{}, fmt.Errorf("corral: peek: %w", denied(r.err)))
 			return
 		}
-		pr, err := s.parsePeek(r.cmd.(*redis.SliceCmd).Val(), r.now)
+		vals, _ := r.cmd.(*redis.Cmd).Val().([]any)
+		if len(vals) != len(peekFields) {
+			finish(peekReply{}, fmt.Errorf("corral: peek: unexpected reply %#v", r.cmd.(*redis.Cmd).Val()))
+			return
+		}
+		pr, err := s.parsePeek(vals, r.now)
 		finish(pr, err)
 	}
 	if !s.pipe.enqueue(o) {
 		finish(peekReply{}, ErrClosed)
 	}
 }
+
+// peekFields are the fields a peek reads (HMGET), boxed once: built per
+// call, they cost an allocation each on the hit path.
+var peekFields = []any{"s", "d", "f", wire.FieldValue, wire.FieldCompressed, "c"}
 
 // parsePeek decodes a peek's HMGET s d f v z.
 func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
