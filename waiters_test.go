@@ -79,14 +79,16 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 				t.Fatalf("waiters took %v after the load ended", took)
 			}
 			// fetch, fetch after subscribing, and for a value too large to
-			// travel in the notice, one more to read it.
+			// travel in the notice, one more to read it (unless the fetch
+			// after subscribing already found it: the load may end while a
+			// process is between its confirmation and that fetch).
 			wantFetches := int32(3)
 			if mode.inlined {
 				wantFetches = 2
 			}
 			for i, c := range caches {
 				st := c.Stats()
-				if st.Loads != 0 || st.Misses != 20 || st.Waits != 1 || fetches[i].Load() != wantFetches {
+				if n := fetches[i].Load(); st.Loads != 0 || st.Misses != 20 || st.Waits != 1 || n < 2 || n > wantFetches {
 					t.Fatalf("waiter stats %+v, %d fetches (want %d)", st, fetches[i].Load(), wantFetches)
 				}
 			}
