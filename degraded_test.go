@@ -583,3 +583,134 @@ func fillUntilEvicted(t *testing.T, rdb *redis.Client, lease string) {
 		}
 	}
 }
+
+// D5, the warning: at its first use (not in New), a Cache reads Redis's
+// maxmemory-policy in the background and warns once when it may evict
+// corral's keys; noeviction logs nothing. A user without the right to
+// CONFIG GET is told once that the policy could not be read, and every
+// call still works. Close waits for the check, so the log is complete once
+// the Cache is closed.
+func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
+	const warning, unread = "Redis may evict corral's keys", "could not read Redis's maxmemory-policy"
+	for _, tc := range []struct {
+		policy string
+		denied string // how CONFIG GET is denied: "acl", "renamed", or "" (not)
+		want   string // logged once; "" for nothing
+	}{
+		{"volatile-ttl", "", warning},
+		{"allkeys-lru", "", warning},
+		{"noeviction", "", ""},
+		{"volatile-ttl", "acl", unread},
+		{"volatile-ttl", "renamed", unread},
+	} {
+		name := tc.policy
+		if tc.denied != "" {
+			name += ", CONFIG " + tc.denied
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--maxmemory", "64mb", "--maxmemory-policy", tc.policy}
+			if tc.denied == "renamed" {
+				args = append(args, "--rename-command", "CONFIG", "")
+			}
+			srv := redistest.Start(t, args...)
+			rdb := srv.Client()
+			if tc.denied == "acl" {
+				ctx := context.Background()
+				if err := rdb.Do(ctx, "ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-config").Err(); err != nil {
+					t.Fatal(err)
+				}
+				rdb = srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "any" })
+			}
+			var logged lockedBuffer
+			c, err := corral.New(rdb, &corral.Options{Logger: slogTo(&logged)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := logged.String(); s != "" {
+				t.Fatalf("New logged before any use:\n%s", s)
+			}
+			manyCalls(t, c)
+			c.Close()
+			log := logged.String()
+			for _, msg := range []string{warning, unread} {
+				n, want := strings.Count(log, msg), 0
+				if msg == tc.want {
+					want = 1
+				}
+				if n != want {
+					t.Fatalf("%q logged %d times; want %d:\n%s", msg, n, want, log)
+				}
+			}
+			if tc.want == warning && !strings.Contains(log, "maxmemory-policy="+tc.policy) {
+				t.Fatalf("the warning does not name the policy:\n%s", log)
+			}
+		})
+	}
+
+	// A Redis that does not answer at first use is no reason to say the
+	// policy could not be read: the check is tried again later.
+	t.Run("Redis down", func(t *testing.T) {
+		srv := redistest.Start(t, "--maxmemory-policy", "volatile-ttl")
+		rdb := srv.Client()
+		srv.Close()
+		var logged lockedBuffer
+		c := newCache(t, rdb, &corral.Options{Logger: slogTo(&logged)})
+		if v, err := c.Fetch(context.Background(), "k", time.Minute, value("v")); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch with Redis down = %q, %v; want the loader's value (fail-open)", v, err)
+		}
+		c.Close()
+		if log := logged.String(); strings.Contains(log, warning) || strings.Contains(log, unread) {
+			t.Fatalf("logged about the policy with Redis down:\n%s", log)
+		}
+	})
+}
+
+// manyCalls makes concurrent calls of every kind on c, and fails t if any
+// does not work.
+func manyCalls(t *testing.T, c *corral.Cache) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "k" + strconv.Itoa(i%5)
+			if v, err := c.Fetch(ctx, key, time.Minute, value("v")); err != nil || string(v) != "v" {
+				t.Errorf("Fetch = %q, %v", v, err)
+			}
+			if _, err := c.Get(ctx, key); err != nil && !errors.Is(err, corral.ErrMiss) {
+				t.Errorf("Get: %v", err)
+			}
+			if err := c.Set(ctx, "s"+strconv.Itoa(i), []byte("v"), time.Minute); err != nil {
+				t.Errorf("Set: %v", err)
+			}
+			if err := c.Delete(ctx, "s"+strconv.Itoa(i)); err != nil {
+				t.Errorf("Delete: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// On a Cluster every master's policy is read: one warning names the
+// masters that may evict.
+func TestDegraded_D5_EvictionPolicyCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	evicting := cl.Nodes[1]
+	if err := evicting.Client().ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logged lockedBuffer
+	c, err := corral.New(cl.Client(), &corral.Options{Logger: slogTo(&logged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manyCalls(t, c)
+	c.Close()
+	log := logged.String()
+	if n := strings.Count(log, "Redis may evict corral's keys"); n != 1 || !strings.Contains(log, `maxmemory-policy="`+evicting.Addr+`=allkeys-lfu"`) {
+		t.Fatalf("want one warning naming %s=allkeys-lfu alone:\n%s", evicting.Addr, log)
+	}
+}
