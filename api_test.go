@@ -256,8 +256,8 @@ func TestWriteRevokesRunningLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.rdb.Exists(ctx, leaseName("k")).Val() != 0 {
-				t.Fatalf("%s left the lease", write)
+			if got := e.rdb.Get(ctx, leaseName("k")).Val(); got != "backoff" {
+				t.Fatalf("%s left the lease %q; want it revoked (the marker)", write, got)
 			}
 			close(finish)
 			if v := <-got; v != "old" {

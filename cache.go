@@ -27,6 +27,9 @@ type Cache struct {
 	near    *nearCache // nil when off (near.go)
 	tracker *tracker   // keeps near coherent (tracking.go)
 
+	rdb        redis.UniversalClient // for checkEvictionPolicy only: every other command goes through store
+	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
+
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
 	cancel context.CancelFunc
 	// drain is the context of writes that must happen even when callers left
@@ -71,6 +74,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	drain, cancelDrain := context.WithCancel(context.Background())
 	c := &Cache{
 		opts:         o,
+		rdb:          rdb,
 		ctx:          ctx,
 		cancel:       cancel,
 		drain:        drain,
@@ -370,6 +374,7 @@ func (c *Cache) check(key string) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
+	c.checkPolicySoon()
 	return nil
 }
 

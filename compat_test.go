@@ -199,3 +199,53 @@ func TestCompression_CorruptEntry(t *testing.T) {
 		t.Fatalf("no warning logged:\n%s", logged.String())
 	}
 }
+
+// A rolling deploy meets revocation markers: this release's Delete revokes
+// a load of the previous release (its commit is rejected), and the previous
+// release takes the lease over the marker on a miss, as over a backoff,
+// rather than wait for it. The previous release's Delete still deletes the
+// lease, which this release takes for an eviction: a load of a key without
+// an entry that started before such a Delete commits after it. That is the
+// cost of the deploy, gone once every instance runs this release.
+func TestCompat_RevocationMarkers(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	oldFetch, oldCommit, oldDelete := previousScript(t, "fetch"), previousScript(t, "commit"), previousScript(t, "delete")
+	n := wire.NewNames("corral", "{a}")
+	oldLoad := func(token string) string {
+		t.Helper()
+		res, err := oldFetch.Run(ctx, e.rdb, []string{n.Entry, n.Lease}, token, 5000, "0").Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].(string)
+	}
+	if got := oldLoad("old-token"); got != "LOAD" {
+		t.Fatalf("old fetch of a missing key = %s; want LOAD", got)
+	}
+	if err := e.c.Delete(ctx, "{a}"); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := oldCommit.Run(ctx, e.rdb, []string{n.Entry, n.Lease, n.Notice}, "old-token", "before the Delete", "", 60000, 60000, "1", "PUBLISH", 16384).Int()
+	if err != nil || stored != 0 {
+		t.Fatalf("old commit after a new Delete = %d, %v; want 0 (rejected)", stored, err)
+	}
+	if got := oldLoad("another-old-token"); got != "LOAD" {
+		t.Fatalf("old fetch over a revocation marker = %s; want LOAD, not WAIT", got)
+	}
+
+	var loads atomic.Int32
+	got, finish := holding(t, e.c, "{b}", &loads, func() {
+		b := wire.NewNames("corral", "{b}")
+		if err := oldDelete.Run(ctx, e.rdb, []string{b.Entry, b.Lease, b.Notice}, "PUBLISH").Err(); err != nil {
+			t.Error(err)
+		}
+	})
+	finish()
+	if r := <-got; r.err != nil || r.v != "v" {
+		t.Fatalf("Fetch = %q, %v", r.v, r.err)
+	}
+	if v, err := e.c.Get(ctx, "{b}"); err != nil || string(v) != "v" || e.c.Stats().Evictions != 1 {
+		t.Fatalf("after an old Delete during the load: Get = %q, %v, stats %+v; want the value stored (taken for an eviction)", v, err, e.c.Stats())
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -314,5 +315,402 @@ func TestDegraded_D4_CodecVersion(t *testing.T) {
 	}
 	if v, err := corral.Fetch(ctx, v2, "k", time.Hour, load("three")); err != nil || v != "two" {
 		t.Fatalf("v2 after v1 read: %q, %v; want its own entry, untouched", v, err)
+	}
+}
+
+// D5: under maxmemory with volatile-ttl, Redis evicts the lease (the key
+// with the shortest TTL) while its load runs. Eviction is not revocation:
+// the holder's commit stands when no Delete, Set or newer holder came in
+// between, waiters elsewhere get its value, and nothing is counted lost.
+// Delete and Set still revoke (with a marker, not by deleting the lease),
+// and the marker makes nobody wait. The lease goes by hand (DEL, which is
+// what eviction does) where the test needs to know when, and by real
+// memory pressure once, where it can only bound the loads.
+func TestDegraded_D5_Eviction(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
+	admin := srv.Client()
+	ctx := context.Background()
+	// LeaseTTL 30s: no renewal (every 10s) and no waiter's timer comes
+	// into play, unless a subtest wants it.
+	opts := func() *corral.Options { return &corral.Options{LeaseTTL: 30 * time.Second} }
+
+	t.Run("the commit finds the lease evicted", func(t *testing.T) {
+		a, b := newCache(t, srv.Client(), opts()), newCache(t, srv.Client(), opts())
+		var loads atomic.Int32
+		got, finish := holding(t, a, "{d5a}", &loads, func() { admin.Del(ctx, leaseName("d5a")) })
+		waiters := parkedWaiters(t, admin, b, "{d5a}", 5, &loads)
+		finish()
+		if r := <-got; r.err != nil || r.v != "v" {
+			t.Fatalf("holder's Fetch = %q, %v", r.v, r.err)
+		}
+		for range 5 {
+			if r := <-waiters; r.err != nil || r.v != "v" {
+				t.Fatalf("waiter's Fetch = %q, %v; want the holder's value", r.v, r.err)
+			}
+		}
+		assertEvictionSeen(t, a, b, "{d5a}", &loads)
+	})
+
+	t.Run("a renewal takes the evicted lease again", func(t *testing.T) {
+		a, b := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 300 * time.Millisecond}), newCache(t, srv.Client(), opts())
+		var loads atomic.Int32
+		got, finish := holding(t, a, "{d5b}", &loads, nil)
+		admin.Del(ctx, leaseName("d5b"))
+		eventually(t, 5*time.Second, "the holder's renewal takes its lease again", func() bool {
+			return a.Stats().Evictions == 1 && admin.Exists(ctx, leaseName("d5b")).Val() == 1
+		})
+		finish()
+		if r := <-got; r.err != nil || r.v != "v" {
+			t.Fatalf("holder's Fetch = %q, %v", r.v, r.err)
+		}
+		assertEvictionSeen(t, a, b, "{d5b}", &loads)
+	})
+
+	for _, write := range []string{"Delete", "Set"} {
+		t.Run(write+" during a load still revokes", func(t *testing.T) {
+			a, b := newCache(t, srv.Client(), opts()), newCache(t, srv.Client(), opts())
+			var loads atomic.Int32
+			key := "{d5:" + write + "}"
+			got, finish := holding(t, a, key, &loads, nil)
+			var err error
+			if write == "Delete" {
+				err = b.Delete(ctx, key)
+			} else {
+				err = b.Set(ctx, key, []byte("set"), time.Minute)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			finish()
+			if r := <-got; r.err != nil || r.v != "v" {
+				t.Fatalf("holder's Fetch = %q, %v; its callers are owed the value", r.v, r.err)
+			}
+			st := a.Stats()
+			if st.CommitsRejected != 1 || st.LeasesLost != 1 || st.Evictions != 0 {
+				t.Fatalf("holder's stats %+v; want the commit rejected, the lease lost, no eviction", st)
+			}
+			want := "set"
+			if write == "Delete" {
+				want = "loaded after the Delete"
+			}
+			// The marker left behind makes nobody wait: a miss loads at once.
+			t0 := time.Now()
+			if v, err := b.Fetch(ctx, key, time.Minute, value(want)); err != nil || string(v) != want || time.Since(t0) > prompt {
+				t.Fatalf("Fetch after the %s = %q, %v after %v; want %q at once", write, v, err, time.Since(t0), want)
+			}
+			if b.Stats().Waits != 0 {
+				t.Fatalf("a Fetch after the %s waited (stats %+v)", write, b.Stats())
+			}
+		})
+	}
+
+	t.Run("a Delete's marker makes nobody wait", func(t *testing.T) {
+		a, b := newCache(t, srv.Client(), opts()), newCache(t, srv.Client(), opts())
+		if err := a.Set(ctx, "{d5d}", []byte("old"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Delete(ctx, "{d5d}"); err != nil {
+			t.Fatal(err)
+		}
+		if got := admin.Get(ctx, leaseName("d5d")).Val(); got != "backoff" {
+			t.Fatalf("lease after Delete = %q; want the marker", got)
+		}
+		t0 := time.Now()
+		if v, err := b.Fetch(ctx, "{d5d}", time.Minute, value("new")); err != nil || string(v) != "new" || time.Since(t0) > prompt {
+			t.Fatalf("Fetch after a Delete = %q, %v after %v; want a load at once", v, err, time.Since(t0))
+		}
+		if st := b.Stats(); st.Waits != 0 || st.Loads != 1 {
+			t.Fatalf("stats %+v; want one load and no wait", st)
+		}
+	})
+
+	t.Run("real memory pressure", func(t *testing.T) {
+		srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
+		admin := srv.Client()
+		a, b := newCache(t, srv.Client(), opts()), newCache(t, srv.Client(), opts())
+		var loads atomic.Int32
+		got, finish := holding(t, a, "{d5e}", &loads, nil)
+		waiters := parkedWaiters(t, admin, b, "{d5e}", 5, &loads)
+		fillUntilEvicted(t, admin, leaseName("d5e"))
+		finish()
+		if r := <-got; r.err != nil || r.v != "v" {
+			t.Fatalf("holder's Fetch = %q, %v", r.v, r.err)
+		}
+		for range 5 {
+			if r := <-waiters; r.err != nil || (r.v != "v" && r.v != "b") {
+				t.Fatalf("waiter's Fetch = %q, %v", r.v, r.err)
+			}
+		}
+		if n := loads.Load(); n > 2 {
+			t.Fatalf("%d loads after one eviction; want at most 2", n)
+		}
+		if v, err := b.Get(ctx, "{d5e}"); err != nil || (string(v) != "v" && string(v) != "b") {
+			t.Fatalf("Get after the loads = %q, %v; want a loaded value stored", v, err)
+		}
+		t.Logf("%d loads; holder's stats: %d evictions seen, %d commits rejected, Redis evicted %s keys",
+			loads.Load(), a.Stats().Evictions, a.Stats().CommitsRejected, infoField(admin, "stats", "evicted_keys"))
+	})
+}
+
+// fetched is one Fetch's result.
+type fetched struct {
+	v   string
+	err error
+}
+
+// holding starts a Fetch of key on c whose load counts itself in loads and,
+// once finish is called, runs before (if not nil) and returns "v". It
+// returns when the load runs: c holds key's lease.
+func holding(t *testing.T, c *corral.Cache, key string, loads *atomic.Int32, before func()) (<-chan fetched, func()) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	got := make(chan fetched, 1)
+	go func() {
+		v, err := c.Fetch(context.Background(), key, time.Minute, func(context.Context) ([]byte, error) {
+			loads.Add(1)
+			close(started)
+			<-release
+			if before != nil {
+				before()
+			}
+			return []byte("v"), nil
+		})
+		got <- fetched{string(v), err}
+	}()
+	select {
+	case <-started:
+	case r := <-got:
+		t.Fatalf("Fetch of %s = %q, %v without loading; want it to hold the lease", key, r.v, r.err)
+	}
+	var once sync.Once
+	finish := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(finish)
+	return got, finish
+}
+
+// parkedWaiters starts n Fetches of key on c, whose own load (counted in
+// loads) returns "b", and returns once their flight waits for the notice:
+// it has fetched twice (WAIT, then again after subscribing) and its
+// channel is subscribed. Until then the lease must stay, or the flight
+// would take it.
+func parkedWaiters(t *testing.T, admin *redis.Client, c *corral.Cache, key string, n int, loads *atomic.Int32) <-chan fetched {
+	t.Helper()
+	runs := scriptRuns(t, admin)
+	got := make(chan fetched, n)
+	for range n {
+		go func() {
+			v, err := c.Fetch(context.Background(), key, time.Minute, func(context.Context) ([]byte, error) {
+				loads.Add(1)
+				return []byte("b"), nil
+			})
+			got <- fetched{string(v), err}
+		}()
+	}
+	eventually(t, 10*time.Second, "the waiters' flight fetches twice", func() bool {
+		st := c.Stats()
+		return st.Waits == 1 && st.Coalesced == uint64(n-1) && scriptRuns(t, admin) >= runs+2
+	})
+	waitSubscribed(t, admin, wire.NewNames("corral", key).Notice, 1)
+	return got
+}
+
+// assertEvictionSeen checks a key whose lease holder, a, lost its lease to
+// an eviction and committed all the same, while b waited: one load, one
+// eviction seen, nothing lost or rejected, and the value stored.
+func assertEvictionSeen(t *testing.T, a, b *corral.Cache, key string, loads *atomic.Int32) {
+	t.Helper()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads; want 1 (the eviction cost a load)", n)
+	}
+	if st := a.Stats(); st.Evictions != 1 || st.LeasesLost != 0 || st.CommitsRejected != 0 {
+		t.Fatalf("holder's stats %+v; want 1 eviction seen, no lease lost, no commit rejected", st)
+	}
+	if v, err := b.Get(context.Background(), key); err != nil || string(v) != "v" {
+		t.Fatalf("Get = %q, %v; want the holder's value stored", v, err)
+	}
+}
+
+// scriptRuns returns how many scripts the server has run (EVALSHA and EVAL
+// calls), from INFO commandstats.
+func scriptRuns(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				runs += n
+			}
+		}
+	}
+	return runs
+}
+
+// infoField returns one field of a section of INFO.
+func infoField(rdb *redis.Client, section, field string) string {
+	info := rdb.Info(context.Background(), section).Val()
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// fillUntilEvicted writes 1 KiB keys with a TTL of 45 s, longer than the
+// lease's (30 s) and shorter than the entry's to come (a minute), until
+// Redis, short of memory, evicts lease: volatile-ttl evicts the soonest to
+// expire among the keys it samples. Then the fillers go before the entry.
+func fillUntilEvicted(t *testing.T, rdb *redis.Client, lease string) {
+	t.Helper()
+	ctx := context.Background()
+	filler := strings.Repeat("f", 1<<10)
+	for i := 0; rdb.Exists(ctx, lease).Val() == 1; {
+		if i > 200_000 {
+			t.Fatalf("the lease was not evicted after %d filler keys", i)
+		}
+		pipe := rdb.Pipeline()
+		for range 20 {
+			pipe.Set(ctx, "filler:"+strconv.Itoa(i), filler, 45*time.Second)
+			i++
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("filling Redis: %v", err)
+		}
+	}
+}
+
+// D5, the warning: at its first use (not in New), a Cache reads Redis's
+// maxmemory-policy in the background and warns once when it may evict
+// corral's keys; noeviction logs nothing. A user without the right to
+// CONFIG GET is told once that the policy could not be read, and every
+// call still works. Close waits for the check, so the log is complete once
+// the Cache is closed.
+func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
+	const warning, unread = "Redis may evict corral's keys", "could not read Redis's maxmemory-policy"
+	for _, tc := range []struct {
+		policy string
+		denied string // how CONFIG GET is denied: "acl", "renamed", or "" (not)
+		want   string // logged once; "" for nothing
+	}{
+		{"volatile-ttl", "", warning},
+		{"allkeys-lru", "", warning},
+		{"noeviction", "", ""},
+		{"volatile-ttl", "acl", unread},
+		{"volatile-ttl", "renamed", unread},
+	} {
+		name := tc.policy
+		if tc.denied != "" {
+			name += ", CONFIG " + tc.denied
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--maxmemory", "64mb", "--maxmemory-policy", tc.policy}
+			if tc.denied == "renamed" {
+				args = append(args, "--rename-command", "CONFIG", "")
+			}
+			srv := redistest.Start(t, args...)
+			rdb := srv.Client()
+			if tc.denied == "acl" {
+				ctx := context.Background()
+				if err := rdb.Do(ctx, "ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-config").Err(); err != nil {
+					t.Fatal(err)
+				}
+				rdb = srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "any" })
+			}
+			var logged lockedBuffer
+			c, err := corral.New(rdb, &corral.Options{Logger: slogTo(&logged)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := logged.String(); s != "" {
+				t.Fatalf("New logged before any use:\n%s", s)
+			}
+			manyCalls(t, c)
+			c.Close()
+			log := logged.String()
+			for _, msg := range []string{warning, unread} {
+				n, want := strings.Count(log, msg), 0
+				if msg == tc.want {
+					want = 1
+				}
+				if n != want {
+					t.Fatalf("%q logged %d times; want %d:\n%s", msg, n, want, log)
+				}
+			}
+			if tc.want == warning && !strings.Contains(log, "maxmemory-policy="+tc.policy) {
+				t.Fatalf("the warning does not name the policy:\n%s", log)
+			}
+		})
+	}
+
+	// A Redis that does not answer at first use is no reason to say the
+	// policy could not be read: the check is tried again later.
+	t.Run("Redis down", func(t *testing.T) {
+		srv := redistest.Start(t, "--maxmemory-policy", "volatile-ttl")
+		rdb := srv.Client()
+		srv.Close()
+		var logged lockedBuffer
+		c := newCache(t, rdb, &corral.Options{Logger: slogTo(&logged)})
+		if v, err := c.Fetch(context.Background(), "k", time.Minute, value("v")); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch with Redis down = %q, %v; want the loader's value (fail-open)", v, err)
+		}
+		c.Close()
+		if log := logged.String(); strings.Contains(log, warning) || strings.Contains(log, unread) {
+			t.Fatalf("logged about the policy with Redis down:\n%s", log)
+		}
+	})
+}
+
+// manyCalls makes concurrent calls of every kind on c, and fails t if any
+// does not work.
+func manyCalls(t *testing.T, c *corral.Cache) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "k" + strconv.Itoa(i%5)
+			if v, err := c.Fetch(ctx, key, time.Minute, value("v")); err != nil || string(v) != "v" {
+				t.Errorf("Fetch = %q, %v", v, err)
+			}
+			if _, err := c.Get(ctx, key); err != nil && !errors.Is(err, corral.ErrMiss) {
+				t.Errorf("Get: %v", err)
+			}
+			if err := c.Set(ctx, "s"+strconv.Itoa(i), []byte("v"), time.Minute); err != nil {
+				t.Errorf("Set: %v", err)
+			}
+			if err := c.Delete(ctx, "s"+strconv.Itoa(i)); err != nil {
+				t.Errorf("Delete: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// On a Cluster every master's policy is read: one warning names the
+// masters that may evict.
+func TestDegraded_D5_EvictionPolicyCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	evicting := cl.Nodes[1]
+	if err := evicting.Client().ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logged lockedBuffer
+	c, err := corral.New(cl.Client(), &corral.Options{Logger: slogTo(&logged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manyCalls(t, c)
+	c.Close()
+	log := logged.String()
+	if n := strings.Count(log, "Redis may evict corral's keys"); n != 1 || !strings.Contains(log, `maxmemory-policy="`+evicting.Addr+`=allkeys-lfu"`) {
+		t.Fatalf("want one warning naming %s=allkeys-lfu alone:\n%s", evicting.Addr, log)
 	}
 }

@@ -17,6 +17,7 @@
 //	           s (soft expiry, server ms), d (last load duration, ms),
 //	           f (flags: "n" = not found, ...), t (the commit's lease token)
 //	P:l:{T}:K  lease: a string holding the current lease token, with PX = LeaseTTL
+//	           (or the marker "backoff": a revocation, or a failed refresh's backoff)
 //	P:n:{T}:K  notice channel: completion notices for waiters
 //
 // T is K's own hash tag when it has a non-empty one (Redis Cluster's rule: the
@@ -58,12 +59,16 @@
 // the watchdog stops the moment the load returns, and a renewal that reaches
 // Redis late is dropped by the server. commit.lua stores the result only if
 // the token still holds the lease, then deletes it and publishes a notice.
-// Delete and Set revoke the lease, so a load that started before them can
-// never store outdated data afterwards. A failed or panicking load releases
-// the lease by compare-and-delete. If the holder dies, the lease expires and
-// another caller takes over within LeaseTTL. A lease is a tool for efficiency,
-// not a lock for correctness: after a Redis failover that loses the lease, two
-// loads of a key may run, and the lease check still keeps the older result out.
+// Delete and Set revoke the lease with a marker, so a load that started
+// before them can never store outdated data afterwards (while the marker
+// lives). A lease that Redis evicts under maxmemory is not revoked: found
+// missing before its deadline, it is taken again by its holder's renewal,
+// and the commit stands unless another entry was stored meanwhile. A failed
+// or panicking load releases the lease by compare-and-delete. If the holder
+// dies, the lease expires and another caller takes over within LeaseTTL. A
+// lease is a tool for efficiency, not a lock for correctness: after a Redis
+// failover that loses the lease, two loads of a key may run, and the lease
+// check still keeps the older result out.
 //
 // # Waiting
 //

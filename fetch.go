@@ -291,7 +291,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				out = outStale
 			}
 			if r.Refresh {
-				l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit}
+				l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}
 				then = func() { c.refreshInBackground(f, l) }
 			}
 			if r.Refused {
@@ -318,7 +318,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			c.store.refusedWrite()
 			return c.failOpen(f, "", ErrWriteRefused)
 		case wire.Load:
-			l := &lease{token: token, serverNow: r.Now, at: time.Now()}
+			l := &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip}
 			if !c.startLoading(f) {
 				// Every caller left while fetch.lua ran: hand the lease back.
 				c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})

@@ -14,12 +14,18 @@ import (
 // PX expiry, to load a key and commit the result (Nishtala et al., "Scaling
 // Memcache at Facebook", NSDI 2013). It is a tool for efficiency, not a lock
 // for correctness: a lease that expires or is revoked while the load runs
-// only means the commit is rejected.
+// only means the commit is rejected. A lease evicted while the load runs
+// (Redis under maxmemory) was not revoked: its holder takes it again when it
+// renews, and its commit stands if nothing was stored meanwhile.
 type lease struct {
 	token     string
 	serverNow int64     // the server clock (ms) when fetch.lua granted it
 	at        time.Time // the local clock when that reply arrived
 	early     bool      // taken by XFetch on a fresh entry
+	// seen is the soft expiry (server ms) of the entry the lease was taken
+	// over, 0 for none: an entry that still has it after an eviction tells
+	// commit.lua that nothing was stored since.
+	seen int64
 }
 
 // serverDeadline estimates the server clock at local time t plus slack. The
@@ -41,7 +47,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 	n := f.names
 	w := c.watch(n, l)
 	val, took, err := c.runLoader(f.ctx, f.load)
-	kept, renewed := w.halt() // no renewal is sent, or can land, after this
+	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
 	switch {
@@ -70,26 +76,53 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		return nil, err, nil
 	}
 	e := c.entry(val, kind, f.ttl, took)
-	stored, cerr := c.store.commit(c.drain, n, l.token, e)
-	switch {
-	case errors.Is(cerr, ErrWriteRefused):
-		// Counted and warned of by the store; the lease was handed back
-		// and the waiters told.
-	case cerr != nil && redisFailed(cerr):
-		// Redis did not answer, or the connection failed: the commit may yet
-		// land while the lease lives, and is precious, since waiters in other
-		// processes are owed it.
-		c.stats.redisErrors.Add(1)
-		then = func() { c.recommit(n, l.token, e, renewed.Add(c.opts.LeaseTTL)) }
-	case cerr != nil:
-		c.commitFailed(n, l.token, cerr)
-	case !stored:
-		c.rejected(n, kept)
+	if kept {
+		then = c.commit(n, holder{token: l.token, deadline: ends, seen: l.seen}, e, renewed)
+	} else {
+		// The watchdog found the lease held by another, or revoked: the
+		// commit would be rejected, or, should the lease be missing by now,
+		// taken for an evicted lease's and stored after a Delete.
+		c.rejected(n, false)
 	}
 	if kind != wire.Value {
 		return nil, err, then
 	}
 	return val, nil, then
+}
+
+// commit stores a load's result under its lease (commit.lua). renewed is
+// when the lease was last granted or renewed (local clock). then is a
+// commit to send again, once the callers have their answer, or nil.
+func (c *Cache) commit(n wire.Names, h holder, e entryWrite, renewed time.Time) (then func()) {
+	res, err := c.store.commitHeld(c.drain, n, h, e)
+	switch {
+	case errors.Is(err, ErrWriteRefused):
+		// Counted and warned of by the store; the lease was handed back
+		// and the waiters told.
+	case err != nil && redisFailed(err):
+		// Redis did not answer, or the connection failed: the commit may yet
+		// land while the lease lives, and is precious, since waiters in other
+		// processes are owed it.
+		c.stats.redisErrors.Add(1)
+		return func() { c.recommit(n, h, e, renewed.Add(c.opts.LeaseTTL)) }
+	case err != nil:
+		c.commitFailed(n, h.token, err)
+	case res == commitEvicted:
+		c.evictionSeen(n, "commit")
+	case res == commitRejected:
+		c.rejected(n, true)
+	}
+	return nil
+}
+
+// evictionSeen counts a lease found missing before its deadline, by a
+// renewal (which took it again) or by the commit (which stood): evicted by
+// Redis under maxmemory, most likely (or lost in a failover). The warning
+// about the eviction policy was given once (eviction.go); this is logged
+// at debug level only, since a Redis short of memory may evict many.
+func (c *Cache) evictionSeen(n wire.Names, by string) {
+	c.stats.evictions.Add(1)
+	c.opts.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", n.Lease, "by", by)
 }
 
 // rejected counts and logs a commit rejected because its lease was gone.
@@ -119,7 +152,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 // that landed although its reply was lost (the entry keeps the token). A
 // commit whose connection keeps failing (a server that drops a value over
 // its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
-func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Time) {
+func (c *Cache) recommit(n wire.Names, h holder, e entryWrite, until time.Time) {
 	const maxBrokenCommits = 3
 	pause := 50 * time.Millisecond
 	var err error
@@ -133,10 +166,13 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 		}
 		pause = min(2*pause, 250*time.Millisecond)
 		c.stats.commitRetries.Add(1)
-		var stored bool
-		stored, err = c.store.commit(c.drain, n, token, e)
+		var res commitResult
+		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
-		case err == nil && stored:
+		case err == nil && res == commitEvicted:
+			c.evictionSeen(n, "commit")
+			return
+		case err == nil && res == commitStored:
 			return
 		case err == nil:
 			c.rejected(n, false)
@@ -144,7 +180,7 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 		case errors.Is(err, ErrWriteRefused):
 			return
 		case !redisFailed(err):
-			c.commitFailed(n, token, err)
+			c.commitFailed(n, h.token, err)
 			return
 		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !unreachable(err):
 			broken++ // the connection failed under the commit, not before it
@@ -152,7 +188,7 @@ func (c *Cache) recommit(n wire.Names, token string, e entryWrite, until time.Ti
 		c.stats.redisErrors.Add(1)
 	}
 	c.opts.Logger.Warn("corral: a load's result could not be stored", "key", n.Entry, "err", err)
-	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
+	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
 // tooLarge hands back a lease whose load returned a value over
@@ -264,10 +300,16 @@ type watchdog struct {
 	// set by the watchdog goroutine; read after done is closed:
 	lost    bool
 	renewed time.Time // when the lease was last granted or renewed (local clock)
+	// ends is the lease's deadline (server ms): it cannot expire before.
+	// It counts from the server's clock as it was, at the earliest, when
+	// the last renewal was sent, so a lease found missing before it was
+	// evicted, not expired.
+	ends int64
 }
 
 func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
-	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{}), renewed: l.at}
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{}), renewed: l.at,
+		ends: l.serverNow + c.opts.LeaseTTL.Milliseconds()}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(c.opts.LeaseTTL / 3)
@@ -280,11 +322,14 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 			}
 			// A renewal that reaches the server after we stop waiting for it
 			// must not extend the lease: renew.lua drops it past this deadline.
-			deadline := l.serverDeadline(c.opts.RedisTimeout)
-			res, err := c.store.renew(c.drain, n, l.token, c.opts.LeaseTTL, deadline)
+			deadline, ends := l.serverDeadline(c.opts.RedisTimeout), l.serverDeadline(c.opts.LeaseTTL)
+			res, err := c.store.renew(c.drain, n, holder{token: l.token, deadline: w.ends, seen: l.seen}, c.opts.LeaseTTL, deadline)
 			switch {
-			case err == nil && res == renewed:
-				w.renewed = time.Now()
+			case err == nil && (res == renewed || res == renewRetaken):
+				w.renewed, w.ends = time.Now(), ends
+				if res == renewRetaken {
+					c.evictionSeen(n, "renewal")
+				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
 				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
@@ -303,9 +348,10 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 
 // halt stops the watchdog and waits for it, including a renewal in flight.
 // It reports whether the lease was still held at the last renewal, and when
-// its reply arrived: the lease expires at most LeaseTTL later.
-func (w *watchdog) halt() (kept bool, renewed time.Time) {
+// its reply arrived: the lease expires at most LeaseTTL later; and the
+// lease's deadline (server ms), before which it cannot have expired.
+func (w *watchdog) halt() (kept bool, renewed time.Time, ends int64) {
 	close(w.stop)
 	<-w.done
-	return !w.lost, w.renewed
+	return !w.lost, w.renewed, w.ends
 }

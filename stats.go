@@ -22,6 +22,7 @@ type Stats struct {
 	Refreshes       uint64 // background refreshes run (stale-while-revalidate and early)
 	RefreshErrors   uint64 // background refreshes whose load failed; the old value stays
 	LeasesLost      uint64 // loads whose lease was revoked or expired while they ran
+	Evictions       uint64 // leases found missing before their holder's lease deadline, by a renewal or the commit: evicted (maxmemory), not revoked; not in LeasesLost, and the load's result is stored
 	CommitsRejected uint64 // loaded values not stored because their lease was gone
 	CommitRetries   uint64 // commits sent again after Redis failed to answer the first try
 	ValuesTooLarge  uint64 // loaded values not stored because they were over MaxValueBytes
@@ -44,7 +45,7 @@ type counters struct {
 	nearHits                                         atomic.Uint64
 	failureHits, staleIfError                        atomic.Uint64
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
-	refreshes, refreshErrors, leasesLost             atomic.Uint64
+	refreshes, refreshErrors, leasesLost, evictions  atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
 	commitRetries, valuesTooLarge                    atomic.Uint64
 	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
@@ -69,6 +70,7 @@ func (c *counters) snapshot() Stats {
 		Refreshes:       c.refreshes.Load(),
 		RefreshErrors:   c.refreshErrors.Load(),
 		LeasesLost:      c.leasesLost.Load(),
+		Evictions:       c.evictions.Load(),
 		CommitsRejected: c.commitsRejected.Load(),
 		CommitRetries:   c.commitRetries.Load(),
 		ValuesTooLarge:  c.valuesTooLarge.Load(),

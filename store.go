@@ -53,6 +53,8 @@ type store struct {
 	maxValue    int    // Options.MaxValueBytes
 	reload      func() // on a Cluster: re-learn which node serves which slot
 
+	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
+
 	// noticeFailed is told of a notice Redis refused to publish (a write
 	// that stood); refusedWrite of a write Redis refused (OOM, a replica).
 	noticeFailed func(error)
@@ -69,6 +71,7 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
+	s.leaseTTL = o.LeaseTTL
 	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
 		if s.reload != nil {
 			// A node may have failed over. go-redis learns new slot owners
@@ -236,31 +239,69 @@ type entryWrite struct {
 }
 
 // commit stores w under n. With a token it stores only while that token holds
-// the lease; it reports whether it stored.
+// the lease; it reports whether it stored. With an empty token (Set) it
+// always stores, and revokes any lease.
 //
 // A commit Redis refuses to store (out of memory, a replica) returns an
 // error wrapping ErrWriteRefused; the lease was handed back and waiters got
 // the value inline, or were told to load it.
 func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
+	res, err := s.commitHeld(ctx, n, holder{token: token}, w)
+	return res != commitRejected, err
+}
+
+// holder is what a load's commit stands on: its lease's token, and what
+// commit.lua needs to tell that lease evicted from revoked (see its
+// header).
+type holder struct {
+	token    string
+	deadline int64 // server ms: the lease cannot have expired before; 0 when the token must hold it
+	seen     int64 // the soft expiry of the entry the lease was taken over; 0 for none
+}
+
+// commitResult is what commit.lua did with a commit that Redis did not
+// refuse.
+type commitResult int
+
+const (
+	commitRejected commitResult = 0 // the token no longer holds the lease
+	commitStored   commitResult = 1
+	commitEvicted  commitResult = 2 // stored, although the lease was missing (evicted)
+)
+
+// commitHeld is commit, for a load whose lease may have been evicted: h
+// says until when its lease was surely alive, and which entry it was
+// taken over, so that commit.lua can tell an eviction from a revocation.
+func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (commitResult, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
-		return false, err
+		return commitRejected, err
 	}
 	payload, flags := s.encode(w)
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
-		token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline, s.version)
+		h.token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline, s.version,
+		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen))
 	if err != nil {
-		return false, fmt.Errorf("corral: commit: %w", err)
+		return commitRejected, fmt.Errorf("corral: commit: %w", err)
 	}
 	status, err := s.written(res)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("corral: commit: %w", err)
+		return commitRejected, fmt.Errorf("corral: commit: %w", err)
 	case status == -1:
 		s.refusedWrite()
-		return false, fmt.Errorf("corral: commit %q: %w", n.Entry, ErrWriteRefused)
+		return commitRejected, fmt.Errorf("corral: commit %q: %w", n.Entry, ErrWriteRefused)
 	}
-	return status == 1, nil
+	return commitResult(status), nil
+}
+
+// optionalMS formats a time in server ms for a script, and 0 (none) as the
+// empty string.
+func optionalMS(t int64) string {
+	if t == 0 {
+		return ""
+	}
+	return strconv.FormatInt(t, 10)
 }
 
 // written decodes the reply of a script that writes and publishes: {status,
@@ -285,13 +326,18 @@ func (s *store) written(res any) (int64, error) {
 type renewResult int
 
 const (
-	renewed   renewResult = 1
-	renewNot  renewResult = 0  // the token no longer holds the lease
-	renewLate renewResult = -1 // reached the server after its deadline
+	renewed      renewResult = 1
+	renewRetaken renewResult = 2  // renewed, after finding the lease missing (evicted)
+	renewNot     renewResult = 0  // the token no longer holds the lease
+	renewLate    renewResult = -1 // reached the server after its deadline
 )
 
-func (s *store) renew(ctx context.Context, n wire.Names, token string, ttl time.Duration, deadline int64) (renewResult, error) {
-	res, err := s.call(ctx, renewScript, []string{n.Lease}, 0, token, ttl.Milliseconds(), deadline)
+// renew extends h's lease by ttl (renew.lua), unless it reaches the server
+// after deadline (server ms). A lease found missing before h.deadline, over
+// the entry it was taken over (h.seen), was evicted, and is taken again.
+func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (renewResult, error) {
+	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
+		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
 	if err != nil {
 		return renewNot, fmt.Errorf("corral: renew lease: %w", err)
 	}
@@ -336,7 +382,7 @@ func (s *store) delete(ctx context.Context, n wire.Names) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub)
+	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
 	if err == nil {
 		_, err = s.written(res)
 	}

@@ -137,18 +137,19 @@ func TestRenewScript(t *testing.T) {
 	n := wire.NewNames("corral", "k")
 	r, _ := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: 200 * time.Millisecond, x: 0})
 	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
+	ends := r.Now + 200 // the lease's deadline
 
-	if res, err := s.renew(ctx, n, "tok", time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
+	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
 		t.Fatalf("renew by holder = %v, %v", res, err)
 	}
 	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl < 50*time.Second {
 		t.Fatalf("PTTL after renew = %v", pttl)
 	}
-	if res, _ := s.renew(ctx, n, "other", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
+	if res, _ := s.renew(ctx, n, holder{token: "other", deadline: ends}, time.Hour, l.serverDeadline(time.Second)); res != renewNot {
 		t.Fatalf("renew by non-holder = %v, want renewNot", res)
 	}
 	// A renewal whose deadline has passed on the server clock is dropped.
-	if res, _ := s.renew(ctx, n, "tok", time.Hour, r.Now-1); res != renewLate {
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Hour, r.Now-1); res != renewLate {
 		t.Fatalf("late renew = %v, want renewLate", res)
 	}
 	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl > time.Minute {
@@ -161,8 +162,140 @@ func TestRenewScript(t *testing.T) {
 	if ok, _ := s.release(ctx, n, "tok", releaseArgs{notice: wire.Recheck}); !ok {
 		t.Fatal("release by holder failed")
 	}
-	if res, _ := s.renew(ctx, n, "tok", time.Hour, l.serverDeadline(time.Second)); res != renewNot {
-		t.Fatalf("renew after release = %v, want renewNot", res)
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverDeadline(time.Minute)}, time.Hour, l.serverDeadline(time.Second)); res != renewNot {
+		t.Fatalf("renew after release = %v, want renewNot (the hand-back left a revocation marker)", res)
+	}
+}
+
+// A lease missing before its deadline was evicted, not revoked: a renewal
+// takes it again, and a commit stands, while the entry is the one the lease
+// was taken over. Past the deadline, or over a changed entry, it is lost.
+func TestEvictedLeaseScripts(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := testStore(t)
+	w := entryWrite{value: []byte("v"), soft: time.Minute, hard: time.Minute}
+	take := func(key, token string) (wire.Names, *lease) {
+		t.Helper()
+		n := wire.NewNames("corral", key)
+		r, err := s.fetch(ctx, n, fetchArgs{token: token, leaseTTL: time.Minute, x: 0})
+		if err != nil || r.Kind != wire.Load {
+			t.Fatalf("fetch %s = %+v, %v; want LOAD", key, r, err)
+		}
+		return n, &lease{token: token, serverNow: r.Now, at: time.Now()}
+	}
+	ends := func(l *lease) int64 { return l.serverNow + time.Minute.Milliseconds() }
+
+	// Renewal: taken again before the deadline, lost after it.
+	n, l := take("renew", "tok")
+	rdb.Del(ctx, n.Lease)
+	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewRetaken {
+		t.Fatalf("renew of an evicted lease = %v, %v; want renewRetaken", res, err)
+	}
+	if got := rdb.Get(ctx, n.Lease).Val(); got != "tok" {
+		t.Fatalf("lease after renewRetaken = %q; want tok", got)
+	}
+	rdb.Del(ctx, n.Lease)
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverNow - 1}, time.Minute, l.serverDeadline(time.Second)); res != renewNot {
+		t.Fatalf("renew of a lease missing past its deadline = %v; want renewNot", res)
+	}
+
+	// Commit: stands over a missing lease before the deadline; not after
+	// it, nor when the token must hold the lease (deadline 0).
+	n, l = take("commit", "tok")
+	rdb.Del(ctx, n.Lease)
+	for _, h := range []holder{{token: "tok", deadline: l.serverNow - 1}, {token: "tok"}} {
+		if res, err := s.commitHeld(ctx, n, h, w); err != nil || res != commitRejected {
+			t.Fatalf("commit %+v over a missing lease = %v, %v; want rejected", h, res, err)
+		}
+	}
+	if res, err := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); err != nil || res != commitEvicted {
+		t.Fatalf("commit over an evicted lease = %v, %v; want commitEvicted", res, err)
+	}
+	if res, _ := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); res != commitStored {
+		t.Fatalf("the same commit sent again = %v; want commitStored (it landed)", res)
+	}
+
+	// A newer holder stored meanwhile (the entry changed): rejected.
+	n, l = take("newer", "old")
+	rdb.Del(ctx, n.Lease)
+	_, l2 := take("newer", "new")
+	s.commit(ctx, n, l2.token, w)
+	if res, _ := s.renew(ctx, n, holder{token: "old", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); res != renewNot {
+		t.Fatalf("renewal after a newer holder stored = %v; want renewNot", res)
+	}
+	if res, _ := s.commitHeld(ctx, n, holder{token: "old", deadline: ends(l)}, w); res != commitRejected {
+		t.Fatalf("commit after a newer holder stored = %v; want rejected", res)
+	}
+
+	// A refresh lease (taken over an entry): stands while the entry is the
+	// one it saw.
+	n = wire.NewNames("corral", "refresh")
+	s.commit(ctx, n, "", entryWrite{value: []byte("old"), soft: time.Millisecond, hard: time.Minute})
+	var r wire.FetchReply
+	eventually(t, 5*time.Second, func() bool {
+		r, _ = s.fetch(ctx, n, fetchArgs{token: "ref", leaseTTL: time.Minute, x: 0})
+		return r.Kind == wire.Stale && r.Refresh
+	})
+	rdb.Del(ctx, n.Lease)
+	h := holder{token: "ref", deadline: r.Now + time.Minute.Milliseconds(), seen: r.Soft - 1}
+	if res, _ := s.commitHeld(ctx, n, h, w); res != commitRejected {
+		t.Fatalf("commit over another entry = %v; want rejected", res)
+	}
+	h.seen = r.Soft
+	if res, _ := s.commitHeld(ctx, n, h, w); res != commitEvicted {
+		t.Fatalf("refresh commit over an evicted lease = %v; want commitEvicted", res)
+	}
+}
+
+// Delete and Set revoke a lease with a marker that outlives it, not by
+// deleting it; a caller takes the lease over the marker at once (LOAD,
+// never WAIT), and the revoked holder's commit is rejected, even with a
+// deadline that would accept a missing lease. A hand-back without an entry
+// leaves a marker too; with an entry it deletes the lease.
+func TestRevocationMarker(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := testStore(t)
+	w := entryWrite{value: []byte("old"), soft: time.Minute, hard: time.Minute}
+	for _, revoke := range []string{"delete", "set"} {
+		n := wire.NewNames("corral", revoke)
+		r, _ := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: 2 * s.leaseTTL, x: 0})
+		h := holder{token: "tok", deadline: r.Now + 2*s.leaseTTL.Milliseconds()}
+		if revoke == "delete" {
+			if err := s.delete(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := s.commit(ctx, n, "", entryWrite{value: []byte("new"), soft: time.Minute, hard: time.Minute, took: 40 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if got := rdb.Get(ctx, n.Lease).Val(); got != wire.Marker {
+			t.Fatalf("%s: lease = %q; want the marker", revoke, got)
+		}
+		if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl <= s.leaseTTL {
+			t.Fatalf("%s: marker PTTL %v; want the lease's (over LeaseTTL %v)", revoke, pttl, s.leaseTTL)
+		}
+		if res, _ := s.commitHeld(ctx, n, h, w); res != commitRejected {
+			t.Fatalf("%s: the revoked holder's commit = %v; want rejected", revoke, res)
+		}
+	}
+	n := wire.NewNames("corral", "delete")
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "next", leaseTTL: time.Minute, x: 0}); r.Kind != wire.Load {
+		t.Fatalf("fetch over a marker = %+v; want LOAD", r)
+	}
+	if ok, _ := s.release(ctx, n, "next", releaseArgs{notice: wire.Recheck}); !ok {
+		t.Fatal("release failed")
+	}
+	if got := rdb.Get(ctx, n.Lease).Val(); got != wire.Marker {
+		t.Fatalf("lease after a hand-back without an entry = %q; want the marker", got)
+	}
+	n = wire.NewNames("corral", "set")
+	if r, _ := s.fetch(ctx, n, fetchArgs{token: "ref", leaseTTL: time.Minute, x: 1e9}); !r.Refresh {
+		t.Fatalf("XFetch over a marker = %+v; want the lease taken to refresh", r)
+	}
+	if ok, _ := s.release(ctx, n, "ref", releaseArgs{}); !ok {
+		t.Fatal("release of the refresh lease failed")
+	}
+	if rdb.Exists(ctx, n.Lease).Val() != 0 {
+		t.Fatal("a hand-back with an entry left the lease")
 	}
 }
 
@@ -224,8 +357,8 @@ func TestDeleteScriptRevokesLease(t *testing.T) {
 	if err := s.delete(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if rdb.Exists(ctx, n.Lease, n.Entry).Val() != 0 {
-		t.Fatal("delete left the lease or entry")
+	if rdb.Exists(ctx, n.Entry).Val() != 0 || rdb.Get(ctx, n.Lease).Val() != wire.Marker {
+		t.Fatal("delete left the entry, or the lease not revoked")
 	}
 	w := entryWrite{value: []byte("old"), soft: time.Minute, hard: time.Minute}
 	if ok, _ := s.commit(ctx, n, "tok", w); ok {

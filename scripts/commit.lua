@@ -5,9 +5,25 @@
 -- another caller, rejects the commit, so a load that started before a write
 -- can never overwrite it (the lease check of Nishtala et al., "Scaling
 -- Memcache at Facebook", NSDI 2013). With an empty token (Set) it always
--- stores. Either way it deletes the lease and publishes a notice. The entry
--- keeps the token in t, so a commit sent again (its first reply was lost)
--- learns that it landed.
+-- stores. The entry keeps the token in t, so a commit sent again (its first
+-- reply was lost) learns that it landed.
+--
+-- Eviction is not revocation. Under maxmemory, Redis may evict the lease
+-- while its load runs (volatile-ttl evicts it first: it has the shortest
+-- TTL); so may a failover to a replica that never saw it. Delete and Set
+-- revoke with a marker, never by deleting (delete.lua), so a lease found
+-- missing before its holder's deadline (ARGV[11]) was not revoked: the
+-- commit stands, provided the entry is the one the holder's lease was
+-- taken over (its soft expiry s is ARGV[12]; '' for no entry). A changed
+-- entry means a newer holder (which took a fresh lease after the eviction)
+-- or a Set stored in between: the commit is rejected, so an eviction costs
+-- at most one extra load, never an older value over a newer one. Past the
+-- deadline a missing lease may be an expired marker: rejected, as before.
+--
+-- Then a load's commit deletes its lease, and a Set revokes any lease as
+-- Delete does: the marker 'backoff' for the larger of LeaseTTL and the
+-- lease's PTTL (see delete.lua, also for why the lease is deleted first).
+-- Either way it publishes a notice.
 --
 -- KEYS[1] entry hash, KEYS[2] lease, KEYS[3] notice channel
 -- ARGV[1] lease token, or '' for an unconditional write
@@ -22,21 +38,45 @@
 -- ARGV[7] publish command: 'SPUBLISH' or 'PUBLISH'
 -- ARGV[8] notice inline limit, bytes
 -- ARGV[9] codec version (Options.CodecVersion), stored in field c
+-- ARGV[10] LeaseTTL, ms (how long a Set's revocation marker lives, at least)
+-- ARGV[11] the lease's deadline, server ms: it cannot have expired before
+--          (its last renewal's time, at the earliest, plus LeaseTTL); ''
+--          when the token must hold the lease
+-- ARGV[12] the soft expiry (field s) of the entry when the lease was taken,
+--          '' for none
 --
 -- Reply: {status, notice error}: status 1 stored (now, or by an earlier
--- try of this commit), 0 rejected (the token no longer holds the lease), -1
--- refused (Redis refuses writes: OOM, a replica; the entry is left as it
--- was, the lease handed back, and waiters get the value inline or are told
--- to load it themselves). The notice error is false, or why publishing the
--- notice failed (NOPERM without channel rights): the write stands anyway.
-if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
-  if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
-    return {1, false}
-  end
-  return {0, false}
-end
+-- try of this commit), 2 stored although the lease was missing (evicted),
+-- 0 rejected (the token no longer holds the lease), -1 refused (Redis
+-- refuses writes: OOM, a replica; the entry is left as it was, the lease
+-- handed back, and waiters get the value inline or are told to load it
+-- themselves). The notice error is false, or why publishing the notice
+-- failed (NOPERM without channel rights): the write stands anyway.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- evicted reports whether a lease that does not hold the token (lease, the
+-- value GET read) was evicted, with nothing stored since it was taken.
+local function evicted(lease)
+  if lease or ARGV[11] == '' or now >= tonumber(ARGV[11]) then
+    return false -- held by another, or a marker; or past the deadline
+  end
+  return tonumber(redis.call('HGET', KEYS[1], 's')) == tonumber(ARGV[12])
+end
+
+local status = 1
+if ARGV[1] ~= '' then
+  local lease = redis.call('GET', KEYS[2])
+  if lease ~= ARGV[1] then
+    if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+      return {1, false} -- an earlier try of this commit landed
+    end
+    if not evicted(lease) then
+      return {0, false}
+    end
+    status = 2
+  end
+end
 
 local compressed = string.find(ARGV[3], 'z', 1, true)
 local field, other = 'v', 'z'
@@ -46,14 +86,19 @@ end
 -- HSET first: a refused write leaves the entry as it was.
 local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
   'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9])
-local status = 1
 if type(set) == 'table' and set.err then
   status = -1
 else
   redis.call('HDEL', KEYS[1], other)
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
 end
-redis.call('DEL', KEYS[2])
+if ARGV[1] ~= '' then
+  redis.call('DEL', KEYS[2])
+else
+  local hold = math.max(tonumber(ARGV[10]), redis.call('PTTL', KEYS[2]))
+  redis.call('DEL', KEYS[2])
+  redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
+end
 
 -- Notice: 'n' not found, 'e'..message a failure, 'v'..value inline,
 -- 'c' committed (read the entry: too large to inline, or compressed), 'l'

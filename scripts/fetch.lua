@@ -45,6 +45,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- is this caller's own: its client resent the script after losing the reply
 -- (a dropped connection), and must not wait for itself.
 local function take(force)
+  -- A marker over an entry not flagged x is a revocation (delete.lua), and
+  -- stands for no lease at all: taking the lease over it is what keeps
+  -- callers from waiting on it. Over a flagged entry it is a backoff after a
+  -- failed refresh (release.lua), which holds refreshes off.
+  if not force and redis.call('GET', KEYS[2]) == 'backoff' and
+      not string.find(redis.call('HGET', KEYS[1], 'f') or '', 'x', 1, true) then
+    force = true
+  end
   local set
   if force then
     set = redis.pcall('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])

@@ -18,7 +18,8 @@ import (
 //
 //	Entry   P:e:{T}:K  hash: v payload, s soft expiry (server ms),
 //	                   d last load (ms), f flags
-//	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL
+//	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
+//	                   Marker
 //	Notice  P:n:{T}:K  pub/sub channel: completion notices
 //
 // T is K's own hash tag when it has a non-empty one, else the hex FNV-1a
@@ -27,6 +28,21 @@ import (
 type Names struct {
 	Entry, Lease, Notice string
 }
+
+// Marker is what a lease holds instead of a token when nobody loads but a
+// holder's commit must still be rejected (commit.lua takes a missing lease
+// for an evicted one, whose commit stands):
+//
+//   - a revocation, by Delete or Set (delete.lua), or a hand-back without
+//     an entry (release.lua): every caller takes the lease over it at once;
+//   - a backoff after a failed refresh (release.lua, Options.ErrorTTL),
+//     which comes with the entry flagged x: it holds refreshes off, and a
+//     miss takes the lease over it.
+//
+// One word serves both (fetch.lua tells them apart by the flag) so that the
+// previous release, which takes the lease over "backoff" on a miss, takes
+// it over a revocation too rather than wait for it.
+const Marker = "backoff"
 
 // NewNames returns key's names under prefix.
 func NewNames(prefix, key string) Names {
