@@ -197,6 +197,10 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key)); err != nil {
+		if errors.Is(err, ErrWriteRefused) {
+			c.refusedWrite(err.Error())
+			return err
+		}
 		c.countRedisError(ctx, err)
 		return err
 	}
@@ -281,10 +285,11 @@ const maxWarnedKeys = 10000
 
 // refusedWrite counts a write Redis refused while it still serves reads
 // (out of memory, a replica), and warns of it once a minute at most.
-func (c *Cache) refusedWrite() {
+// why is Redis's reason (OOM, READONLY, or its error text).
+func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
 	if c.warnRefused.allow() {
-		c.opts.Logger.Warn("corral: Redis refuses writes (OOM or READONLY); serving what it holds, loading misses directly, storing nothing")
+		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
 	}
 }
 

@@ -323,3 +323,57 @@ func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 		t.Fatalf("rights logged as missing:\n%s", s)
 	}
 }
+
+// D1's kind, a replica: corral pointed at a read-only replica serves what
+// it holds (replicated entries), loads misses directly, once per key in the
+// process, and says READONLY: in Set's error and in the warning. The
+// breaker stays closed.
+func TestDegraded_D1_ReadOnlyReplica(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+	ctx := context.Background()
+	writer := newCache(t, master.Client(), nil)
+	if err := writer.Set(ctx, "cached", []byte("from the master"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the entry replicated", func() bool {
+		return replica.Client().Exists(ctx, wire.EntryName("corral", "cached")).Val() == 1
+	})
+	var logged lockedBuffer
+	c := newCache(t, replica.Client(), &corral.Options{Logger: slogTo(&logged)})
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) {
+		loads.Add(1)
+		<-time.After(20 * time.Millisecond) // concurrent callers meet in one load
+		return []byte("loaded"), nil
+	}
+	if v, err := c.Fetch(ctx, "cached", time.Hour, load); err != nil || string(v) != "from the master" || loads.Load() != 0 {
+		t.Fatalf("Fetch of a replicated entry = %q, %v after %d loads; want a hit", v, err, loads.Load())
+	}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := c.Fetch(ctx, "missing", time.Hour, load); err != nil || string(v) != "loaded" {
+				t.Errorf("Fetch of a miss = %q, %v; want the loader's value", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads of a miss by 10 concurrent callers; want 1", n)
+	}
+	if err := c.Set(ctx, "k", []byte("v"), time.Minute); !errors.Is(err, corral.ErrWriteRefused) || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("Set on a replica = %v; want ErrWriteRefused naming READONLY", err)
+	}
+	if err := c.Delete(ctx, "cached"); !errors.Is(err, corral.ErrWriteRefused) || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("Delete on a replica = %v; want ErrWriteRefused naming READONLY", err)
+	}
+	if st := c.Stats(); st.BreakerOpens != 0 || st.WritesRefused == 0 || st.RedisErrors != 0 {
+		t.Fatalf("stats %+v; want refused writes counted, no breaker, no Redis error", st)
+	}
+	if !strings.Contains(logged.String(), "READONLY") {
+		t.Fatalf("the warning does not name READONLY:\n%s", logged.String())
+	}
+}

@@ -102,8 +102,8 @@ func TestDegraded_D1_OutOfMemory(t *testing.T) {
 	if n := loads.Load(); n > 6 {
 		t.Fatalf("%d loads for 6 missing keys under OOM; want at most one each", n)
 	}
-	if err := c.Set(ctx, "{hot}", []byte("x"), time.Hour); !errors.Is(err, corral.ErrWriteRefused) {
-		t.Fatalf("Set under OOM = %v; want ErrWriteRefused", err)
+	if err := c.Set(ctx, "{hot}", []byte("x"), time.Hour); !errors.Is(err, corral.ErrWriteRefused) || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("Set under OOM = %v; want ErrWriteRefused naming OOM", err)
 	}
 	if v, err := c.Get(ctx, "{hot}"); err != nil || string(v) != "hot" {
 		t.Fatalf("Get under OOM = %q, %v", v, err)

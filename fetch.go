@@ -295,7 +295,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				then = func() { c.refreshInBackground(f, l) }
 			}
 			if r.Refused {
-				c.store.refusedWrite() // served as is: no refresh while Redis refuses writes
+				c.store.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
 			}
 			switch {
 			case out == outStale && r.Flags.RefreshFailed:
@@ -315,8 +315,8 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 		case wire.Refused:
 			// No entry, and Redis refuses writes, so nobody can hold the
 			// lease: load here (one load per key in this process).
-			c.store.refusedWrite()
-			return c.failOpen(f, "", ErrWriteRefused)
+			c.store.refusedWrite(r.RefusedBy)
+			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		case wire.Load:
 			l := &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip}
 			if !c.startLoading(f) {

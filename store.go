@@ -58,7 +58,7 @@ type store struct {
 	// noticeFailed is told of a notice Redis refused to publish (a write
 	// that stood); refusedWrite of a write Redis refused (OOM, a replica).
 	noticeFailed func(error)
-	refusedWrite func()
+	refusedWrite func(why string)
 
 	probeMu      sync.Mutex                 // one probe at a time
 	mode         atomic.Pointer[pubsubMode] // nil until detected
@@ -106,14 +106,18 @@ func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size 
 
 // denied wraps err with ErrPermission when it is Redis refusing a command
 // or key to the ACL user: NOPERM, or the error a script gets for a command
-// it may not run ("The user executing the script can't ...").
+// it may not run ("The user executing the script can't ..."); and with
+// ErrWriteRefused when Redis refuses to write (OOM, READONLY).
 func denied(err error) error {
 	var reply redis.Error
 	if err == nil || !errors.As(err, &reply) {
 		return err
 	}
-	if msg := reply.Error(); strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't") {
+	switch msg := reply.Error(); {
+	case strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't"):
 		return fmt.Errorf("%w: %w", ErrPermission, err)
+	case strings.HasPrefix(msg, "OOM") || strings.HasPrefix(msg, "READONLY"):
+		return fmt.Errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
 	}
 	return err
 }
@@ -284,13 +288,13 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	if err != nil {
 		return commitRejected, fmt.Errorf("corral: commit: %w", err)
 	}
-	status, err := s.written(res)
+	status, refusal, err := s.written(res)
 	switch {
 	case err != nil:
 		return commitRejected, fmt.Errorf("corral: commit: %w", err)
 	case status == -1:
-		s.refusedWrite()
-		return commitRejected, fmt.Errorf("corral: commit %q: %w", n.Entry, ErrWriteRefused)
+		s.refusedWrite(refusal)
+		return commitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrWriteRefused, refusal)
 	}
 	return commitResult(status), nil
 }
@@ -307,19 +311,22 @@ func optionalMS(t int64) string {
 // written decodes the reply of a script that writes and publishes: {status,
 // notice error}. A notice that could not be published (no channel rights)
 // does not undo the write: it is reported to noticeFailed.
-func (s *store) written(res any) (int64, error) {
+func (s *store) written(res any) (status int64, refusal string, err error) {
 	a, _ := res.([]any)
-	if len(a) != 2 {
-		return 0, fmt.Errorf("unexpected reply %#v", res)
+	if len(a) != 2 && len(a) != 3 {
+		return 0, "", fmt.Errorf("unexpected reply %#v", res)
 	}
 	status, ok := a[0].(int64)
 	if !ok {
-		return 0, fmt.Errorf("unexpected reply %#v", res)
+		return 0, "", fmt.Errorf("unexpected reply %#v", res)
 	}
 	if msg, ok := a[1].(string); ok && s.noticeFailed != nil {
 		s.noticeFailed(errors.New(msg))
 	}
-	return status, nil
+	if len(a) == 3 {
+		refusal, _ = a[2].(string)
+	}
+	return status, refusal, nil
 }
 
 // renewResult is what renew.lua replied.
@@ -370,7 +377,7 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
-	status, err := s.written(res)
+	status, _, err := s.written(res)
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
@@ -384,7 +391,7 @@ func (s *store) delete(ctx context.Context, n wire.Names) error {
 	}
 	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
 	if err == nil {
-		_, err = s.written(res)
+		_, _, err = s.written(res)
 	}
 	if err != nil {
 		return fmt.Errorf("corral: delete: %w", err)

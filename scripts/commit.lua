@@ -45,13 +45,14 @@
 -- ARGV[12] the soft expiry (field s) of the entry when the lease was taken,
 --          '' for none
 --
--- Reply: {status, notice error}: status 1 stored (now, or by an earlier
+-- Reply: {status, notice error, refusal}: status 1 stored (now, or by an earlier
 -- try of this commit), 2 stored although the lease was missing (evicted),
 -- 0 rejected (the token no longer holds the lease), -1 refused (Redis
 -- refuses writes: OOM, a replica; the entry is left as it was, the lease
 -- handed back, and waiters get the value inline or are told to load it
 -- themselves). The notice error is false, or why publishing the notice
--- failed (NOPERM without channel rights): the write stands anyway.
+-- failed (NOPERM without channel rights): the write stands anyway. The
+-- refusal is false, or Redis's error when it refused to write (status -1).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -86,17 +87,20 @@ end
 -- HSET first: a refused write leaves the entry as it was.
 local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
   'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9])
+local refusal = false
 if type(set) == 'table' and set.err then
-  status = -1
+  status, refusal = -1, set.err
 else
   redis.call('HDEL', KEYS[1], other)
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
 end
+-- The lease: handed back, or for a Set revoked by a marker. pcall: a
+-- replica refuses even a DEL (READONLY), and the reply must still come.
 if ARGV[1] ~= '' then
-  redis.call('DEL', KEYS[2])
+  redis.pcall('DEL', KEYS[2])
 else
   local hold = math.max(tonumber(ARGV[10]), redis.call('PTTL', KEYS[2]))
-  redis.call('DEL', KEYS[2])
+  redis.pcall('DEL', KEYS[2])
   redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 end
 
@@ -115,6 +119,6 @@ elseif status == -1 then
 end
 local pub = redis.pcall(ARGV[7], KEYS[3], notice)
 if type(pub) == 'table' and pub.err then
-  return {status, pub.err}
+  return {status, pub.err, refusal}
 end
-return {status, false}
+return {status, false, refusal}

@@ -20,17 +20,19 @@
 -- Replies ("now" is the server clock in ms; every decision uses it):
 --   {'HIT', v, f, refresh, now, s}   fresh entry; refresh = 1 when XFetch
 --                                    fired and this caller took the lease,
---                                    -1 when Redis refused to write it (OOM);
+--                                    -1 when Redis refused to write it (OOM),
+--                                    -2 (READONLY: a replica);
 --                                    v is the payload, or its size (an
 --                                    integer) when it is over ARGV[4]; s its
 --                                    soft expiry (server ms)
 --   {'STALE', v, f, refresh, now, s} past the soft expiry, inside the hard
 --                                    TTL; refresh = 1 when this caller took
---                                    the lease, -1 when Redis refused it
+--                                    the lease, -1 or -2 when Redis refused it
 --   {'NEWER', now}                   the entry was written with a newer codec
 --                                    version: load, and leave it alone
---   {'REFUSED', now}               no entry, and Redis refused to write the
---                                  lease (OOM): nobody can hold it
+--   {'REFUSED', now, why}          no entry, and Redis refused to write the
+--                                  lease (why: -1 OOM, -2 READONLY): nobody
+--                                  can hold it
 --   {'LOAD',  now}                 no entry, this caller took the lease
 --   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease;
 --                                  lease is its token, whose first byte
@@ -40,7 +42,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- take takes the lease for ARGV[1]: 1 taken, 0 held by another, -1 Redis
--- refuses writes (OOM, READONLY; the read goes on). Any other error ends the
+-- refuses writes for lack of memory (OOM), -2 as a replica (READONLY); the
+-- read goes on. Any other error ends the
 -- script with it. A lease that already holds ARGV[1]
 -- is this caller's own: its client resent the script after losing the reply
 -- (a dropped connection), and must not wait for itself.
@@ -60,8 +63,10 @@ local function take(force)
     set = redis.pcall('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
   end
   if type(set) == 'table' and set.err then
-    if string.find(set.err, '^OOM') or string.find(set.err, '^READONLY') then
+    if string.find(set.err, '^OOM') then
       return -1
+    elseif string.find(set.err, '^READONLY') then
+      return -2
     end
     -- Not a refusal to write (an ACL denying SET): the caller's error,
     -- naming the command as rights.lua does.
@@ -124,8 +129,8 @@ if took == 0 and redis.call('GET', KEYS[2]) == 'backoff' then
 end
 if took == 1 then
   return {'LOAD', now}
-elseif took == -1 then
-  return {'REFUSED', now}
+elseif took < 0 then
+  return {'REFUSED', now, took}
 end
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl < 0 then

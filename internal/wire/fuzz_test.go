@@ -72,14 +72,17 @@ func FuzzParseFetch(f *testing.F) {
 	f.Add("STALE", "", "nx", int64(1), int64(1))
 	f.Add("LOAD", "", "", int64(0), int64(5))
 	f.Add("WAIT", "", "", int64(250), int64(5))
-	f.Add("REFUSED", "", "", int64(0), int64(5))
+	f.Add("WAIT", "s0123", "", int64(250), int64(5))
+	f.Add("REFUSED", "", "", int64(-1), int64(5))
+	f.Add("REFUSED", "", "", int64(-2), int64(5))
 	f.Add("STALE", "v", "", int64(-1), int64(5))
 	f.Add("WAT", "\xff", "e", int64(-1), int64(-1))
 	f.Fuzz(func(t *testing.T, kind, v, flags string, n, now int64) {
 		for _, reply := range []any{
 			[]any{kind, v, flags, n, now, now + n},
 			[]any{kind, n, flags, n, now, now + n}, // a large payload: its size
-			[]any{kind, n, now},
+			[]any{kind, n, now, v}, // WAIT: pttl, now, the holder's token
+			[]any{kind, now, n},    // REFUSED: now, why
 			[]any{kind, now},
 			[]any{kind},
 			[]any{},
@@ -98,14 +101,18 @@ func FuzzParseFetch(f *testing.F) {
 					}
 					break
 				}
-				if string(r.Payload) != v || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) || r.Refused != (n == -1) {
+				if string(r.Payload) != v || r.Flags != ParseFlags(flags) || r.Refresh != (n == 1) || r.Refused != (n < 0) {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
 			case Wait:
-				if r.PTTL.Milliseconds() != n {
+				if r.PTTL.Milliseconds() != n || r.Holder != Announces(v) {
 					t.Fatalf("%#v decoded to %+v", reply, r)
 				}
-			case Load, Refused, Newer:
+			case Refused:
+				if !r.Refused || r.RefusedBy != refusal(n) {
+					t.Fatalf("%#v decoded to %+v", reply, r)
+				}
+			case Load, Newer:
 			default:
 				t.Fatalf("%#v decoded to unknown kind %d", reply, r.Kind)
 			}

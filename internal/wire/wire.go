@@ -176,7 +176,7 @@ const (
 	Stale                // {'STALE', v, f, refresh, now}; likewise
 	Load                 // {'LOAD',  now}
 	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
-	Refused              // {'REFUSED', now}: no entry, and Redis refuses writes (no lease)
+	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
 	Newer                // {'NEWER', now}: the entry has a newer codec version: load, leave it
 )
 
@@ -184,20 +184,21 @@ const (
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 2, Newer: 2}
+var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 3, Newer: 2}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
-	Kind    Reply
-	Payload []byte        // Hit, Stale: the payload, as stored (compressed when Flags say so)
-	Size    int           // Hit, Stale: the payload's size when too large to come with the reply (Payload is nil)
-	Flags   Flags         // Hit, Stale
-	Refresh bool          // Hit, Stale: this caller took the lease to refresh
-	Refused bool          // Hit, Stale, Refused: Redis refused to write the lease (OOM)
-	Soft    int64         // Hit, Stale: the entry's soft expiry, server ms (names it)
-	PTTL    time.Duration // Wait: the lease's remaining time
-	Holder  byte          // Wait: how the holder announces (Announces of its token)
-	Now     int64         // the server clock, ms
+	Kind      Reply
+	Payload   []byte        // Hit, Stale: the payload, as stored (compressed when Flags say so)
+	Size      int           // Hit, Stale: the payload's size when too large to come with the reply (Payload is nil)
+	Flags     Flags         // Hit, Stale
+	Refresh   bool          // Hit, Stale: this caller took the lease to refresh
+	Refused   bool          // Hit, Stale, Refused: Redis refused to write the lease
+	RefusedBy string        // with Refused: "OOM" (out of memory) or "READONLY" (a replica)
+	Soft      int64         // Hit, Stale: the entry's soft expiry, server ms (names it)
+	PTTL      time.Duration // Wait: the lease's remaining time
+	Holder    byte          // Wait: how the holder announces (Announces of its token)
+	Now       int64         // the server clock, ms
 }
 
 // ParseFetch decodes a fetch.lua reply as go-redis returns it. Anything
@@ -225,13 +226,13 @@ func ParseFetch(res any) (FetchReply, error) {
 		}
 		r.Flags = ParseFlags(d.str(2))
 		refresh := d.int(3)
-		r.Refresh, r.Refused = refresh == 1, refresh == -1
+		r.Refresh, r.Refused, r.RefusedBy = refresh == 1, refresh < 0, refusal(refresh)
 		r.Now = d.int(4)
 		r.Soft = d.int(5)
 	case Load, Newer:
 		r.Now = d.int(1)
 	case Refused:
-		r.Refused = true
+		r.Refused, r.RefusedBy = true, refusal(d.int(2))
 		r.Now = d.int(1)
 	case Wait:
 		r.PTTL = time.Duration(d.int(1)) * time.Millisecond
@@ -245,6 +246,18 @@ func ParseFetch(res any) (FetchReply, error) {
 		return FetchReply{}, fmt.Errorf("unexpected reply %#v", res)
 	}
 	return r, nil
+}
+
+// refusal names the refusal a script reports as code: -1 OOM, -2
+// READONLY; "" for none.
+func refusal(code int64) string {
+	switch code {
+	case -1:
+		return "OOM"
+	case -2:
+		return "READONLY"
+	}
+	return ""
 }
 
 // decoder reads the elements of a script's reply, remembering whether any
