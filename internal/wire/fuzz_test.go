@@ -81,8 +81,8 @@ func FuzzParseFetch(f *testing.F) {
 		for _, reply := range []any{
 			[]any{kind, v, flags, n, now, now + n},
 			[]any{kind, n, flags, n, now, now + n}, // a large payload: its size
-			[]any{kind, n, now, v}, // WAIT: pttl, now, the holder's token
-			[]any{kind, now, n},    // REFUSED: now, why
+			[]any{kind, n, now, v},                 // WAIT: pttl, now, the holder's token
+			[]any{kind, now, n},                    // REFUSED: now, why
 			[]any{kind, now},
 			[]any{kind},
 			[]any{},
