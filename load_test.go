@@ -255,9 +255,21 @@ func TestLoad_RedisPause(t *testing.T) {
 // forever; once Redis answers again, nothing corral started is left
 // running.
 func TestLoad_CloseUnderALongPause(t *testing.T) {
+	for _, client := range []struct {
+		name string
+		opts func(*redis.Options)
+	}{
+		{"a client that waits for replies forever", func(o *redis.Options) { o.ReadTimeout = -1 }},
+		{"a default client", func(*redis.Options) {}},
+	} {
+		t.Run(client.name, func(t *testing.T) { closeUnderALongPause(t, client.opts) })
+	}
+}
+
+func closeUnderALongPause(t *testing.T, opts func(*redis.Options)) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	rdb := srv.Client(func(o *redis.Options) { o.ReadTimeout = -1 }) // waits for replies forever
+	rdb := srv.Client(opts)
 	sent := &faults{}
 	rdb.AddHook(sent)
 	ctx := context.Background()
