@@ -40,8 +40,11 @@ type Options struct {
 	// second per 8 MiB for the transfer. A Redis that refuses or resets the
 	// connection fails the call at once. "Not now" replies (LOADING, BUSY,
 	// TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried again for up to
-	// RedisTimeout. So a pause of a live Redis shorter than RedisTimeout
-	// costs waiting, never an extra load. Every call is bounded so whatever
+	// RedisTimeout. A node that answered anything (a PING probe included)
+	// during the last RedisTimeout is alive, only slow: its calls wait on,
+	// up to 10 RedisTimeouts in all, before they fail. So a pause of a live
+	// Redis shorter than RedisTimeout costs waiting, never an extra load.
+	// Every call is bounded so whatever
 	// the client's own timeouts; keep the client's ReadTimeout and
 	// WriteTimeout long enough for the largest value's transfer. Default 2s.
 	RedisTimeout time.Duration
