@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,8 +25,9 @@ type Cache struct {
 	store   *store
 	notify  *notifier
 	stats   counters
-	near    *nearCache // nil when off (near.go)
-	tracker *tracker   // keeps near coherent (tracking.go)
+	near    *nearCache                      // nil when off (near.go)
+	newer   *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
+	tracker *tracker                        // keeps near coherent (tracking.go)
 
 	rdb        redis.UniversalClient // for checkEvictionPolicy only: every other command goes through store
 	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
@@ -84,6 +86,9 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		peeks:        make(map[string]*peekCall),
 	}
 	c.store = newStore(rdb, o, &c.stats)
+	if o.CodecVersion > 0 {
+		c.newer = newNewerCopies()
+	}
 	c.store.noticeFailed, c.store.refusedWrite = c.noticeFailed, c.refusedWrite
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		c.store.reload = func() {
@@ -350,6 +355,9 @@ func (c *Cache) Close() error {
 	if c.near != nil {
 		c.tracker.close()
 		c.near.close()
+	}
+	if c.newer != nil {
+		c.newer.StopAllGoroutines()
 	}
 	return nil
 }

@@ -308,13 +308,30 @@ func TestDegraded_D4_CodecVersion(t *testing.T) {
 	if n := loads.Load(); n != 2 {
 		t.Fatalf("%d loads; want 2 (v1's, then v2's reload of the old entry)", n)
 	}
-	for range 3 { // the older release loads without storing over v2's entry
+	// The older release loads without storing over v2's entry, once: it
+	// keeps its value while v2's entry stays the same.
+	for range 3 {
 		if v, err := corral.Fetch(ctx, v1, "k", time.Hour, load("one again")); err != nil || v != "one again" {
 			t.Fatalf("v1 Fetch = %q, %v", v, err)
 		}
 	}
+	if n := loads.Load(); n != 3 {
+		t.Fatalf("%d loads; want 3 (one by the older release over the newer entry)", n)
+	}
 	if v, err := corral.Fetch(ctx, v2, "k", time.Hour, load("three")); err != nil || v != "two" {
 		t.Fatalf("v2 after v1 read: %q, %v; want its own entry, untouched", v, err)
+	}
+	// v2 writes the entry anew: the older release loads once more.
+	if err := v2.Set(ctx, "k", []byte(`"four"`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if v, err := corral.Fetch(ctx, v1, "k", time.Hour, load("five")); err != nil || v != "five" {
+			t.Fatalf("v1 Fetch after v2's Set = %q, %v", v, err)
+		}
+	}
+	if n := loads.Load(); n != 4 {
+		t.Fatalf("%d loads; want 4 (one more by the older release after the newer entry changed)", n)
 	}
 }
 

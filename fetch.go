@@ -308,10 +308,9 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			val, err := entryAnswer(r.Payload, r.Flags.Kind)
 			return answer{val: val, err: err, out: out, soft: r.Soft}, then
 		case wire.Newer:
-			// Written by a newer release (its codec version): load here,
-			// and leave the entry to it.
-			val, _, err := c.runLoader(f.ctx, f.load)
-			return answer{val: val, err: err, out: outMiss}, nil
+			// Written by a newer release (its codec version): leave the
+			// entry to it (newer.go).
+			return c.overNewer(f, r.Soft), nil
 		case wire.Refused:
 			// No entry, and Redis refuses writes, so nobody can hold the
 			// lease: load here (one load per key in this process).

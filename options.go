@@ -124,8 +124,11 @@ type Options struct {
 	// reloads it once (one load per key, under the lease as usual) and
 	// stores it anew; one of a newer version, written by a newer release
 	// during a rolling deploy, it loads without storing, leaving it to the
-	// newer release. Cache.Fetch ([]byte) takes entries of any version.
-	// Default 0.
+	// newer release, and keeps what it loaded in the process while that
+	// entry stays the same. So a rolling deploy costs one reload per key by
+	// the newer release, plus one load per key per older process per refresh
+	// of the newer entry. Cache.Fetch ([]byte) takes entries of any
+	// version. Default 0.
 	CodecVersion int
 
 	// Logger receives warnings (lost leases, failed commits and renewals)

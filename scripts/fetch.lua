@@ -28,7 +28,7 @@
 --   {'STALE', v, f, refresh, now, s} past the soft expiry, inside the hard
 --                                    TTL; refresh = 1 when this caller took
 --                                    the lease, -1 or -2 when Redis refused it
---   {'NEWER', now}                   the entry was written with a newer codec
+--   {'NEWER', now, s}                the entry was written with a newer codec
 --                                    version: load, and leave it alone
 --   {'REFUSED', now, why}          no entry, and Redis refused to write the
 --                                  lease (why: -1 OOM, -2 READONLY): nobody
@@ -89,7 +89,7 @@ local v = false
 if soft and ARGV[6] ~= '' then
   local version, mine = tonumber(e[4]) or 0, tonumber(ARGV[6])
   if version > mine then
-    return {'NEWER', now}
+    return {'NEWER', now, soft}
   elseif version < mine then
     soft = nil
   end

@@ -177,14 +177,14 @@ const (
 	Load                 // {'LOAD',  now}
 	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
 	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
-	Newer                // {'NEWER', now}: the entry has a newer codec version: load, leave it
+	Newer                // {'NEWER', now, s}: the entry has a newer codec version (soft expiry s): load, leave it
 )
 
 // replyWords are the first elements of fetch.lua's replies, by Reply.
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 3, Newer: 2}
+var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 3, Newer: 3}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -195,7 +195,7 @@ type FetchReply struct {
 	Refresh   bool          // Hit, Stale: this caller took the lease to refresh
 	Refused   bool          // Hit, Stale, Refused: Redis refused to write the lease
 	RefusedBy string        // with Refused: "OOM" (out of memory) or "READONLY" (a replica)
-	Soft      int64         // Hit, Stale: the entry's soft expiry, server ms (names it)
+	Soft      int64         // Hit, Stale, Newer: the entry's soft expiry, server ms (names it)
 	PTTL      time.Duration // Wait: the lease's remaining time
 	Holder    byte          // Wait: how the holder announces (Announces of its token)
 	Now       int64         // the server clock, ms
@@ -229,8 +229,10 @@ func ParseFetch(res any) (FetchReply, error) {
 		r.Refresh, r.Refused, r.RefusedBy = refresh == 1, refresh < 0, refusal(refresh)
 		r.Now = d.int(4)
 		r.Soft = d.int(5)
-	case Load, Newer:
+	case Load:
 		r.Now = d.int(1)
+	case Newer:
+		r.Now, r.Soft = d.int(1), d.int(2)
 	case Refused:
 		r.Refused, r.RefusedBy = true, refusal(d.int(2))
 		r.Now = d.int(1)
