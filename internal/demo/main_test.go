@@ -48,7 +48,8 @@ func run(t *testing.T, cfg demo.Config) map[string]any {
 	return doc
 }
 
-// resultKeys are the keys of one result, exactly (DESIGN.md §5).
+// resultKeys are the keys of one result, exactly: the --json contract the
+// README documents.
 var resultKeys = []string{"errors", "latency_ms", "origin_loads", "origin_ms",
 	"peak_origin_concurrency", "redis_commands", "requests", "strategy"}
 

@@ -10,7 +10,7 @@ import (
 )
 
 // seedRecipe is the recipe everybody starts from, reproduced faithfully with
-// all its flaws (DESIGN.md):
+// all its flaws:
 //
 //	GET key; if it is there, return it
 //	SET lock:key 1 NX EX 10
