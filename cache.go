@@ -30,6 +30,7 @@ type Cache struct {
 	tracker *tracker                        // keeps near coherent (tracking.go)
 
 	rdb        redis.UniversalClient // for checkEvictionPolicy only: every other command goes through store
+	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
 
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes

@@ -513,6 +513,16 @@ func holding(t *testing.T, c *corral.Cache, key string, loads *atomic.Int32, bef
 func parkedWaiters(t *testing.T, admin *redis.Client, c *corral.Cache, key string, n int, loads *atomic.Int32) <-chan fetched {
 	t.Helper()
 	runs := scriptRuns(t, admin)
+	notice := wire.NewNames("corral", key).Notice
+	parked := make(chan struct{}, 1)
+	corral.SetOnParked(c, func(channel string) {
+		if channel == notice {
+			select {
+			case parked <- struct{}{}:
+			default:
+			}
+		}
+	})
 	got := make(chan fetched, n)
 	for range n {
 		go func() {
@@ -527,7 +537,14 @@ func parkedWaiters(t *testing.T, admin *redis.Client, c *corral.Cache, key strin
 		st := c.Stats()
 		return st.Waits == 1 && st.Coalesced == uint64(n-1) && scriptRuns(t, admin) >= runs+2
 	})
-	waitSubscribed(t, admin, wire.NewNames("corral", key).Notice, 1)
+	waitSubscribed(t, admin, notice, 1)
+	// Under load the client may confirm the subscription after its second
+	// fetch; it then fetches once more. Parked, it sends nothing more.
+	select {
+	case <-parked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiters' flight never waits for a notice it can hear")
+	}
 	return got
 }
 

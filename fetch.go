@@ -355,6 +355,8 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration, ho
 	if !hears {
 		delay = min(delay, c.pollDelay(*polls))
 		*polls++
+	} else if c.onParked != nil {
+		c.onParked(f.names.Notice)
 	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()

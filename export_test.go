@@ -1,0 +1,7 @@
+package corral
+
+// SetOnParked has f called whenever a waiter of c is about to wait for a
+// notice it can hear (its subscription confirmed, the holder on the same
+// kind of pub/sub): until the notice or its lease timer, it sends nothing.
+// Set it before c's first Fetch.
+func SetOnParked(c *Cache, f func(channel string)) { c.onParked = f }
