@@ -21,93 +21,99 @@ func failOpts() *corral.Options {
 }
 
 func TestCase_C06_RedisUnreachable(t *testing.T) {
-	for _, variant := range []string{"refuses connections", "accepts and never answers"} {
-		t.Run(variant, func(t *testing.T) {
-			srv := redistest.Start(t)
-			proxy := redistest.StartProxy(t, srv.Addr)
-			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, DialTimeout: 100 * time.Millisecond,
-				ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
-			t.Cleanup(func() { rdb.Close() })
-			sent := &faults{} // counts the commands sent
-			rdb.AddHook(sent)
-			opts := failOpts()
-			opts.BreakerCooldown = 2 * time.Second // open for the whole check, even on a busy machine
-			c := newCache(t, rdb, opts)
-			ctx := context.Background()
-			if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
-				t.Fatal(err)
-			}
-			if variant == "refuses connections" {
-				srv.Kill()
-				proxy.Reset()
-			} else {
-				proxy.Blackhole(true)
-			}
+	for _, kind := range clientKinds {
+		for _, variant := range []string{"refuses connections", "accepts and never answers"} {
+			t.Run(kind.name+"/"+variant, func(t *testing.T) { redisUnreachable(t, variant, kind.opts) })
+		}
+	}
+}
 
-			// 100 concurrent Fetch of K: all get the loader's value, from one load.
-			var runs atomic.Int32
-			var wg sync.WaitGroup
-			start := time.Now()
-			for range 100 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					v, err := c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v"))
-					if err != nil || string(v) != "v" {
-						t.Errorf("Fetch = %q, %v; want the loader's value", v, err)
-					}
-				}()
-			}
-			wg.Wait()
-			// One Redis call, given up after RedisTimeout, then the load.
-			if took := time.Since(start); runs.Load() != 1 || took > 100*time.Millisecond+20*time.Millisecond+slack {
-				t.Fatalf("%d loads, %v; want 1 load after at most one RedisTimeout", runs.Load(), took)
-			}
-			// A few more failures trip the breaker; then calls skip Redis.
-			for i := 0; !c.Stats().BreakerOpen; i++ {
-				if i == 10 {
-					t.Fatalf("breaker still closed after 10 failed calls: %+v", c.Stats())
-				}
-				c.Fetch(ctx, "{K}", time.Minute, value("v"))
-			}
-			// No command is sent for the call. (The node's liveness probe, a
-			// connection and a PING for a batch still unanswered, e.g. the
-			// first-use checks' sent as Redis went away, is not the call's.)
-			var calls atomic.Int32
-			count := func(cmd redis.Cmder) error {
-				if cmd.Name() != "ping" && !isSetup(cmd) {
-					calls.Add(1)
-				}
-				return nil
-			}
-			sent.before.Store(&count)
-			if v, err := c.Fetch(ctx, "{K}", time.Minute, value("v")); err != nil || string(v) != "v" || calls.Load() != 0 {
-				t.Fatalf("with the breaker open: %q, %v, %d commands sent; want the value without asking Redis", v, err, calls.Load())
-			}
-			sent.before.Store(nil)
-			// Get, Set and Delete say Redis is unavailable.
-			if _, err := c.Get(ctx, "{K}"); !errors.Is(err, corral.ErrCircuitOpen) {
-				t.Fatalf("Get with the breaker open = %v", err)
-			}
+func redisUnreachable(t *testing.T, variant string, client func(*redis.Options)) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	o := &redis.Options{Addr: proxy.Addr, DialTimeout: 100 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}
+	client(o)
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	sent := &faults{} // counts the commands sent
+	rdb.AddHook(sent)
+	opts := failOpts()
+	opts.BreakerCooldown = 2 * time.Second // open for the whole check, even on a busy machine
+	c := newCache(t, rdb, opts)
+	ctx := context.Background()
+	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	if variant == "refuses connections" {
+		srv.Kill()
+		proxy.Reset()
+	} else {
+		proxy.Blackhole(true)
+	}
 
-			// Redis comes back: caching resumes on its own.
-			if variant == "refuses connections" {
-				if err := srv.Restart(); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				proxy.Blackhole(false)
-				proxy.Reset()
+	// 100 concurrent Fetch of K: all get the loader's value, from one load.
+	var runs atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v"))
+			if err != nil || string(v) != "v" {
+				t.Errorf("Fetch = %q, %v; want the loader's value", v, err)
 			}
-			eventually(t, 10*time.Second, "caching resumes", func() bool {
-				c.Fetch(ctx, "{K}", time.Minute, value("v"))
-				_, err := c.Get(ctx, "{K}")
-				return err == nil
-			})
-			if st := c.Stats(); st.BreakerOpen || st.BreakerOpens == 0 || st.FailOpens == 0 {
-				t.Fatalf("stats after recovery %+v", st)
-			}
-		})
+		}()
+	}
+	wg.Wait()
+	// One Redis call, given up after RedisTimeout, then the load.
+	if took := time.Since(start); runs.Load() != 1 || took > 100*time.Millisecond+20*time.Millisecond+slack {
+		t.Fatalf("%d loads, %v; want 1 load after at most one RedisTimeout", runs.Load(), took)
+	}
+	// A few more failures trip the breaker; then calls skip Redis.
+	for i := 0; !c.Stats().BreakerOpen; i++ {
+		if i == 10 {
+			t.Fatalf("breaker still closed after 10 failed calls: %+v", c.Stats())
+		}
+		c.Fetch(ctx, "{K}", time.Minute, value("v"))
+	}
+	// No command is sent for the call. (The node's liveness probe, a
+	// connection and a PING for a batch still unanswered, e.g. the
+	// first-use checks' sent as Redis went away, is not the call's.)
+	var calls atomic.Int32
+	count := func(cmd redis.Cmder) error {
+		if cmd.Name() != "ping" && !isSetup(cmd) {
+			calls.Add(1)
+		}
+		return nil
+	}
+	sent.before.Store(&count)
+	if v, err := c.Fetch(ctx, "{K}", time.Minute, value("v")); err != nil || string(v) != "v" || calls.Load() != 0 {
+		t.Fatalf("with the breaker open: %q, %v, %d commands sent; want the value without asking Redis", v, err, calls.Load())
+	}
+	sent.before.Store(nil)
+	// Get, Set and Delete say Redis is unavailable.
+	if _, err := c.Get(ctx, "{K}"); !errors.Is(err, corral.ErrCircuitOpen) {
+		t.Fatalf("Get with the breaker open = %v", err)
+	}
+
+	// Redis comes back: caching resumes on its own.
+	if variant == "refuses connections" {
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		proxy.Blackhole(false)
+		proxy.Reset()
+	}
+	eventually(t, 10*time.Second, "caching resumes", func() bool {
+		c.Fetch(ctx, "{K}", time.Minute, value("v"))
+		_, err := c.Get(ctx, "{K}")
+		return err == nil
+	})
+	if st := c.Stats(); st.BreakerOpen || st.BreakerOpens == 0 || st.FailOpens == 0 {
+		t.Fatalf("stats after recovery %+v", st)
 	}
 }
 
@@ -222,9 +228,17 @@ func TestPubSubConnectionDrops(t *testing.T) {
 // value in about RedisTimeout, the breaker trips, and caching resumes when
 // Redis answers in time again.
 func TestSlowRedis(t *testing.T) {
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) { slowRedis(t, kind.opts) })
+	}
+}
+
+func slowRedis(t *testing.T, client func(*redis.Options)) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: 5 * time.Second})
+	o := &redis.Options{Addr: proxy.Addr, ReadTimeout: 5 * time.Second}
+	client(o)
+	rdb := redis.NewClient(o)
 	t.Cleanup(func() { rdb.Close() })
 	c := newCache(t, rdb, failOpts())
 	ctx := context.Background()

@@ -13,7 +13,10 @@ import (
 // round trip (HMGET after TIME, pipelined; no script, no write), and decides
 // on the server's clock as fetch.lua would. Only a missing or stale entry,
 // or one that XFetch picks for early refresh, goes on to a flight and
-// fetch.lua. Concurrent peeks of one key share one read.
+// fetch.lua. Concurrent peeks of one key share one read. With a client
+// that bounds its I/O by the context's deadline, a peek is read in the
+// caller's goroutine, as a single HMGET decided on an estimate of the
+// server's clock (inline.go).
 
 // peekCall is one peek, shared by the callers that ask for the key while it
 // is under way.
@@ -38,7 +41,9 @@ func (c *Cache) peek(ctx context.Context, key string) (*peekCall, error) {
 		c.peekMu.Unlock()
 		// The read is the Cache's, not this caller's: others may join it.
 		c.store.peek(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
-			r.arrived = nearClock()
+			if c.near != nil {
+				r.arrived = nearClock()
+			}
 			pc.r, pc.err = r, err
 			c.peekMu.Lock()
 			if c.peeks[key] == pc {

@@ -56,11 +56,12 @@ func (h *health) init() {
 
 // liveness is what the pipeline knows of one node's health.
 type liveness struct {
-	breaker *breaker                // nil when disabled
-	heard   atomic.Int64            // when the node last answered anything (Unix ns)
-	refused atomic.Pointer[refusal] // the latest connection the node refused
-	probing atomic.Bool             // a probe is under way
-	unheard atomic.Int64            // when the first probe still unanswered was sent (Unix ns); 0 for none
+	breaker *breaker                  // nil when disabled
+	heard   atomic.Int64              // when the node last answered anything (Unix ns)
+	refused atomic.Pointer[refusal]   // the latest connection the node refused
+	probing atomic.Bool               // a probe is under way
+	unheard atomic.Int64              // when the first probe still unanswered was sent (Unix ns); 0 for none
+	clock   atomic.Pointer[clockSync] // the node's clock as the latest batch read it (inline.go)
 }
 
 // refusal is a connection a node refused.

@@ -25,7 +25,7 @@ import (
 )
 
 // processes returns n Caches on srv, each with a client of its own.
-func processes(t *testing.T, srv *redistest.Server, n int, opts func() *corral.Options) []*corral.Cache {
+func processes(t *testing.T, srv *redistest.Server, n int, opts func() *corral.Options, client ...func(*redis.Options)) []*corral.Cache {
 	t.Helper()
 	caches := make([]*corral.Cache, n)
 	for i := range caches {
@@ -33,9 +33,20 @@ func processes(t *testing.T, srv *redistest.Server, n int, opts func() *corral.O
 		if opts != nil {
 			o = opts()
 		}
-		caches[i] = newCache(t, srv.Client(), o)
+		caches[i] = newCache(t, srv.Client(client...), o)
 	}
 	return caches
+}
+
+// clientKinds are the two ways corral reads hits: through its pipeline
+// (go-redis's default client), and in the caller's goroutine (a client that
+// bounds its I/O by the context's deadline). Tests of stalls run with both.
+var clientKinds = []struct {
+	name string
+	opts func(*redis.Options)
+}{
+	{"default client", func(*redis.Options) {}},
+	{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
 }
 
 // loadCounter counts loads per key.
@@ -196,58 +207,62 @@ func TestLoad_BigValues(t *testing.T) {
 // and its commit is sent. Either way: one load, nobody fails open, every
 // caller gets the value.
 func TestLoad_RedisPause(t *testing.T) {
-	for _, when := range []string{"as the callers arrive", "while the load runs"} {
-		t.Run(when, func(t *testing.T) {
-			const procs, goroutines = 8, 20
-			srv := redistest.Start(t)
-			admin := srv.Client()
-			caches := processes(t, srv, procs, nil)
-			ctx := context.Background()
-			for _, c := range caches { // connections open, scripts loaded
-				if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			loading := make(chan struct{})
-			var loads atomic.Int32
-			load := func(context.Context) ([]byte, error) {
-				if loads.Add(1) == 1 {
-					close(loading)
-				}
-				if when == "while the load runs" {
-					// The load ends inside the pause: its commit waits for it.
-					if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
-						return nil, err
-					}
-				}
-				return []byte("v"), nil
-			}
-			if when == "as the callers arrive" {
-				if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var wg sync.WaitGroup
-			for _, c := range caches {
-				for range goroutines {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-						defer cancel()
-						if v, err := c.Fetch(cctx, "{paused}", time.Minute, load); err != nil || string(v) != "v" {
-							t.Errorf("Fetch = %q, %v", v, err)
-						}
-					}()
-				}
-			}
-			wg.Wait()
-			if n := loads.Load(); n != 1 {
-				t.Fatalf("%d loads through a 700ms pause; want 1", n)
-			}
-			noFailOpen(t, caches)
-		})
+	for _, kind := range clientKinds {
+		for _, when := range []string{"as the callers arrive", "while the load runs"} {
+			t.Run(kind.name+"/"+when, func(t *testing.T) { redisPause(t, when, kind.opts) })
+		}
 	}
+}
+
+func redisPause(t *testing.T, when string, client func(*redis.Options)) {
+	const procs, goroutines = 8, 20
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	caches := processes(t, srv, procs, nil, client)
+	ctx := context.Background()
+	for _, c := range caches { // connections open, scripts loaded
+		if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loading := make(chan struct{})
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) {
+		if loads.Add(1) == 1 {
+			close(loading)
+		}
+		if when == "while the load runs" {
+			// The load ends inside the pause: its commit waits for it.
+			if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
+				return nil, err
+			}
+		}
+		return []byte("v"), nil
+	}
+	if when == "as the callers arrive" {
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range caches {
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if v, err := c.Fetch(cctx, "{paused}", time.Minute, load); err != nil || string(v) != "v" {
+					t.Errorf("Fetch = %q, %v", v, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads through a 700ms pause; want 1", n)
+	}
+	noFailOpen(t, caches)
 }
 
 // Close returns within RedisTimeout (plus scheduling) while Redis is
@@ -261,6 +276,7 @@ func TestLoad_CloseUnderALongPause(t *testing.T) {
 	}{
 		{"a client that waits for replies forever", func(o *redis.Options) { o.ReadTimeout = -1 }},
 		{"a default client", func(*redis.Options) {}},
+		{"a client bounding its reads by the context", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
 	} {
 		t.Run(client.name, func(t *testing.T) { closeUnderALongPause(t, client.opts) })
 	}

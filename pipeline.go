@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,7 @@ type op struct {
 	key      string // a key the command touches: on a Cluster, where it is sent
 	size     int    // bytes the command or its reply carries, when known
 	clock    bool   // the op needs the server's clock: its batch reads TIME first
+	read     []any  // a read-only command's arguments, which may be sent alone (inline.go)
 	noscript bool   // the server lacked the script: send its source
 	retryBy  time.Time
 	finish   func(opResult) // called once, by the pipeline
@@ -67,6 +69,7 @@ type pipeline struct {
 	mu      sync.Mutex // guards queue, senders, idle and closed
 	queue   []*op
 	senders int           // sender goroutines running, not counting those given up on
+	batches atomic.Int64  // batches sent by senders, ever
 	idle    int           // senders lingering for work, not yet woken
 	work    chan struct{} // wakes a lingering sender
 	closed  bool
@@ -78,7 +81,8 @@ type pipeline struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	health // liveness.go
+	health  // liveness.go
+	inliner // inline.go
 }
 
 func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(error), newBreaker func(*pipeline, string) *breaker) *pipeline {
@@ -90,6 +94,7 @@ func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(e
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	p.health.init()
+	p.inliner.init(rdb, timeout)
 	go p.monitor()
 	return p
 }
@@ -289,6 +294,7 @@ func (p *pipeline) byNode(ops []*op) []group {
 // the watch gave up on the batch while the client still waited. sender says
 // the calling goroutine is a sender (counted out if given up on).
 func (p *pipeline) exchange(g group, sender bool) bool {
+	p.batches.Add(1)
 	b, err := p.begin(g, sender)
 	if err != nil {
 		for _, o := range g.ops {
@@ -351,6 +357,7 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 			cmds[i] = o.build(ctx, pipe)
 		}
 	}
+	sent := time.Now()
 	if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
 		return nil, 0, err
 	}
@@ -360,6 +367,7 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 			return nil, 0, err
 		}
 		now = t.UnixMilli()
+		p.liveness(g.node.addr).synced(t, sent)
 	}
 	return cmds, now, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/klauspost/compress/s2"
@@ -529,14 +530,15 @@ type peekReply struct {
 
 // peek reads an entry's fields and the server's clock in one round trip,
 // without the script and without writing (the hit path): finish gets the
-// reply, from a pipeline goroutine. ctx ends the op only if it has not
+// reply, in the calling goroutine when the read goes inline (inline.go),
+// otherwise from a pipeline goroutine. ctx ends the op only if it has not
 // been sent yet.
 func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, error)) {
-	o := &op{ctx: ctx, key: entry, clock: true,
+	args := make([]any, len(peekFields)+2)
+	args[0], args[1] = "hmget", entry
+	copy(args[2:], peekFields)
+	o := &op{ctx: ctx, key: entry, clock: true, read: args,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			args := make([]any, len(peekFields)+2)
-			args[0], args[1] = "hmget", entry
-			copy(args[2:], peekFields)
 			return p.Do(ctx, args...)
 		},
 	}
@@ -555,6 +557,9 @@ func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, e
 		}
 		pr, err := s.parsePeek(vals, r.now)
 		finish(pr, err)
+	}
+	if s.pipe.inline(o) {
+		return
 	}
 	if !s.pipe.enqueue(o) {
 		finish(peekReply{}, ErrClosed)
@@ -591,8 +596,19 @@ func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
 		return r, nil
 	}
 	r.found = true
-	if r.payload, err = s.decode([]byte(p), r.flags); err != nil {
+	if r.payload, err = s.decode(bytesOf(p), r.flags); err != nil {
 		return r, fmt.Errorf("corral: peek: %w: %w", errBadEntry, err)
 	}
 	return r, nil
+}
+
+// bytesOf returns p's bytes without copying them: p is a bulk reply that
+// go-redis read into a buffer of its own (which nobody else holds) and
+// returned as a string, and the bytes go to callers, who must not modify
+// them (see Fetch).
+func bytesOf(p string) []byte {
+	if len(p) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(p), len(p))
 }

@@ -1,0 +1,174 @@
+package corral
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Inline reads. A hit is a read (the peek of hit.go), and handing it to a
+// sender goroutine and back costs two goroutine switches, a quarter of a
+// hit's time on a loopback Redis. So a peek may run in the caller's own
+// goroutine, as a plain GET would: a single HMGET on the client's main pool,
+// decided on the server's clock as estimated from the latest TIME read from
+// that node (below; when that is older than clockFresh, the peek reads TIME
+// with it, which syncs the clock again). It does so when that cannot leave
+// the caller stuck past corral's bounds:
+//
+//   - the client bounds its socket reads and writes by the context's
+//     deadline (go-redis's ContextTimeoutEnabled, with ReadTimeout and
+//     WriteTimeout not -2): the read is given inlineBound;
+//   - the node's circuit breaker is closed, no probe of it is unanswered,
+//     and no inline read failed in the last inlineRest;
+//   - fewer than GOMAXPROCS inline reads are under way: under a burst the
+//     pipeline's shared round trips serve more calls than the pool has
+//     connections.
+//
+// A read that fails or gets no answer within inlineBound is not a verdict on
+// Redis: the op goes on through the pipeline, whose monitor tells slow from
+// down (liveness.go), and inline reads rest for inlineRest. A call that was
+// reading inline when Redis stalled thus waits at most inlineBound more than
+// a pipelined one. Only reads go inline, so sending one again is harmless.
+
+const (
+	inlineBound = probeAfter // capped at RedisTimeout
+	inlineRest  = time.Second
+)
+
+// inliner is the pipeline's state for inline reads.
+type inliner struct {
+	enabled bool          // the client bounds its I/O by the context's deadline
+	bound   time.Duration // an inline read's time limit
+	limit   int32         // inline reads under way at most
+	running atomic.Int32  // inline reads under way
+	restTo  atomic.Int64  // no inline read before this time (Unix ns) after one failed
+}
+
+func (in *inliner) init(rdb redis.UniversalClient, timeout time.Duration) {
+	in.enabled = boundsByContext(rdb)
+	in.bound = min(inlineBound, timeout)
+	in.limit = int32(runtime.GOMAXPROCS(0))
+}
+
+// boundsByContext reports whether rdb applies a context's deadline to its
+// socket reads and writes.
+func boundsByContext(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	}
+	return false
+}
+
+// inline runs the read o in the calling goroutine, answering it, when the
+// rules above allow; it reports false, leaving o unanswered, when o is to go
+// through the pipeline.
+func (p *pipeline) inline(o *op) bool {
+	in := &p.inliner
+	if !in.enabled || p.ctx.Err() != nil {
+		return false
+	}
+	t := time.Now()
+	if t.UnixNano() < in.restTo.Load() {
+		return false
+	}
+	if in.running.Add(1) > in.limit {
+		in.running.Add(-1)
+		return false
+	}
+	defer in.running.Add(-1)
+	g := group{ops: []*op{o}, node: nodeRef{client: p.rdb}}
+	if p.cluster != nil {
+		g = p.byNode(g.ops)[0]
+	}
+	live := p.liveness(g.node.addr)
+	if live.unheard.Load() != 0 || live.breaker.open() {
+		return false // the monitor and the breaker decide until the node answers again
+	}
+	ctx := &deadlineCtx{Context: p.ctx, at: t.Add(in.bound)}
+	cmd, now, err := p.inlineRead(g, live, ctx, t)
+	if err == nil && notNow(cmd.Err()) {
+		err = cmd.Err()
+	}
+	if err != nil {
+		in.restTo.Store(time.Now().Add(inlineRest).UnixNano())
+		return false
+	}
+	o.finish(opResult{cmd: cmd, now: now})
+	return true
+}
+
+// inlineRead sends g's one op: alone when the node's clock is synced (see
+// below), otherwise after TIME in a pipeline, which syncs it. err is set
+// only when no reply came.
+func (p *pipeline) inlineRead(g group, live *liveness, ctx context.Context, t time.Time) (cmd redis.Cmder, now int64, err error) {
+	o := g.ops[0]
+	if _, synced := live.serverNow(t); !synced || o.read == nil {
+		cmds, now, err := p.exec(g, ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		live.heard.Store(time.Now().UnixNano())
+		return cmds[0], now, nil
+	}
+	cmd = g.node.client.Do(ctx, o.read...)
+	if err = cmd.Err(); err != nil && !isReplyError(err) {
+		return nil, 0, err
+	}
+	t = time.Now()
+	live.heard.Store(t.UnixNano())
+	now, _ = live.serverNow(t) // aged past clockFresh since: still a bound from above
+	return cmd, now, nil
+}
+
+// deadlineCtx is ctx with a deadline but no timer: go-redis reads only the
+// deadline, to set its socket deadlines; the Cache's closing still ends it.
+type deadlineCtx struct {
+	context.Context
+	at time.Time
+}
+
+func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.at, true }
+
+// The server's clock without asking for it. Every batch that reads TIME
+// also syncs its node's clock: the server's time, paired with the local
+// (monotonic) time at which the batch was sent. Within clockFresh of that,
+// the server's time now is taken as the server's time then plus the local
+// time elapsed since the batch was sent, rounded up. That is never earlier
+// than the server's real time (the server read its clock after the batch
+// was sent; the clocks' rates differ by parts per million), so an entry may
+// be taken as expired up to a round trip early (fetch.lua then decides on
+// the server's own clock), never as fresh once it has expired.
+const clockFresh = time.Second
+
+// clockSync is a node's clock read by a batch.
+type clockSync struct {
+	server time.Time // the server's TIME
+	sent   time.Time // when the batch was sent, with the local monotonic clock
+}
+
+// synced records the server's time t, read by a batch sent at sent.
+func (l *liveness) synced(t, sent time.Time) {
+	l.clock.Store(&clockSync{server: t, sent: sent})
+}
+
+// serverNow returns the server's time (Unix ms) at local time t, and
+// whether the clock was synced in the last clockFresh (if not, the time is
+// still never earlier than the server's, but may be later by the clocks'
+// drift since; 0 if never synced).
+func (l *liveness) serverNow(t time.Time) (int64, bool) {
+	s := l.clock.Load()
+	if s == nil {
+		return 0, false
+	}
+	elapsed := t.Sub(s.sent)
+	us := s.server.UnixMicro() + elapsed.Microseconds() + 1
+	return (us + 999) / 1000, elapsed >= 0 && elapsed <= clockFresh
+}

@@ -1,0 +1,142 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// With a client that bounds its I/O by the context's deadline, hits are
+// read in the caller's goroutine: the pipeline's senders send nothing for
+// them. With go-redis's default client, they go through the pipeline.
+func TestInline_HitsInTheCallersGoroutine(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name   string
+		opts   func(*redis.Options)
+		inline bool
+	}{
+		{"ContextTimeoutEnabled", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, true},
+		{"default client", func(*redis.Options) {}, false},
+		{"ContextTimeoutEnabled, reads never time out", func(o *redis.Options) { o.ContextTimeoutEnabled, o.ReadTimeout = true, -2 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(srv.Client(tc.opts), &Options{Prefix: "inline" + strconv.Itoa(len(tc.name))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			load := func(context.Context) ([]byte, error) { return []byte("v"), nil }
+			for i := range 10 { // loads, commits: through the pipeline
+				if _, err := c.Fetch(ctx, "k"+strconv.Itoa(i), time.Hour, load); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := c.store.pipe
+			before := p.batches.Load()
+			for i := range 300 { // hits (the first syncs the server's clock)
+				if v, err := c.Fetch(ctx, "k"+strconv.Itoa(i%10), time.Hour, load); err != nil || string(v) != "v" {
+					t.Fatalf("hit %d = %q, %v", i, v, err)
+				}
+			}
+			if sent := p.batches.Load() - before; (sent == 0) != tc.inline {
+				t.Fatalf("the pipeline sent %d batches for 300 hits; inline reads expected: %v", sent, tc.inline)
+			}
+			if st := c.Stats(); st.Hits < 300 || st.Loads != 10 {
+				t.Fatalf("stats %+v; want 300 hits, 10 loads", st)
+			}
+		})
+	}
+}
+
+// The server's clock as estimated from the latest sync is never earlier
+// than the server's own (read with TIME after the estimate's moment), and
+// later by about a round trip at most; a sync older than clockFresh is not
+// used.
+func TestInline_ServerClockEstimate(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	var l liveness
+	if _, ok := l.serverNow(time.Now()); ok {
+		t.Fatal("a clock never synced is reported synced")
+	}
+	var worst time.Duration
+	for i := range 200 {
+		if i%20 == 0 { // sync as a batch does: TIME, paired with when it was sent
+			sent := time.Now()
+			tm, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.synced(tm, sent)
+		}
+		est, ok := l.serverNow(time.Now())
+		tm, err := rdb.Time(ctx).Result() // the server's clock, read after the estimate's moment
+		if err != nil || !ok {
+			t.Fatal(err, ok)
+		}
+		// TIME read later can only be later; allow the 1 ms rounding of est
+		// the other way round: est is rounded up, never down.
+		if est < tm.UnixMilli() {
+			t.Fatalf("estimate %d ms is earlier than the server's clock %d ms, read after it", est, tm.UnixMilli())
+		}
+		worst = max(worst, time.Duration(est-tm.UnixMilli())*time.Millisecond)
+	}
+	if worst > time.Second {
+		t.Fatalf("estimate up to %v ahead of the server's clock", worst)
+	}
+	t.Logf("estimate at most %v ahead of the server's clock (a round trip, rounded up)", worst)
+	l.synced(time.Now(), time.Now().Add(-clockFresh-time.Millisecond))
+	if _, ok := l.serverNow(time.Now()); ok {
+		t.Fatal("a sync older than clockFresh is reported fresh")
+	}
+}
+
+// On a Cluster, an inline read goes to the key's master, and the clock it is
+// decided on is that master's.
+func TestInline_Cluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c, err := New(cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true }), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	keys := make([]string, 30) // over the three masters
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+		if _, err := c.Fetch(ctx, keys[i], time.Hour, func(context.Context) ([]byte, error) { return []byte(keys[i]), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.store.pipe
+	before := p.batches.Load()
+	for range 5 {
+		for _, k := range keys {
+			v, err := c.Fetch(ctx, k, time.Hour, func(context.Context) ([]byte, error) { return nil, errors.New("loaded again") })
+			if err != nil || string(v) != k {
+				t.Fatalf("hit %s = %q, %v", k, v, err)
+			}
+		}
+	}
+	if sent := p.batches.Load() - before; sent != 0 {
+		t.Fatalf("the pipeline sent %d batches for 150 hits; want every hit read inline", sent)
+	}
+	synced := 0
+	p.nodes.Range(func(addr, l any) bool {
+		if _, ok := l.(*liveness).serverNow(time.Now()); ok && addr != "" {
+			synced++
+		}
+		return true
+	})
+	if synced != 3 {
+		t.Fatalf("%d masters' clocks synced; want 3", synced)
+	}
+}

@@ -1,0 +1,105 @@
+package corral_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// contextBound makes a client bound its I/O by the context's deadline: corral
+// then reads hits in the caller's goroutine, on an estimate of the server's
+// clock (inline.go).
+func contextBound(o *redis.Options) { o.ContextTimeoutEnabled = true }
+
+// Hits read inline decide on the server's clock: an entry is never served
+// as fresh once the server's clock has passed its soft expiry.
+func TestInline_ExpiryOnTheServersClock(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	c := newCache(t, srv.Client(contextBound), &corral.Options{DisableJitter: true, DisableEarlyRefresh: true})
+	ctx := context.Background()
+	serverMs := func() int64 {
+		tm, err := admin.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.UnixMilli()
+	}
+	const ttl = 300 * time.Millisecond
+	for round := range 5 {
+		if err := c.Set(ctx, "k", []byte("old"), ttl); err != nil {
+			t.Fatal(err)
+		}
+		expires := serverMs() + ttl.Milliseconds() // no earlier than the entry's soft expiry
+		hits := 0
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			before, hitsBefore := serverMs(), c.Stats().Hits
+			v, err := c.Fetch(ctx, "k", ttl, value("new"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(v) == "new" {
+				break
+			}
+			// fetch.lua may serve the entry as stale in the millisecond
+			// before Redis expires the key (it does when its clock is past
+			// the key's expiry, not at it); a hit is the peek's decision.
+			if before >= expires && c.Stats().Hits != hitsBefore {
+				t.Fatalf("round %d: served as fresh at server time %d ms, after the entry expired (at %d ms at the latest)", round, before, expires)
+			}
+			hits++
+			if time.Now().After(deadline) {
+				t.Fatal("the entry never expired")
+			}
+		}
+		if hits == 0 {
+			t.Fatalf("round %d: no hit before the entry expired", round)
+		}
+	}
+}
+
+// Warm hits through a server pause longer than an inline read's bound: the
+// reads under way go on through the pipeline, which waits for the server;
+// every caller gets the cached value, nothing is loaded, nothing fails open.
+func TestInline_WarmHitsThroughAPause(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	caches := processes(t, srv, 4, nil, contextBound)
+	ctx := context.Background()
+	for _, c := range caches {
+		if _, err := c.Fetch(ctx, "{warm}", time.Hour, value("w")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) { loads.Add(1); return []byte("loaded"), nil }
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "700", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, c := range caches {
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					if v, err := c.Fetch(ctx, "{warm}", time.Hour, load); err != nil || string(v) != "w" {
+						t.Errorf("Fetch through a pause = %q, %v; want the cached value", v, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := loads.Load(); n != 0 {
+		t.Fatalf("%d loads of a cached key through a 700ms pause; want 0", n)
+	}
+	noFailOpen(t, caches)
+}
