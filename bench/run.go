@@ -76,7 +76,10 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 		}
 	}
 	for range n {
-		c := redis.NewClient(&redis.Options{Addr: r.srv.Addr})
+		// ContextTimeoutEnabled, as corral's README recommends: corral then
+		// reads hits in the caller's goroutine. The other go-redis users get
+		// the same client; it changes nothing for calls without a deadline.
+		c := redis.NewClient(&redis.Options{Addr: r.srv.Addr, ContextTimeoutEnabled: true})
 		clients = append(clients, c)
 		if err := c.Ping(ctx).Err(); err != nil {
 			closeAll()
