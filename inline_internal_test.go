@@ -142,3 +142,38 @@ func TestInline_Cluster(t *testing.T) {
 		t.Fatalf("%d masters' clocks synced; want 3", synced)
 	}
 }
+
+// An inline read runs in its caller's goroutine, so it ends by the caller's
+// deadline, whatever its own bound: a caller with a short deadline is not
+// held by a stalled Redis.
+func TestInline_EndsByTheCallersDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	c, err := New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return []byte("v"), nil }
+	for range 2 { // a load, then a hit: the node's clock is synced
+		if _, err := c.Fetch(ctx, "k", time.Hour, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.store.pipe
+	p.inliner.bound = time.Minute // only the caller's deadline can end the read
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err = c.Fetch(cctx, "k", time.Hour, load)
+	if took := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
+		t.Fatalf("Fetch with a 50ms deadline while Redis is paused for 1.5s = %v after %v; want the deadline's error soon after 50ms", err, took)
+	}
+	if p.inliner.restTo.Load() != 0 {
+		t.Fatal("inline reads rest after a read cut short by its caller's deadline")
+	}
+}
