@@ -354,7 +354,7 @@ func (c *Cache) Close() error {
 	c.notify.close(deadline)
 	c.store.close()
 	if c.near != nil {
-		c.tracker.close()
+		c.tracker.close(deadline)
 		c.near.close()
 	}
 	c.newer.StopAllGoroutines()
