@@ -87,9 +87,9 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		peeks:        make(map[string]*peekCall),
 	}
 	c.store = newStore(rdb, o, &c.stats)
-	if o.CodecVersion > 0 {
-		c.newer = newNewerCopies()
-	}
+	// Even at CodecVersion 0: a release without a version is the oldest of
+	// all, and meets the entries of any release that set one.
+	c.newer = newNewerCopies()
 	c.store.noticeFailed, c.store.refusedWrite = c.noticeFailed, c.refusedWrite
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		c.store.reload = func() {
@@ -354,12 +354,10 @@ func (c *Cache) Close() error {
 	c.notify.close(deadline)
 	c.store.close()
 	if c.near != nil {
-		c.tracker.close()
+		c.tracker.close(deadline)
 		c.near.close()
 	}
-	if c.newer != nil {
-		c.newer.StopAllGoroutines()
-	}
+	c.newer.StopAllGoroutines()
 	return nil
 }
 

@@ -339,6 +339,20 @@ func TestDegraded_D4_CodecVersion(t *testing.T) {
 	if n := loads.Load(); n != 4 {
 		t.Fatalf("%d loads; want 4 (one more by the older release after the newer entry changed)", n)
 	}
+	// A release without a codec version (CodecVersion 0, the default) is the
+	// oldest of all: the same for it.
+	v0 := newCache(t, e.srv.Client(), nil)
+	for range 3 {
+		if v, err := corral.Fetch(ctx, v0, "k", time.Hour, load("zero")); err != nil || v != "zero" {
+			t.Fatalf("v0 Fetch over v2's entry = %q, %v", v, err)
+		}
+	}
+	if n := loads.Load(); n != 5 {
+		t.Fatalf("%d loads; want 5 (one by the release without a codec version)", n)
+	}
+	if v, err := corral.Fetch(ctx, v2, "k", time.Hour, load("six")); err != nil || v != "four" {
+		t.Fatalf("v2 after v0 read: %q, %v; want its own entry, untouched", v, err)
+	}
 }
 
 // D5: under maxmemory with volatile-ttl, Redis evicts the lease (the key

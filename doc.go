@@ -3,7 +3,10 @@
 // ask for it at once, the origin (a database query, an HTTP call) sees one
 // load, and every caller gets its result about as soon as that load ends.
 //
-//	cache, err := corral.New(rdb, nil) // rdb: any redis.UniversalClient
+//	// rdb: any redis.UniversalClient; with ContextTimeoutEnabled, hits are
+//	// read in the calling goroutine (see Hits below).
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	cache, err := corral.New(rdb, nil)
 //	v, err := cache.Fetch(ctx, "user:42", 10*time.Minute, func(ctx context.Context) ([]byte, error) {
 //		return db.LoadUser(ctx, 42)
 //	})
@@ -15,7 +18,8 @@
 //
 //	P:e:{T}:K  entry: a hash with v (payload; z instead when compressed),
 //	           s (soft expiry, server ms), d (last load duration, ms),
-//	           f (flags: "n" = not found, ...), t (the commit's lease token)
+//	           f (flags: "n" = not found, ...), t (the commit's lease token),
+//	           c (the writer's CodecVersion; absent: 0)
 //	P:l:{T}:K  lease: a string holding the current lease token, with PX = LeaseTTL
 //	           (or the marker "backoff": a revocation, or a failed refresh's backoff)
 //	P:n:{T}:K  notice channel: completion notices for waiters
@@ -79,8 +83,9 @@
 // re-runs fetch.lua (the notice may have gone out in between), then waits for
 // the notice, which carries the value when it is at most NoticeInlineLimit
 // bytes, or for a timer of the lease's remaining time plus jitter, and then
-// re-runs fetch.lua. No fixed sleeps, no polling: each caller's wait ends with
-// its own context.
+// re-runs fetch.lua. No fixed sleeps, and no polling while notices can be
+// heard (without channel rights, waiters re-check after 25 ms, doubling to
+// 200 ms): each caller's wait ends with its own context.
 //
 // # Failure
 //
@@ -105,8 +110,21 @@
 // pub/sub connection per master node and follow their channels when slots
 // move.
 //
+// # Hits
+//
+// A fresh entry is read without a script or a write: HMGET of its fields,
+// decided on the server's clock. With a client that bounds its I/O by the
+// context's deadline (go-redis's ContextTimeoutEnabled, ReadTimeout and
+// WriteTimeout not -2), the read runs in the calling goroutine, as a GET
+// would, bounded by 100 ms and by the caller's deadline, on the server's
+// clock estimated from the node's latest TIME; if it fails, it goes on
+// through the pipeline. With other clients, it goes through the pipeline,
+// with a TIME. See the README's "How it works".
+//
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
-// (and the breakers of breaker.go), and notify.go holds the subscriptions.
-// Nothing else talks to Redis.
+// (and the breakers of breaker.go), and inline.go reads hits outside it;
+// notify.go and notify_cluster.go hold the subscriptions, tracking.go the
+// near cache's invalidations, rights.go and eviction.go the first-use
+// checks of ACL rights and the eviction policy.
 package corral

@@ -261,3 +261,32 @@ func slowRedis(t *testing.T, client func(*redis.Options)) {
 		return err == nil
 	})
 }
+
+// A Redis that goes silent fails a call RedisTimeout after the node's
+// probe (sent 100 ms into the call) went unanswered: about RedisTimeout +
+// 100 ms after the call was sent, not a whole RedisTimeout more.
+func TestSilentRedisBound(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	const timeout = time.Second
+	c := newCache(t, rdb, &corral.Options{RedisTimeout: timeout})
+	ctx := context.Background()
+	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(true)
+	t0 := time.Now()
+	v, err := c.Fetch(ctx, "{silent}", time.Minute, value("v"))
+	took := time.Since(t0)
+	if err != nil || string(v) != "v" {
+		t.Fatalf("Fetch through a silent Redis = %q, %v; want the loader's value (fail-open)", v, err)
+	}
+	if took < timeout || took > timeout+100*time.Millisecond+slack {
+		t.Fatalf("failed open after %v; want about RedisTimeout (1s) + 100 ms", took)
+	}
+	t.Logf("failed open after %v", took.Round(time.Millisecond))
+	proxy.Blackhole(false)
+	proxy.Reset()
+}

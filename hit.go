@@ -39,8 +39,11 @@ func (c *Cache) peek(ctx context.Context, key string) (*peekCall, error) {
 		}
 		c.peeks[key] = pc
 		c.peekMu.Unlock()
-		// The read is the Cache's, not this caller's: others may join it.
-		c.store.peek(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
+		// The read is the Cache's (c.ctx), not this caller's: others may
+		// join it. Read inline, it runs in this goroutine, so it ends by
+		// this caller's deadline (then it goes on through the pipeline).
+		by, _ := ctx.Deadline()
+		c.store.peek(c.ctx, by, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
 			if c.near != nil {
 				r.arrived = nearClock()
 			}

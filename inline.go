@@ -20,7 +20,8 @@ import (
 //
 //   - the client bounds its socket reads and writes by the context's
 //     deadline (go-redis's ContextTimeoutEnabled, with ReadTimeout and
-//     WriteTimeout not -2): the read is given inlineBound;
+//     WriteTimeout not -2): the read is given inlineBound, or until the
+//     caller's deadline if that comes first;
 //   - the node's circuit breaker is closed, no probe of it is unanswered,
 //     and no inline read failed in the last inlineRest;
 //   - fewer than GOMAXPROCS inline reads are under way: under a burst the
@@ -31,7 +32,10 @@ import (
 // Redis: the op goes on through the pipeline, whose monitor tells slow from
 // down (liveness.go), and inline reads rest for inlineRest. A call that was
 // reading inline when Redis stalled thus waits at most inlineBound more than
-// a pipelined one. Only reads go inline, so sending one again is harmless.
+// a pipelined one, and never past its own deadline; a cancellation without
+// a deadline is seen once the read ends (go-redis does not watch the
+// context's Done during a read). Only reads go inline, so sending one again
+// is harmless.
 
 const (
 	inlineBound = probeAfter // capped at RedisTimeout
@@ -92,13 +96,20 @@ func (p *pipeline) inline(o *op) bool {
 	if live.unheard.Load() != 0 || live.breaker.open() {
 		return false // the monitor and the breaker decide until the node answers again
 	}
-	ctx := &deadlineCtx{Context: p.ctx, at: t.Add(in.bound)}
+	at, short := t.Add(in.bound), false
+	if !o.readBy.IsZero() && o.readBy.Before(at) {
+		at, short = o.readBy, true // the caller's deadline: it must not wait past it
+	}
+	ctx := &deadlineCtx{Context: p.ctx, at: at}
 	cmd, now, err := p.inlineRead(g, live, ctx, t)
 	if err == nil && notNow(cmd.Err()) {
 		err = cmd.Err()
 	}
 	if err != nil {
-		in.restTo.Store(time.Now().Add(inlineRest).UnixNano())
+		// A read cut short by its caller's deadline says little of Redis.
+		if now := time.Now(); !short || now.Before(at) {
+			in.restTo.Store(now.Add(inlineRest).UnixNano())
+		}
 		return false
 	}
 	o.finish(opResult{cmd: cmd, now: now})

@@ -56,7 +56,8 @@ func TestInline_HitsInTheCallersGoroutine(t *testing.T) {
 }
 
 // The server's clock as estimated from the latest sync is never earlier
-// than the server's own (read with TIME after the estimate's moment), and
+// than the server's own: TIME, once its reply is in, is a time the server
+// had already reached, so an estimate made after it is no earlier. It is
 // later by about a round trip at most; a sync older than clockFresh is not
 // used.
 func TestInline_ServerClockEstimate(t *testing.T) {
@@ -77,15 +78,16 @@ func TestInline_ServerClockEstimate(t *testing.T) {
 			}
 			l.synced(tm, sent)
 		}
-		est, ok := l.serverNow(time.Now())
-		tm, err := rdb.Time(ctx).Result() // the server's clock, read after the estimate's moment
-		if err != nil || !ok {
-			t.Fatal(err, ok)
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
 		}
-		// TIME read later can only be later; allow the 1 ms rounding of est
-		// the other way round: est is rounded up, never down.
+		est, ok := l.serverNow(time.Now()) // after TIME's reply came
+		if !ok {
+			t.Fatal("a sync less than clockFresh old is reported stale")
+		}
 		if est < tm.UnixMilli() {
-			t.Fatalf("estimate %d ms is earlier than the server's clock %d ms, read after it", est, tm.UnixMilli())
+			t.Fatalf("estimate %d ms is earlier than the server's clock %d ms, read before it", est, tm.UnixMilli())
 		}
 		worst = max(worst, time.Duration(est-tm.UnixMilli())*time.Millisecond)
 	}
@@ -138,5 +140,40 @@ func TestInline_Cluster(t *testing.T) {
 	})
 	if synced != 3 {
 		t.Fatalf("%d masters' clocks synced; want 3", synced)
+	}
+}
+
+// An inline read runs in its caller's goroutine, so it ends by the caller's
+// deadline, whatever its own bound: a caller with a short deadline is not
+// held by a stalled Redis.
+func TestInline_EndsByTheCallersDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	c, err := New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return []byte("v"), nil }
+	for range 2 { // a load, then a hit: the node's clock is synced
+		if _, err := c.Fetch(ctx, "k", time.Hour, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.store.pipe
+	p.inliner.bound = time.Minute // only the caller's deadline can end the read
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err = c.Fetch(cctx, "k", time.Hour, load)
+	if took := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
+		t.Fatalf("Fetch with a 50ms deadline while Redis is paused for 1.5s = %v after %v; want the deadline's error soon after 50ms", err, took)
+	}
+	if p.inliner.restTo.Load() != 0 {
+		t.Fatal("inline reads rest after a read cut short by its caller's deadline")
 	}
 }

@@ -273,23 +273,29 @@ func TestLoad_CloseUnderALongPause(t *testing.T) {
 	for _, client := range []struct {
 		name string
 		opts func(*redis.Options)
+		near bool
 	}{
-		{"a client that waits for replies forever", func(o *redis.Options) { o.ReadTimeout = -1 }},
-		{"a default client", func(*redis.Options) {}},
-		{"a client bounding its reads by the context", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
+		{"a client that waits for replies forever", func(o *redis.Options) { o.ReadTimeout = -1 }, false},
+		{"a default client", func(*redis.Options) {}, false},
+		{"a client bounding its reads by the context", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, false},
+		{"a client that waits forever, and the near cache", func(o *redis.Options) { o.ReadTimeout = -1 }, true},
 	} {
-		t.Run(client.name, func(t *testing.T) { closeUnderALongPause(t, client.opts) })
+		t.Run(client.name, func(t *testing.T) { closeUnderALongPause(t, client.opts, client.near) })
 	}
 }
 
-func closeUnderALongPause(t *testing.T, opts func(*redis.Options)) {
+func closeUnderALongPause(t *testing.T, opts func(*redis.Options), near bool) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	rdb := srv.Client(opts)
 	sent := &faults{}
 	rdb.AddHook(sent)
 	ctx := context.Background()
-	c, err := corral.New(rdb, &corral.Options{RedisTimeout: 500 * time.Millisecond, Logger: testLogger(t)})
+	o := &corral.Options{RedisTimeout: 500 * time.Millisecond, Logger: testLogger(t)}
+	if near {
+		o.NearCache.Size = 100
+	}
+	c, err := corral.New(rdb, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,12 @@ type op struct {
 	// rebuild sends a script with its source, after the server answered
 	// NOSCRIPT (nil for plain commands).
 	rebuild  func(ctx context.Context, p redis.Pipeliner) redis.Cmder
-	key      string // a key the command touches: on a Cluster, where it is sent
-	size     int    // bytes the command or its reply carries, when known
-	clock    bool   // the op needs the server's clock: its batch reads TIME first
-	read     []any  // a read-only command's arguments, which may be sent alone (inline.go)
-	noscript bool   // the server lacked the script: send its source
+	key      string    // a key the command touches: on a Cluster, where it is sent
+	size     int       // bytes the command or its reply carries, when known
+	clock    bool      // the op needs the server's clock: its batch reads TIME first
+	read     []any     // a read-only command's arguments, which may be sent alone (inline.go)
+	readBy   time.Time // when an inline read of it ends at the latest: its caller's deadline (zero for none)
+	noscript bool      // the server lacked the script: send its source
 	retryBy  time.Time
 	finish   func(opResult) // called once, by the pipeline
 }

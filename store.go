@@ -532,12 +532,13 @@ type peekReply struct {
 // without the script and without writing (the hit path): finish gets the
 // reply, in the calling goroutine when the read goes inline (inline.go),
 // otherwise from a pipeline goroutine. ctx ends the op only if it has not
-// been sent yet.
-func (s *store) peek(ctx context.Context, entry string, finish func(peekReply, error)) {
+// been sent yet; an inline read ends by the time by (the caller's deadline;
+// zero for none), and then goes on through the pipeline.
+func (s *store) peek(ctx context.Context, by time.Time, entry string, finish func(peekReply, error)) {
 	args := make([]any, len(peekFields)+2)
 	args[0], args[1] = "hmget", entry
 	copy(args[2:], peekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args,
+	o := &op{ctx: ctx, key: entry, clock: true, read: args, readBy: by,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.Do(ctx, args...)
 		},

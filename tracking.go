@@ -264,10 +264,12 @@ func (t *tracker) setHealthy() {
 }
 
 // close stops the streams.
-func (t *tracker) close() {
-	close(t.stop)
-	t.wg.Wait()
+// It waits for them until deadline (Close's): a stream blocked on a
+// stalled Redis ends on its own once its read returns.
+func (t *tracker) close(deadline time.Time) {
 	t.near.healthy.Store(false)
+	close(t.stop)
+	waitUntil(&t.wg, deadline)
 }
 
 // isTimeout reports whether err is a read timing out (no message yet).

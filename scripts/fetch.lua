@@ -25,8 +25,10 @@
 --                                    v is the payload, or its size (an
 --                                    integer) when it is over ARGV[4]; s its
 --                                    soft expiry (server ms)
---   {'STALE', v, f, refresh, now, s} past the soft expiry, inside the hard
---                                    TTL; refresh = 1 when this caller took
+--   {'STALE', v, f, refresh, now, s} past the soft expiry, more than 1 ms
+--                                    inside the hard TTL (an entry without a
+--                                    stale window is missing once past its
+--                                    soft expiry); refresh = 1 when this caller took
 --                                    the lease, -1 or -2 when Redis refused it
 --   {'NEWER', now, s}                the entry was written with a newer codec
 --                                    version: load, and leave it alone
@@ -118,7 +120,13 @@ if v then
     end
     return {'HIT', v, f, 0, now, soft}
   end
-  return {'STALE', v, f, take(), now, soft}
+  -- Past the soft expiry: stale, while the hard TTL lasts. Redis expires a
+  -- key only once its clock has passed the expiry, so an entry without a
+  -- stale window (hard = soft) outlives its soft expiry by up to a
+  -- millisecond: it is not served as stale then.
+  if redis.call('PTTL', KEYS[1]) > 1 then
+    return {'STALE', v, f, take(), now, soft}
+  end
 end
 
 -- A backoff marker (release.lua) only holds refreshes of an entry off; with
