@@ -158,10 +158,12 @@ type Options struct {
 	// calling the loader directly when Redis fails.
 	DisableFailOpen bool
 
-	// BreakerThreshold is how many Redis calls in a row must fail (time out,
-	// lose their connection, or get a "not now" reply such as LOADING or
-	// CLUSTERDOWN) before the circuit breaker opens and skips Redis for
-	// BreakerCooldown. Default 5.
+	// BreakerThreshold is how many exchanges in a row with a Redis node
+	// must fail (time out, lose or be refused their connection) before the
+	// node's circuit breaker opens and skips it for BreakerCooldown. A "not
+	// now" reply to a command (LOADING, BUSY, CLUSTERDOWN, ...) is retried
+	// within RedisTimeout rather than counted; refused writes (OOM,
+	// READONLY) and missing rights (NOPERM) are not failures. Default 5.
 	BreakerThreshold int
 
 	// BreakerCooldown is how long the open circuit breaker skips Redis before

@@ -172,8 +172,8 @@ func ParseFlags(f string) Flags {
 type Reply int
 
 const (
-	Hit     Reply = iota // {'HIT',   v, f, refresh, now}; v is the payload's size when it is large
-	Stale                // {'STALE', v, f, refresh, now}; likewise
+	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s}; v is the payload's size when it is large
+	Stale                // {'STALE', v, f, refresh, now, s}; likewise
 	Load                 // {'LOAD',  now}
 	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
 	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
