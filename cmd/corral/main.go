@@ -11,13 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	redis.SetLogger(redisLog{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	stop()
@@ -52,4 +55,13 @@ This command demonstrates it. Start with:
 	root.SetErr(stderr)
 	root.AddCommand(newDemoCmd(), newSoakCmd())
 	return root
+}
+
+// redisLog takes go-redis's own log lines (a pool's failed dials, say) off
+// the terminal: they go to slog at debug level, hidden by default. corral's
+// warnings already say what went wrong with Redis, and why.
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
