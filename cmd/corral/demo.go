@@ -18,7 +18,7 @@ import (
 // newDemoCmd returns `corral demo`.
 func newDemoCmd() *cobra.Command {
 	cfg := demo.DefaultConfig()
-	var jsonOut, noProgress bool
+	var jsonOut, noProgress, progress bool
 	var staleTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -51,8 +51,9 @@ stale-while-revalidate window (corral.Options.StaleTTL): at each expiry it
 serves the stale value while one caller refreshes in the background. With
 --stale-ttl 0 (the library's own default) it refreshes early instead (XFetch).
 
-With --json, stdout holds exactly one JSON document; the progress bar goes to
-stderr (--no-progress turns it off).`,
+With --json, stdout holds exactly one JSON document. The progress bar goes to
+stderr when stderr is a terminal (--progress draws it anyway, --no-progress
+never).`,
 		Example: `  corral demo
   corral demo --redis redis://127.0.0.1:6379 --instances 8 --goroutines 500 --origin-latency 20ms
   corral demo --pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' --keys 4 --json
@@ -79,7 +80,7 @@ stderr (--no-progress turns it off).`,
 				cfg.StaleTTL = &staleTTL
 			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if !noProgress {
+			if drawProgress(stderr, progress, noProgress) {
 				cfg.Progress = stderr
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -114,6 +115,7 @@ stderr (--no-progress turns it off).`,
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each strategy's run (after --duration for expiry); requests still running then count as errors")
 	f.BoolVar(&jsonOut, "json", false, "print one JSON document on stdout instead of a table and charts")
 	f.BoolVar(&noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	f.BoolVar(&progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
 	return cmd
 }
 
@@ -141,6 +143,13 @@ func strategyHelp() string {
 		fmt.Fprintf(&b, "  %-7s %s\n", s.Name(), s.Summary())
 	}
 	return b.String()
+}
+
+// drawProgress says whether a progress bar goes to stderr: when it is a
+// terminal (a log file would fill with redraws), unless --no-progress; or
+// always with --progress.
+func drawProgress(stderr io.Writer, always, never bool) bool {
+	return !never && (always || isTerminal(stderr))
 }
 
 // isTerminal reports whether w is a terminal, so colours make sense.

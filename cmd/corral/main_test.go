@@ -100,7 +100,7 @@ var expirySmall = []string{"--scenario", "expiry", "--instances", "4", "--gorout
 // progress bar, which shows the time elapsed on stderr.
 func TestDemoExpiryJSON(t *testing.T) {
 	srv := redistest.Start(t)
-	out, errOut, err := corral(t, append([]string{"demo", "--json", "--redis", srv.URL()}, expirySmall...)...)
+	out, errOut, err := corral(t, append([]string{"demo", "--json", "--progress", "--redis", srv.URL()}, expirySmall...)...)
 	if err != nil {
 		t.Fatalf("corral demo --scenario expiry --json: %v\nstderr: %s", err, errOut)
 	}
@@ -155,10 +155,11 @@ func TestDemoExpiryHuman(t *testing.T) {
 }
 
 // TestDemoJSON checks that with --json stdout is exactly one JSON document
-// while the progress bar draws on stderr.
+// while the progress bar draws on stderr (--progress: stderr is not a
+// terminal here).
 func TestDemoJSON(t *testing.T) {
 	srv := redistest.Start(t)
-	out, errOut, err := corral(t, append([]string{"demo", "--json", "--redis", srv.URL()}, small...)...)
+	out, errOut, err := corral(t, append([]string{"demo", "--json", "--progress", "--redis", srv.URL()}, small...)...)
 	if err != nil {
 		t.Fatalf("corral demo --json: %v\nstderr: %s", err, errOut)
 	}
@@ -177,15 +178,16 @@ func TestDemoJSON(t *testing.T) {
 }
 
 // TestDemoHuman checks the human output of a real run: the header, a
-// table row and a bar in each chart for every strategy.
+// table row and a bar in each chart for every strategy. stderr is not a
+// terminal, so no progress bar is drawn on it.
 func TestDemoHuman(t *testing.T) {
-	out, errOut, err := corral(t, append([]string{"demo", "--no-progress"}, small...)...)
+	out, errOut, err := corral(t, append([]string{"demo"}, small...)...)
 	if err != nil {
 		t.Fatalf("corral demo: %v\nstderr: %s", err, errOut)
 	}
 	t.Log("\n" + out)
 	if errOut != "" {
-		t.Errorf("stderr with --no-progress: %q", errOut)
+		t.Errorf("stderr that is not a terminal got: %q", errOut)
 	}
 	for _, want := range []string{"Redis:  embedded", "Origin: sqlite (embedded)", "+30ms per query",
 		"200 requests at once (4 instances x 50 goroutines) on 2 cold keys",

@@ -36,7 +36,7 @@ const (
 // newSoakCmd returns `corral soak`.
 func newSoakCmd() *cobra.Command {
 	cfg := soak.DefaultConfig()
-	var jsonOut, noProgress, verbose, worker bool
+	var jsonOut, noProgress, progress, verbose, worker bool
 	cmd := &cobra.Command{
 		Use:   "soak",
 		Short: "Hammer corral from many processes while killing them, restarting Redis and deleting keys; check invariants",
@@ -108,7 +108,7 @@ run (no redis-server, Redis unreachable, a worker that would not start).`,
 			cfg.WorkerStderr = stderr
 			if verbose {
 				cfg.Log = stderr
-			} else if !noProgress {
+			} else if drawProgress(stderr, progress, noProgress) {
 				cfg.Progress = stderr
 			}
 			report, err := soak.Run(cmd.Context(), cfg)
@@ -148,6 +148,7 @@ run (no redis-server, Redis unreachable, a worker that would not start).`,
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the chaos schedule (default: random, printed in the summary)")
 	f.BoolVar(&jsonOut, "json", false, "print one JSON document on stdout instead of the summary line")
 	f.BoolVar(&noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	f.BoolVar(&progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each chaos event on stderr (instead of the progress bar)")
 	// Hidden: the worker role of this binary, and a broken strategy that
 	// shows the checks catch a stampeding cache.
