@@ -64,18 +64,18 @@ never).`,
 			if cfg.Scenario != "expiry" {
 				for _, name := range []string{"duration", "think"} {
 					if f.Changed(name) {
-						return fmt.Errorf("--%s applies only to --scenario expiry", name)
+						return fmt.Errorf("demo: --%s applies only to --scenario expiry", name)
 					}
 				}
 			}
 			// An unset --ttl or --stale-ttl leaves the scenario's default
 			// (zero TTL, nil StaleTTL); an explicit --ttl 0 is an error.
 			if f.Changed("ttl") && cfg.TTL < time.Millisecond {
-				return fmt.Errorf("--ttl must be at least 1ms (got %v)", cfg.TTL)
+				return fmt.Errorf("demo: --ttl must be at least 1ms (got %v)", cfg.TTL)
 			}
 			if f.Changed("stale-ttl") {
 				if staleTTL < 0 {
-					return errors.New("--stale-ttl must not be negative")
+					return errors.New("demo: --stale-ttl must not be negative")
 				}
 				cfg.StaleTTL = &staleTTL
 			}

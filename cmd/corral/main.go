@@ -53,6 +53,10 @@ This command demonstrates it. Start with:
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// A mistyped flag is a usage mistake: say where the flags are listed.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
+	})
 	root.AddCommand(newDemoCmd(), newSoakCmd())
 	return root
 }

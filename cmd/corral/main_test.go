@@ -80,10 +80,12 @@ func TestDemoBadFlags(t *testing.T) {
 		{[]string{"demo", "--scenario", "expiry", "--duration", "-1s"}, "duration must be positive"},
 		{[]string{"demo", "--scenario", "expiry", "--think", "-1ms"}, "think time is negative"},
 		{[]string{"demo", "--scenario", "expiry", "--ttl", "1m"}, "TTL (1m0s) must be shorter than the duration (5s)"},
-		{[]string{"demo", "--scenario", "expiry", "--ttl", "0s"}, "--ttl must be at least 1ms"},
-		{[]string{"demo", "--stale-ttl", "-1s"}, "--stale-ttl must not be negative"},
-		{[]string{"demo", "--duration", "10s"}, "--duration applies only to --scenario expiry"},
-		{[]string{"demo", "--think", "5ms"}, "--think applies only to --scenario expiry"},
+		{[]string{"demo", "--scenario", "expiry", "--ttl", "0s"}, "demo: --ttl must be at least 1ms"},
+		{[]string{"demo", "--stale-ttl", "-1s"}, "demo: --stale-ttl must not be negative"},
+		{[]string{"demo", "--duration", "10s"}, "demo: --duration applies only to --scenario expiry"},
+		{[]string{"demo", "--think", "5ms"}, "demo: --think applies only to --scenario expiry"},
+		{[]string{"demo", "--bogus"}, "demo: unknown flag: --bogus (see 'corral demo --help')"},
+		{[]string{"soak", "--bogus"}, "soak: unknown flag: --bogus (see 'corral soak --help')"},
 	} {
 		_, _, err := corral(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
