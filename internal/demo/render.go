@@ -44,7 +44,7 @@ func Render(w io.Writer, r *Report) error {
 	if err != nil {
 		return fmt.Errorf("demo: render table: %w", err)
 	}
-	if _, err := fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n"); err != nil {
+	if _, err := fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n\n"+legend(r)); err != nil {
 		return err
 	}
 	if err := renderLoadsPerTTL(w, r); err != nil {
@@ -113,3 +113,18 @@ func renderLoadsPerTTL(w io.Writer, r *Report) error {
 
 // fmtMS formats ms with one decimal, as the report rounds them.
 func fmtMS(ms float64) string { return strconv.FormatFloat(ms, 'f', 1, 64) }
+
+// legend says, under the table, what each strategy of r is and what
+// "origin ms" measures.
+func legend(r *Report) string {
+	var b strings.Builder
+	for _, res := range r.Results {
+		for _, s := range strategies {
+			if s.Name() == res.Strategy {
+				fmt.Fprintf(&b, "  %-7s %s\n", s.Name(), s.Summary())
+			}
+		}
+	}
+	b.WriteString("  origin ms: the mean time of one origin query, the added latency included\n")
+	return b.String()
+}

@@ -35,7 +35,8 @@ func TestRender(t *testing.T) {
 	t.Log("\n" + out)
 
 	for _, want := range []string{"Redis:  redis://127.0.0.1:6379", "Origin: postgres", "+30ms per query",
-		"200 requests at once", "seed: 1 error; the first: demo: seed: gave up"} {
+		"200 requests at once", "seed: 1 error; the first: demo: seed: gave up",
+		"  seed    the usual recipe: GET; SET lock:key NX EX 10", "  origin ms: the mean time of one origin query"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
