@@ -120,6 +120,10 @@ func Must(c *Cache, err error) *Cache {
 // stale window, stale. It returns ErrMiss when there is no entry,
 // ErrNotFound when the entry caches a loader's ErrNotFound, and an error
 // wrapping ErrCachedFailure while a failure is cached (ErrorTTL).
+//
+// Other errors: ErrInvalidKey, ErrClosed, ctx.Err(), ErrPermission (an ACL
+// right missing), ErrCircuitOpen and ErrRedisTimeout (Redis failing), each
+// wrapped with context.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := c.check(key); err != nil {
 		return nil, err

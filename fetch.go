@@ -45,9 +45,11 @@ import (
 // value from load is a real value, cached like any other.
 //
 // Errors: ErrInvalidKey, ErrInvalidTTL, ErrNilLoader, ErrClosed, ErrNotFound,
-// ErrLoadTimeout, ErrRemoteLoad, *PanicError, ErrPermission (an ACL right
-// missing: the loader is not called), ctx.Err(), the loader's own errors,
-// and with DisableFailOpen wrapped Redis errors.
+// ErrLoadTimeout, ErrRemoteLoad, *PanicError, ErrCachedFailure (while a
+// failure is cached, with ErrorTTL), ErrPermission (an ACL right missing: the
+// loader is not called), ctx.Err(), the loader's own errors, and with
+// DisableFailOpen the Redis errors, wrapped: ErrRedisTimeout, ErrCircuitOpen,
+// ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
 func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
