@@ -101,6 +101,14 @@ func TestFetchScriptReplies(t *testing.T) {
 	if err != nil || r.Kind != wire.Stale || r.Refresh {
 		t.Fatalf("stale fetch while leased = %+v, %v; want STALE without refresh", r, err)
 	}
+	// With 1 ms or less of its hard TTL left (Redis keeps a key until its
+	// clock is past the expiry), a stale entry is no entry: the lease is
+	// tokE's, so WAIT, not STALE.
+	rdb.PExpire(ctx, n.Entry, time.Millisecond)
+	r, err = s.fetch(ctx, n, fetchArgs{token: "tokG", leaseTTL: lt, x: 0})
+	if err != nil || r.Kind != wire.Wait {
+		t.Fatalf("fetch at the hard expiry = %+v, %v; want WAIT (no entry), not STALE", r, err)
+	}
 }
 
 func TestFetchScriptNegativeAndEmpty(t *testing.T) {
