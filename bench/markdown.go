@@ -376,7 +376,7 @@ func why(system, measure string) string {
 	}
 	switch measure {
 	case "hit":
-		return "a hit is one plain GET. corral's hit is one EVALSHA of fetch.lua, which runs HMGET and TIME inside (see redis_commands_by_name), handed to corral's flight and pipeline goroutines: more work on the server and in the client (see allocs/op)."
+		return "a hit is one plain GET. corral's hit is one HMGET of the entry's fields, decided on the server's clock (estimated from a TIME read at most a second earlier): more fields on the wire, and corral's own bookkeeping in the client (see allocs/op)."
 	case "commands":
 		return "INFO commandstats also counts the commands corral's scripts run inside (see redis_commands_by_name in results.json)."
 	case "answered", "errors":
