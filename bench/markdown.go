@@ -374,6 +374,9 @@ func why(system, measure string) string {
 	if s, ok := whyText[system+"/"+measure]; ok {
 		return s
 	}
+	if system == "corral-near" {
+		return "it is corral with its near cache: reads of keys it holds are answered from process memory, without Redis, for up to NearCache.TTL (1 s), the copies kept coherent by Redis's client tracking."
+	}
 	switch measure {
 	case "hit":
 		return "a hit is one plain GET. corral's hit is one HMGET of the entry's fields, decided on the server's clock (estimated from a TIME read at most a second earlier): more fields on the wire, and corral's own bookkeeping in the client (see allocs/op)."
