@@ -204,12 +204,11 @@ func (p *pipeline) check(b *batch, now time.Time) error {
 	switch {
 	case now.Sub(b.sent) >= maxStalls*b.bound || now.After(b.deadline) && silent:
 		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond))
-	case now.After(b.deadline) && !heard && unheard != 0:
-		// A probe is out and nothing heard yet: its silence is the verdict,
-		// due RedisTimeout after it was sent (not a whole RedisTimeout more).
-		b.deadline = time.Unix(0, unheard).Add(p.timeout)
 	case now.After(b.deadline):
-		b.deadline = now.Add(p.timeout) // alive, only slow
+		// Alive, only slow; or a probe is yet to be answered. The patience
+		// is deliberate: a client or server starved of CPU (a busy machine)
+		// answers late, and a wrong verdict costs a load per process.
+		b.deadline = now.Add(p.timeout)
 	}
 	return nil
 }

@@ -35,9 +35,10 @@ type Options struct {
 	// treats it as failing (the stall bound): the call fails with
 	// ErrRedisTimeout, Fetch fails open, and the circuit breaker counts it.
 	// A call unanswered for 100 ms has its node probed (a new connection,
-	// then PING); the call fails once the node has also left that probe
-	// unanswered for RedisTimeout, so a silent Redis fails calls about
-	// RedisTimeout + 100 ms after they were sent.
+	// then PING); past its bound, the call fails once the node has also left
+	// that probe unanswered for RedisTimeout. So when Redis falls silent,
+	// the calls under way fail between RedisTimeout and 2 x RedisTimeout +
+	// 100 ms after they were sent, and the later ones after RedisTimeout.
 	// It starts when the call is sent: time a call spends queued in corral's
 	// pipeline (see the package doc) does not count, and a call that carries
 	// a value (a commit, the read of a large entry) is allowed one more
