@@ -62,9 +62,10 @@ func (c *Cache) checkRights(ctx context.Context) {
 	}
 	// EVAL, not EVALSHA: it runs once. (A missing EVALSHA right shows on
 	// the first call that needs it.)
-	r := c.store.pipe.do(&op{ctx: ctx, key: c.opts.Prefix + ":probe",
+	key := c.store.probeName
+	r := c.store.pipe.do(&op{ctx: ctx, key: key,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return rightsScript.Eval(ctx, p, []string{c.opts.Prefix + ":probe"})
+			return rightsScript.Eval(ctx, p, []string{key})
 		},
 	})
 	err = r.err

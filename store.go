@@ -61,18 +61,17 @@ type store struct {
 	noticeFailed func(error)
 	refusedWrite func(why string)
 
-	probeMu      sync.Mutex                 // one probe at a time
-	mode         atomic.Pointer[pubsubMode] // nil until detected
-	probeChannel string                     // Prefix's probe channel
+	probeMu   sync.Mutex                 // one probe at a time
+	mode      atomic.Pointer[pubsubMode] // nil until detected
+	probeName string                     // Prefix's probe: the pub/sub probe's channel, the rights check's key
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
 	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
-		probeChannel: o.Prefix + ":probe"}
+		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
-	s.leaseTTL = o.LeaseTTL
 	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
 		if s.reload != nil {
 			// A node may have failed over. go-redis learns new slot owners
@@ -482,7 +481,7 @@ func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
 // probe publishes an empty message with command (SPUBLISH or PUBLISH) on
 // Prefix's probe channel, which nobody subscribes to.
 func (s *store) probe(ctx context.Context, command string) error {
-	channel := s.probeChannel
+	channel := s.probeName
 	r := s.pipe.do(&op{ctx: ctx, key: channel,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			if command == "SPUBLISH" {
