@@ -36,7 +36,7 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 		IsSuccessful: func(err error) bool { return !redisFailed(err) },
 		IsExcluded: func(err error) bool {
 			var gone callerGone
-			return errors.As(err, &gone)
+			return errors.As(err, &gone) || dialTimedOut(err) // sent again (pipeline.go)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			switch to {

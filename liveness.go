@@ -14,18 +14,21 @@ import (
 
 // Slow is not down. A batch in flight is watched by the pipeline's monitor.
 // A batch unanswered after a short while (probeAfter), when its node has
-// said nothing in the current window, has the node probed: a new connection
-// with the client's own dialer (so a refused connection is known at once,
-// not after the client's own dial retries), then a PING. A refused
-// connection fails the batch at once: Redis is unreachable. At the bound
-// (RedisTimeout, plus the time the batch's payload needs on the wire), a
-// node that answered anything in the last RedisTimeout is alive (a big
-// transfer, a busy server, a client starved of CPU), and the batch waits
-// another RedisTimeout, up to maxStalls bounds in all. Only a node whose
-// probe has gone unanswered for a whole RedisTimeout, with nothing else
-// heard from it meanwhile, is silent: that fails the batch. A failed batch's ops are
-// answered at once; the sender still waiting on the client for it retires,
-// and another may start in its place.
+// said nothing in the current window, has the node probed (probe.go): a
+// PING on a connection of the monitor's own, whose answer the monitor reads
+// straight off the socket, so that a client starved of CPU is not taken for
+// a silent Redis. A connection the node refuses fails the batch at once:
+// Redis is unreachable. At the bound (RedisTimeout, plus the time the
+// batch's payload needs on the wire), a node that answered anything in the
+// last RedisTimeout is alive (a big transfer, a busy server, a client
+// starved of CPU), and the batch waits another RedisTimeout, up to
+// maxStalls bounds in all. Only a node whose probe has gone unanswered for
+// a whole RedisTimeout, with nothing else heard from it meanwhile, is
+// silent: that fails the batch. A failed batch's ops are answered at once;
+// the sender still waiting on the client for it retires, and another may
+// start in its place. A batch the client could not send because its new
+// connection did not open in time is sent again (pipeline.go): that too is
+// what a client starved of CPU sees.
 
 const (
 	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds
@@ -59,9 +62,12 @@ type liveness struct {
 	breaker *breaker                  // nil when disabled
 	heard   atomic.Int64              // when the node last answered anything (Unix ns)
 	refused atomic.Pointer[refusal]   // the latest connection the node refused
-	probing atomic.Bool               // a probe is under way
 	unheard atomic.Int64              // when the first probe still unanswered was sent (Unix ns); 0 for none
 	clock   atomic.Pointer[clockSync] // the node's clock as the latest batch read it (inline.go)
+
+	prober              // the node's probe connection (probe.go)
+	plain   atomic.Bool // the node is probed through the client (probe.go)
+	probing atomic.Bool // a probe through the client is under way
 }
 
 // refusal is a connection a node refused.
@@ -96,6 +102,9 @@ type batch struct {
 // fails it at once with ErrCircuitOpen) and under the monitor's watch.
 func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 	live := p.liveness(g.node.addr)
+	if c, ok := g.node.client.(*redis.Client); ok && !live.plain.Load() && !live.prober.started.Load() {
+		p.dialProbe(g.node, live, c, false) // before it is needed
+	}
 	done, err := live.breaker.allow()
 	if err != nil {
 		p.failed(err)
@@ -213,6 +222,13 @@ func (p *pipeline) check(b *batch, now time.Time) error {
 	return nil
 }
 
+// silent reports whether l's probe has gone unanswered for timeout, with
+// nothing heard from the node since it went out.
+func (l *liveness) silent(timeout time.Duration) bool {
+	u := l.unheard.Load()
+	return u != 0 && time.Since(time.Unix(0, u)) >= timeout && l.heard.Load() < u
+}
+
 // giveUp fails b's ops with err, unless the client answered first, and
 // counts out the sender still waiting on the client.
 func (p *pipeline) giveUp(b *batch, err error) {
@@ -248,39 +264,6 @@ func (p *pipeline) breakerOpen() bool {
 		return !open
 	})
 	return open
-}
-
-// probe checks node, unless a probe is under way, bounded by RedisTimeout:
-// a connection opened with the client's own dialer (a node with a plain
-// client only), whose refusal is recorded, then a PING, whose answer marks
-// the node as heard from. unheard keeps when the first probe still without
-// an answer went out.
-func (p *pipeline) probe(node nodeRef, l *liveness) {
-	if !l.probing.CompareAndSwap(false, true) {
-		return
-	}
-	l.unheard.CompareAndSwap(0, time.Now().UnixNano())
-	go func() {
-		defer l.probing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-		defer cancel()
-		if c, ok := node.client.(*redis.Client); ok {
-			o := c.Options()
-			conn, err := o.Dialer(ctx, o.Network, o.Addr)
-			if err != nil {
-				if !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					l.refused.Store(&refusal{err: err, at: time.Now()})
-					p.note(err)
-				}
-				return
-			}
-			conn.Close()
-		}
-		if err := node.client.Ping(ctx).Err(); err == nil {
-			l.heard.Store(time.Now().UnixNano())
-			l.unheard.Store(0)
-		}
-	}()
 }
 
 // noteLate records the client's late answer to a batch given up on.

@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ const (
 	maxBatchLen = 1 << 20 // bytes of payload in one batch; a larger op goes alone
 
 	senderLinger = time.Millisecond
+	resendPause  = 10 * time.Millisecond // before an op that could not connect goes again
 )
 
 // op is one command in the pipeline.
@@ -40,13 +42,14 @@ type op struct {
 	// rebuild sends a script with its source, after the server answered
 	// NOSCRIPT (nil for plain commands).
 	rebuild  func(ctx context.Context, p redis.Pipeliner) redis.Cmder
-	key      string    // a key the command touches: on a Cluster, where it is sent
-	size     int       // bytes the command or its reply carries, when known
-	clock    bool      // the op needs the server's clock: its batch reads TIME first
-	read     []any     // a read-only command's arguments, which may be sent alone (inline.go)
-	readBy   time.Time // when an inline read of it ends at the latest: its caller's deadline (zero for none)
-	noscript bool      // the server lacked the script: send its source
-	retryBy  time.Time
+	key      string         // a key the command touches: on a Cluster, where it is sent
+	size     int            // bytes the command or its reply carries, when known
+	clock    bool           // the op needs the server's clock: its batch reads TIME first
+	read     []any          // a read-only command's arguments, which may be sent alone (inline.go)
+	readBy   time.Time      // when an inline read of it ends at the latest: its caller's deadline (zero for none)
+	noscript bool           // the server lacked the script: send its source
+	retryBy  time.Time      // a "not now" reply's retries end (retryLater)
+	resendBy time.Time      // a send that could not connect is tried again until (sendAgain)
 	finish   func(opResult) // called once, by the pipeline
 }
 
@@ -307,6 +310,21 @@ func (p *pipeline) exchange(g group, sender bool) bool {
 	if !b.settle(err) {
 		return false // the watch answered the ops already
 	}
+	if err != nil && dialTimedOut(err) {
+		// Nothing was sent: the client did not see its new connection open
+		// in time. A client starved of CPU sees it late, so this is no
+		// verdict on Redis: the ops go again, and the monitor judges the
+		// node on their next batch (a node that drops connections is found
+		// silent by its probe).
+		p.note(err)
+		silent := b.live.silent(p.timeout)
+		for _, o := range g.ops {
+			if silent || !p.sendAgain(o) {
+				o.finish(opResult{err: err})
+			}
+		}
+		return true
+	}
 	if err != nil {
 		p.note(err)
 		if redisFailed(err) {
@@ -373,6 +391,32 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 	return cmds, now, nil
 }
 
+// sendAgain queues o again after a short pause, unless its caller left or
+// maxStalls RedisTimeouts have passed since it was first sent again. It
+// reports whether it did.
+func (p *pipeline) sendAgain(o *op) bool {
+	now := time.Now()
+	if o.resendBy.IsZero() {
+		o.resendBy = now.Add(maxStalls * p.timeout)
+	}
+	if now.After(o.resendBy) || o.ctx.Err() != nil {
+		return false
+	}
+	time.AfterFunc(resendPause, func() {
+		if !p.enqueue(o) {
+			o.finish(opResult{err: ErrClosed})
+		}
+	})
+	return true
+}
+
+// dialTimedOut reports whether err is the client's failure to open a
+// connection in time (not a refusal: that is an answer).
+func dialTimedOut(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && op.Timeout()
+}
+
 // retryLater queues o again after a short pause, if its RedisTimeout since
 // the first "not now" reply has not run out. It reports whether it did.
 func (p *pipeline) retryLater(o *op) bool {
@@ -407,6 +451,10 @@ func (p *pipeline) close() {
 	p.mu.Unlock()
 	close(p.stop)
 	p.cancel()
+	p.nodes.Range(func(_, l any) bool {
+		l.(*liveness).prober.close()
+		return true
+	})
 	for _, o := range queued {
 		o.finish(opResult{err: ErrClosed})
 	}

@@ -1,0 +1,179 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A node's probe. The monitor asks a node it has not heard from whether it
+// is there (liveness.go), on a connection of its own to that node, dialled
+// with the client's own dialer when the node gets its first batch, and kept.
+// A probe writes a PING (inline, so any Redis answers it, one that wants
+// AUTH with an error) and the monitor's later ticks look into the socket
+// without waiting: any bytes there are an answer. So the verdict does not
+// depend on when a goroutine of this process gets the CPU. A client starved
+// of CPU (a busy machine, a burst of goroutines) reads its replies late; the
+// kernel has them all the same, and a node that answered is not taken for a
+// silent one. A connection that fails or ends is dialled again at the next
+// probe; a dial the node refuses is the unreachable verdict.
+//
+// Clients whose node is not a *redis.Client, or whose connections are not
+// plain sockets (TLS), are probed with a PING through the client instead.
+
+// ping is the probe: an inline command, which needs no RESP framing.
+var ping = []byte("PING\r\n")
+
+// prober is a node's probe connection.
+type prober struct {
+	mu      sync.Mutex
+	conn    net.Conn // nil before it is dialled, and after it failed
+	dialing bool
+	pinged  bool // a PING is out, unanswered
+	closed  bool
+
+	started atomic.Bool // a dial was started once
+}
+
+// dial opens the probe connection of node in the background, unless it is
+// open or being opened. A refusal is recorded on l. mark says the dial is
+// itself a probe, whose silence counts from now.
+func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bool) {
+	pr := &l.prober
+	pr.mu.Lock()
+	if pr.conn != nil || pr.dialing || pr.closed {
+		pr.mu.Unlock()
+		return
+	}
+	pr.dialing = true
+	pr.started.Store(true)
+	pr.mu.Unlock()
+	if mark {
+		l.unheard.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(p.ctx, maxStalls*p.timeout)
+		defer cancel()
+		o := c.Options()
+		conn, err := o.Dialer(ctx, o.Network, o.Addr)
+		if err == nil {
+			if _, raw := conn.(syscall.Conn); !raw {
+				conn.Close()
+				conn, err = nil, errNotProbeable
+			}
+		}
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		pr.dialing = false
+		switch {
+		case err != nil:
+			if !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, errNotProbeable) {
+				l.refused.Store(&refusal{err: err, at: time.Now()})
+				p.note(err)
+			}
+			if errors.Is(err, errNotProbeable) {
+				l.plain.Store(true)
+			}
+		case pr.closed:
+			conn.Close()
+		default:
+			pr.conn = conn
+		}
+	}()
+}
+
+// errNotProbeable says the client's connections are not plain sockets.
+var errNotProbeable = errors.New("corral: probe connection is not a socket")
+
+// probe asks node whether it is there (see the top of this file), at most
+// once per call: a PING is written, or the answer to the one out is looked
+// for, or the connection is dialled again.
+func (p *pipeline) probe(node nodeRef, l *liveness) {
+	c, ok := node.client.(*redis.Client)
+	if !ok || l.plain.Load() {
+		p.pingProbe(node, l)
+		return
+	}
+	pr := &l.prober
+	pr.mu.Lock()
+	conn, pinged := pr.conn, pr.pinged
+	if conn == nil {
+		pr.mu.Unlock()
+		p.dialProbe(node, l, c, true)
+		return
+	}
+	var err error
+	if !pinged {
+		now := time.Now()
+		conn.SetWriteDeadline(now.Add(p.timeout))
+		if _, err = conn.Write(ping); err == nil {
+			pr.pinged = true
+			l.unheard.CompareAndSwap(0, now.UnixNano())
+		}
+	} else {
+		var buf [512]byte
+		var n int
+		if n, err = readNow(conn, buf[:]); n > 0 {
+			// Answered: whatever else is in the socket is the same answer.
+			for n == len(buf) && err == nil {
+				n, err = readNow(conn, buf[:])
+			}
+			pr.pinged = false
+			l.heard.Store(time.Now().UnixNano())
+			l.unheard.Store(0)
+		}
+	}
+	if err != nil {
+		// The connection failed or ended: dialled again at the next probe.
+		conn.Close()
+		pr.conn, pr.pinged = nil, false
+	}
+	pr.mu.Unlock()
+}
+
+// pingProbe probes node with a PING through its client, unless such a
+// probe is under way, bounded by RedisTimeout.
+func (p *pipeline) pingProbe(node nodeRef, l *liveness) {
+	if !l.probing.CompareAndSwap(false, true) {
+		return
+	}
+	l.unheard.CompareAndSwap(0, time.Now().UnixNano())
+	go func() {
+		defer l.probing.Store(false)
+		ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+		defer cancel()
+		if err := node.client.Ping(ctx).Err(); err == nil {
+			l.heard.Store(time.Now().UnixNano())
+			l.unheard.Store(0)
+		}
+	}()
+}
+
+// close closes the probe connection, and any dialled later.
+func (pr *prober) close() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.closed = true
+	if pr.conn != nil {
+		pr.conn.Close()
+		pr.conn = nil
+	}
+}
+
+// readSoon reads what conn has received, waiting at most a millisecond:
+// readNow where the socket cannot be read directly.
+func readSoon(conn net.Conn, buf []byte) (int, error) {
+	conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	n, err := conn.Read(buf)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		err = nil
+	}
+	return n, err
+}

@@ -1,0 +1,140 @@
+package corral_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A client starved of CPU is a slow client, not a silent Redis: Redis
+// answers at once, but the goroutines of the process that would read the
+// answers wait their turn for longer than RedisTimeout. Here every command
+// of each process's client learns its reply 500 ms late (RedisTimeout is
+// 200 ms), as a goroutine that gets the CPU late would. Every key is still
+// loaded once, across 8 processes, and nobody fails open: the probe that
+// tells slow from silent reads its answer off the socket (probe.go).
+func TestLoad_ClientReadsLate(t *testing.T) {
+	const procs, keysN, perKey, lag = 8, 10, 2, 300 * time.Millisecond
+	srv := redistest.Start(t)
+	late := &lateReplies{}
+	caches := make([]*corral.Cache, procs)
+	for i := range caches {
+		rdb := srv.Client(func(o *redis.Options) { o.ReadTimeout = 10 * time.Second })
+		rdb.AddHook(late)
+		caches[i] = newCache(t, rdb, &corral.Options{RedisTimeout: 100 * time.Millisecond})
+	}
+	stampede(t, caches, keysN, perKey, func() { late.lag.Store(int64(lag)) })
+}
+
+// The same with real starvation: goroutines that spin (each holds a CPU
+// until the runtime preempts it) outnumber the CPUs 16 times over, so that
+// the client's goroutines, its senders, the monitor and the probes alike,
+// wait for the CPU for hundreds of milliseconds at a time.
+func TestLoad_StarvedClient(t *testing.T) {
+	const procs, keysN, perKey = 8, 10, 2
+	srv := redistest.Start(t)
+	caches := processes(t, srv, procs, func() *corral.Options {
+		return &corral.Options{RedisTimeout: 200 * time.Millisecond}
+	})
+	var stop atomic.Bool
+	var spin sync.WaitGroup
+	t.Cleanup(func() { stop.Store(true); spin.Wait() })
+	stampede(t, caches, keysN, perKey, func() {
+		for range 16 * runtime.GOMAXPROCS(0) {
+			spin.Add(1)
+			go func() {
+				defer spin.Done()
+				for !stop.Load() {
+				}
+			}()
+		}
+	})
+	stop.Store(true)
+}
+
+// stampede warms caches up (connections open, scripts loaded), calls
+// starve, then has perKey goroutines of each Cache fetch each of keysN cold
+// keys at once. It fails t unless every key was loaded exactly once, every
+// caller got its value, and no Cache failed open.
+func stampede(t *testing.T, caches []*corral.Cache, keysN, perKey int, starve func()) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range caches {
+		if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	starve()
+	keys := make([]string, keysN)
+	for i := range keys {
+		keys[i] = "starved:" + strconv.Itoa(i)
+	}
+	var loads loadCounter
+	var wrong atomic.Int32
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for _, c := range caches {
+		for _, k := range keys {
+			for range perKey {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+					defer cancel()
+					v, err := c.Fetch(cctx, k, time.Minute, func(context.Context) ([]byte, error) {
+						loads.add(k)
+						return []byte("v:" + k), nil
+					})
+					if err != nil || string(v) != "v:"+k {
+						if wrong.Add(1) <= 3 {
+							t.Errorf("Fetch(%s) = %q, %v", k, v, err)
+						}
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	if bad := loads.notOnce(keys); len(bad) > 0 {
+		t.Fatalf("%d keys not loaded exactly once (key: loads), e.g. %v", len(bad), sample(bad))
+	}
+	noFailOpen(t, caches)
+	t.Logf("took %v", time.Since(t0))
+}
+
+// lateReplies hands each command its reply lag late, as a client whose
+// goroutines wait for the CPU would read it.
+type lateReplies struct{ lag atomic.Int64 }
+
+func (l *lateReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *lateReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		l.wait()
+		return err
+	}
+}
+
+func (l *lateReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		l.wait()
+		return err
+	}
+}
+
+// wait is the time the reply sits unread.
+func (l *lateReplies) wait() {
+	if d := time.Duration(l.lag.Load()); d > 0 {
+		<-time.After(d)
+	}
+}
