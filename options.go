@@ -33,25 +33,27 @@ type Options struct {
 
 	// RedisTimeout is how long Redis may stay silent on a call before corral
 	// treats it as failing (the stall bound): the call fails with
-	// ErrRedisTimeout, Fetch fails open, and the circuit breaker counts it.
-	// A call unanswered for 100 ms has its node probed (a new connection,
-	// then PING); past its bound, the call fails once the node has also left
-	// that probe unanswered for RedisTimeout. So when Redis falls silent,
-	// the calls under way fail between RedisTimeout and 2 x RedisTimeout +
-	// 100 ms after they were sent, and the later ones after RedisTimeout.
-	// It starts when the call is sent: time a call spends queued in corral's
-	// pipeline (see the package doc) does not count, and a call that carries
-	// a value (a commit, the read of a large entry) is allowed one more
-	// second per 8 MiB for the transfer. A Redis that refuses or resets the
-	// connection fails the call at once. "Not now" replies (LOADING, BUSY,
-	// TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried again for up to
-	// RedisTimeout. A node that answered anything (a PING probe included)
-	// during the last RedisTimeout is alive, only slow: its calls wait on,
-	// up to 10 RedisTimeouts in all, before they fail. So a pause of a live
-	// Redis shorter than RedisTimeout costs waiting, never an extra load.
-	// Every call is bounded so whatever
-	// the client's own timeouts; keep the client's ReadTimeout and
-	// WriteTimeout long enough for the largest value's transfer. Default 2s.
+	// ErrRedisTimeout, Fetch fails open, and the circuit breaker counts it. A
+	// call unanswered for 100 ms has its node probed (a PING on a connection
+	// corral keeps for that, whose answer is read straight off the socket, so a
+	// client starved of CPU is not taken for a silent Redis); past its bound,
+	// the call fails once the node has also left that probe unanswered for
+	// RedisTimeout. So when Redis falls silent, the calls under way fail between
+	// RedisTimeout and 2 x RedisTimeout + 100 ms after they were sent, and the
+	// later ones after RedisTimeout. It starts when the call is sent: time a
+	// call spends queued in corral's pipeline (see the package doc) does not
+	// count, and a call that carries a value (a commit, the read of a large
+	// entry) is allowed one more second per 8 MiB for the transfer. A Redis that
+	// refuses or resets the connection fails the call at once; a new connection
+	// that does not open within the client's DialTimeout is tried again. "Not
+	// now" replies (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried
+	// again for up to RedisTimeout. A node that answered anything (a PING probe
+	// included) during the last RedisTimeout is alive, only slow: its calls wait
+	// on, up to 10 RedisTimeouts in all, before they fail. So a pause of a live
+	// Redis shorter than RedisTimeout costs waiting, never an extra load. Every
+	// call is bounded so whatever the client's own timeouts; keep the client's
+	// ReadTimeout and WriteTimeout long enough for the largest value's transfer.
+	// Default 2s.
 	RedisTimeout time.Duration
 
 	// MaxValueBytes is the largest value, in bytes, that corral stores
