@@ -4,40 +4,60 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/redis/go-redis/v9"
 )
 
-// Fetch a value through the cache: the loader runs once per key across every
-// process sharing the Redis, however many callers ask at the same time.
+// The README's Quick start: this function's body is the body of the
+// README's main (with redisAddr for "localhost:6379"), and
+// TestReadmeQuickStart keeps the two the same.
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr}) // e.g. "localhost:6379"
+	// ContextTimeoutEnabled lets corral read hits in the calling goroutine;
+	// any go-redis client works, a Cluster or Sentinel one too.
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	cache, err := corral.New(rdb, nil) // nil: all defaults
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer cache.Close()
 
+	// Bytes in, bytes out: the loader runs once per key across every process
+	// sharing the Redis, however many callers ask at the same time.
 	loads := 0
-	loadGreeting := func(ctx context.Context) ([]byte, error) {
+	loadUser := func(ctx context.Context) ([]byte, error) {
 		loads++ // your slow query goes here
-		return []byte("hello from the origin"), nil
+		return []byte(`{"id":42,"name":"Ada"}`), nil
 	}
 	for range 3 {
-		v, err := cache.Fetch(ctx, "example:greeting", time.Minute, loadGreeting)
+		v, err := cache.Fetch(ctx, "quickstart:user:42", 10*time.Minute, loadUser)
 		fmt.Println(string(v), err)
 	}
 	fmt.Println("loads:", loads)
+
+	// Typed, through Options.Codec (JSON by default). A loader returns
+	// corral.ErrNotFound for "no such record": that is cached too.
+	p, err := corral.Fetch(ctx, cache, "quickstart:product:7", 10*time.Minute,
+		func(ctx context.Context) (Product, error) {
+			return Product{ID: 7, Name: "Lamp", Price: 19.5}, nil
+		})
+	fmt.Printf("%+v %v\n", p, err)
+
+	// After a write to the origin: invalidate, and stop any running load
+	// from storing old data.
+	fmt.Println(cache.Delete(ctx, "quickstart:user:42"), cache.Delete(ctx, "quickstart:product:7"))
 	// Output:
-	// hello from the origin <nil>
-	// hello from the origin <nil>
-	// hello from the origin <nil>
+	// {"id":42,"name":"Ada"} <nil>
+	// {"id":42,"name":"Ada"} <nil>
+	// {"id":42,"name":"Ada"} <nil>
 	// loads: 1
+	// {ID:7 Name:Lamp Price:19.5} <nil>
+	// <nil> <nil>
 }
 
 type Product struct {
