@@ -31,7 +31,7 @@ import (
 // what a client starved of CPU sees.
 
 const (
-	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds
+	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds (not counting starved time: cpuwait.go)
 	probeAfter = 100 * time.Millisecond
 )
 
@@ -50,6 +50,8 @@ type health struct {
 
 	lastMu sync.Mutex // guards last
 	last   lastError
+
+	cpu cpuMeter // the monitor's (cpuwait.go)
 }
 
 func (h *health) init() {
@@ -91,7 +93,9 @@ type batch struct {
 	done    func(error) // reports the outcome to the node's breaker
 	sent    time.Time
 	bound   time.Duration
-	sender  bool // sent by a sender itself, which is stuck while it waits
+	seen    time.Time     // when the monitor last looked at it (sent, at first)
+	counted time.Duration // time in flight that counts toward the cap: not starved (cpuwait.go)
+	sender  bool          // sent by a sender itself, which is stuck while it waits
 	settled atomic.Bool
 
 	// guarded by health.flyMu:
@@ -116,6 +120,7 @@ func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 	}
 	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(), sender: sender,
 		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
+	b.seen = b.sent
 	p.flyMu.Lock()
 	b.deadline = b.sent.Add(b.bound)
 	p.inflight[b] = struct{}{}
@@ -173,6 +178,7 @@ func (p *pipeline) monitor() {
 // watch checks every batch in flight once, and reports whether any is left.
 func (p *pipeline) watch() bool {
 	now := time.Now()
+	starved := p.cpu.starved()
 	var failed []*batch
 	var errs []error
 	p.flyMu.Lock()
@@ -181,7 +187,7 @@ func (p *pipeline) watch() bool {
 			delete(p.inflight, b)
 			continue
 		}
-		if err := p.check(b, now); err != nil {
+		if err := p.check(b, now, starved); err != nil {
 			delete(p.inflight, b)
 			failed, errs = append(failed, b), append(errs, err)
 		}
@@ -195,8 +201,14 @@ func (p *pipeline) watch() bool {
 }
 
 // check applies the liveness rules to b at now; a non-nil error fails it.
-// Called with flyMu held.
-func (p *pipeline) check(b *batch, now time.Time) error {
+// starved says this process's goroutines waited long for the CPU since the
+// last check: that time does not count toward the cap. Called with flyMu
+// held.
+func (p *pipeline) check(b *batch, now time.Time, starved bool) error {
+	if !starved {
+		b.counted += now.Sub(b.seen)
+	}
+	b.seen = now
 	if r := b.live.refused.Load(); r != nil && r.at.After(b.sent) {
 		return unreachableError{r.err}
 	}
@@ -211,7 +223,7 @@ func (p *pipeline) check(b *batch, now time.Time) error {
 	unheard := b.live.unheard.Load()
 	silent := !heard && unheard != 0 && now.Sub(time.Unix(0, unheard)) >= p.timeout
 	switch {
-	case now.Sub(b.sent) >= maxStalls*b.bound || now.After(b.deadline) && silent:
+	case b.counted >= maxStalls*b.bound || now.Sub(b.sent) >= 3*maxStalls*b.bound || now.After(b.deadline) && silent:
 		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond))
 	case now.After(b.deadline):
 		// Alive, only slow; or a probe is yet to be answered. The patience

@@ -49,11 +49,12 @@ type Options struct {
 	// now" replies (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried
 	// again for up to RedisTimeout. A node that answered anything (a PING probe
 	// included) during the last RedisTimeout is alive, only slow: its calls wait
-	// on, up to 10 RedisTimeouts in all, before they fail. So a pause of a live
-	// Redis shorter than RedisTimeout costs waiting, never an extra load. Every
-	// call is bounded so whatever the client's own timeouts; keep the client's
-	// ReadTimeout and WriteTimeout long enough for the largest value's transfer.
-	// Default 2s.
+	// on, up to 10 RedisTimeouts in all (time in which this process's goroutines
+	// waited long for a CPU does not count, up to 30 in all), before they fail.
+	// So a pause of a live Redis shorter than RedisTimeout costs waiting, never
+	// an extra load. Every call is bounded so whatever the client's own
+	// timeouts; keep the client's ReadTimeout and WriteTimeout long enough for
+	// the largest value's transfer. Default 2s.
 	RedisTimeout time.Duration
 
 	// MaxValueBytes is the largest value, in bytes, that corral stores

@@ -17,12 +17,12 @@ import (
 // A client starved of CPU is a slow client, not a silent Redis: Redis
 // answers at once, but the goroutines of the process that would read the
 // answers wait their turn for longer than RedisTimeout. Here every command
-// of each process's client learns its reply 500 ms late (RedisTimeout is
-// 200 ms), as a goroutine that gets the CPU late would. Every key is still
+// of each process's client learns its reply 250 ms late (RedisTimeout is
+// 100 ms), as a goroutine that gets the CPU late would. Every key is still
 // loaded once, across 8 processes, and nobody fails open: the probe that
 // tells slow from silent reads its answer off the socket (probe.go).
 func TestLoad_ClientReadsLate(t *testing.T) {
-	const procs, keysN, perKey, lag = 8, 10, 2, 300 * time.Millisecond
+	const procs, keysN, perKey, lag = 8, 10, 2, 250 * time.Millisecond
 	srv := redistest.Start(t)
 	late := &lateReplies{}
 	caches := make([]*corral.Cache, procs)
