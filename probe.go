@@ -35,7 +35,8 @@ type prober struct {
 	mu      sync.Mutex
 	conn    net.Conn // nil before it is dialled, and after it failed
 	dialing bool
-	pinged  bool // a PING is out, unanswered
+	pinged  bool      // a PING is out, unanswered
+	sentAt  time.Time // when it was written
 	closed  bool
 
 	started atomic.Bool // a dial was started once
@@ -113,7 +114,7 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 		now := time.Now()
 		conn.SetWriteDeadline(now.Add(p.timeout))
 		if _, err = conn.Write(ping); err == nil {
-			pr.pinged = true
+			pr.pinged, pr.sentAt = true, now
 			l.unheard.CompareAndSwap(0, now.UnixNano())
 		}
 	} else {
@@ -124,8 +125,16 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 			for n == len(buf) && err == nil {
 				n, err = readNow(conn, buf[:])
 			}
+			// The node was there when the PING went out: that much is sure
+			// however late the answer is read (and it may be the answer to
+			// a PING of long ago, whose batch was answered first).
 			pr.pinged = false
-			l.heard.Store(time.Now().UnixNano())
+			for sent := pr.sentAt.UnixNano(); ; {
+				h := l.heard.Load()
+				if h >= sent || l.heard.CompareAndSwap(h, sent) {
+					break
+				}
+			}
 			l.unheard.Store(0)
 		}
 	}
