@@ -1,13 +1,10 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
-	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"time"
+
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // A lease is this process's right, held in Redis as P:l:{T}:K = token with a
@@ -202,62 +199,6 @@ func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 	}
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
-
-// runLoader runs load under context.WithoutCancel(parent), bounded by
-// LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
-// still running at the deadline is abandoned: its late result is dropped.
-func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, took time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
-	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
-
-	type result struct {
-		val []byte
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	c.stats.loads.Add(1)
-	go func() {
-		returned := false
-		defer func() {
-			if p := recover(); p != nil {
-				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
-			} else if !returned {
-				done <- result{err: errLoaderExited}
-			}
-		}()
-		v, err := load(ctx)
-		returned = true
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		val, err = r.val, r.err
-	case <-ctx.Done():
-		if c.ctx.Err() != nil {
-			err = ErrClosed
-		} else {
-			err = errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
-		}
-	}
-	took = time.Since(start)
-	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
-		c.stats.loadErrors.Add(1)
-	}
-	return val, took, err
-}
-
-// isNotFound reports whether a loader said "no such record": it returned
-// ErrNotFound or wrapped it. A panic carrying ErrNotFound is a failure.
-func isNotFound(err error) bool {
-	var pe *PanicError
-	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
-}
-
-// errLoaderExited is the error of a loader that called runtime.Goexit (for
-// example through t.FailNow) instead of returning.
-var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")
 
 // refreshInBackground reloads a key whose entry is still served (stale, or
 // fresh and picked by XFetch) under lease l, after the flight has answered
