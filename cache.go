@@ -1,8 +1,6 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,13 +23,13 @@ import (
 type Cache struct {
 	opts    Options
 	store   *store
-	notify  *notifier
+	notify  *notify.Notifier
 	stats   counters
 	near    *nearCache                      // nil when off (near.go)
 	newer   *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
 	tracker *tracker                        // keeps near coherent (tracking.go)
 
-	rdb        redis.UniversalClient // for checkEvictionPolicy only: every other command goes through store
+	rdb        redis.UniversalClient // for checkEvictionPolicy and nodeFailed: every other command goes through store
 	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
 
@@ -86,18 +86,16 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		flights:      make(map[string]*flight),
 		peeks:        make(map[string]*peekCall),
 	}
-	c.store = newStore(rdb, o, &c.stats)
+	c.store = newStore(rdb, o, &c.stats, storeHooks{
+		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
+	})
+	c.notify = notify.New(notify.Config{
+		Client: rdb, Mode: c.pubsubMark, NodeFailed: c.nodeFailed,
+		Stats: &c.stats, Timeout: o.RedisTimeout, Logger: o.Logger,
+	})
 	// Even at CodecVersion 0: a release without a version is the oldest of
 	// all, and meets the entries of any release that set one.
 	c.newer = newNewerCopies()
-	c.store.noticeFailed, c.store.refusedWrite = c.noticeFailed, c.refusedWrite
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		c.store.reload = func() {
-			cc.ReloadState(context.Background())
-			c.notify.revalidateSoon()
-		}
-	}
-	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
 	if o.NearCache.Size > 0 {
 		if c.near, err = newNearCache(o.NearCache); err != nil {
 			return nil, fmt.Errorf("%w: NearCache: %v", ErrInvalidOptions, err)
@@ -105,6 +103,29 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	}
 	return c, nil
+}
+
+// nodeFailed is the Cache's reaction to a Redis node that may have failed:
+// a call to it failed (the pipeline), or a pub/sub connection to it failed
+// its check (the notifier). Off a Cluster there is nothing to do. On a
+// Cluster a master may have died and a replica taken its slots: go-redis
+// learns new slot owners from MOVED replies, which a dead node never sends,
+// so the slot map is reloaded (go-redis does it at most every 200ms), and
+// the notifier moves the channels whose slot moved.
+func (c *Cache) nodeFailed() {
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	cc.ReloadState(context.Background())
+	c.notify.RevalidateSoon()
+}
+
+// pubsubMark returns how this process announces its notices (the mark of
+// its pubsubMode), for the notifier.
+func (c *Cache) pubsubMark(ctx context.Context) (byte, error) {
+	m, err := c.store.pubsub(ctx)
+	return m.mark, err
 }
 
 // Must returns c, or panics with err. It is for set-up code:
@@ -355,7 +376,7 @@ func (c *Cache) Close() error {
 	defer stop.Stop()
 	waitUntil(&c.wg, deadline)
 	c.cancelDrain()
-	c.notify.close(deadline)
+	c.notify.Close(deadline)
 	c.store.close()
 	if c.near != nil {
 		c.tracker.close(deadline)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -21,10 +22,10 @@ import (
 // send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	token := c.leaseToken()
-	var sub *subscription
+	var sub *notify.Subscription
 	defer func() {
 		if sub != nil {
-			sub.close()
+			sub.Close()
 		}
 	}()
 	// Callers leaving do not abandon a fetch (it may take the lease, which
@@ -90,7 +91,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 				then = func() { c.refreshInBackground(f, l) }
 			}
 			if r.Refused {
-				c.store.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
+				c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
 			}
 			switch {
 			case out == outStale && r.Flags.RefreshFailed:
@@ -109,7 +110,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 		case wire.Refused:
 			// No entry, and Redis refuses writes, so nobody can hold the
 			// lease: load here (one load per key in this process).
-			c.store.refusedWrite(r.RefusedBy)
+			c.refusedWrite(r.RefusedBy)
 			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		case wire.Load:
 			l := &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip}
@@ -127,7 +128,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
 			c.stats.waits.Add(1)
-			sub = c.notify.subscribe(f.ctx, f.names.Notice)
+			sub = c.notify.Subscribe(f.ctx, f.names.Notice)
 			continue
 		}
 		if a, done := c.awaitNotice(f, sub, r.PTTL, holder, &polls); done {
@@ -144,9 +145,9 @@ const waiterRecheck = 250 * time.Millisecond
 // should fetch again. A waiter that cannot hear the holder (no channel
 // rights on either side, the other kind of pub/sub, a subscription not
 // confirmed yet) re-checks on its own instead, polls counting how often.
-func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration, holder byte, polls *int) (a answer, done bool) {
+func (c *Cache) awaitNotice(f *flight, sub *notify.Subscription, pttl time.Duration, holder byte, polls *int) (a answer, done bool) {
 	delay := c.recheckDelay(pttl)
-	hears, pending := sub.hears(holder)
+	hears, pending := sub.Hears(holder)
 	if !hears {
 		delay = min(delay, c.pollDelay(*polls))
 		*polls++
@@ -158,7 +159,7 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration, ho
 	select {
 	case <-pending:
 		return answer{}, false // subscribed now: fetch again, then wait for the notice
-	case n := <-sub.notices:
+	case n := <-sub.Notices():
 		switch n.Kind {
 		case wire.NoticeValue:
 			return answer{val: n.Value, out: outMiss}, true
@@ -174,7 +175,7 @@ func (c *Cache) awaitNotice(f *flight, sub *subscription, pttl time.Duration, ho
 		return answer{}, false // committed out of line, revoked or released: fetch again
 	case <-timer.C:
 		if hears {
-			sub.refresh(f.ctx) // no notice in time: make sure we can still hear one
+			sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
 		}
 		return answer{}, false
 	case <-f.ctx.Done():

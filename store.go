@@ -18,7 +18,7 @@ import (
 )
 
 // This file holds every Redis command corral sends outside pub/sub
-// subscriptions (notify.go). The protocol itself is in the .lua files.
+// subscriptions (internal/notify). The protocol itself is in the .lua files.
 
 var (
 	//go:embed scripts/fetch.lua
@@ -47,37 +47,36 @@ var (
 // the payload's encoding (compression, size limit) out of the protocol.
 type store struct {
 	pipe        *pipeline
-	inline      int    // Options.NoticeInlineLimit
-	noShard     bool   // Options.DisableShardedPubSub
-	compressMin int    // compress payloads of at least this many bytes; 0: never
-	version     int    // Options.CodecVersion, stored with every entry
-	maxValue    int    // Options.MaxValueBytes
-	reload      func() // on a Cluster: re-learn which node serves which slot
+	inline      int  // Options.NoticeInlineLimit
+	noShard     bool // Options.DisableShardedPubSub
+	compressMin int  // compress payloads of at least this many bytes; 0: never
+	version     int  // Options.CodecVersion, stored with every entry
+	maxValue    int  // Options.MaxValueBytes
+	hooks       storeHooks
 
 	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
-
-	// noticeFailed is told of a notice Redis refused to publish (a write
-	// that stood); refusedWrite of a write Redis refused (OOM, a replica).
-	noticeFailed func(error)
-	refusedWrite func(why string)
 
 	probeMu   sync.Mutex                 // one probe at a time
 	mode      atomic.Pointer[pubsubMode] // nil until detected
 	probeName string                     // Prefix's probe: the pub/sub probe's channel, the rights check's key
 }
 
-func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
+// storeHooks are what the store tells its Cache of. Each may be nil.
+type storeHooks struct {
+	noticeFailed func(error)      // a notice Redis refused to publish (a write that stood)
+	refusedWrite func(why string) // a write Redis refused (OOM, a replica)
+	nodeFailed   func()           // a call failed: its node may have failed over
+}
+
+func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
 	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
-		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL}
+		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
 	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
-		if s.reload != nil {
-			// A node may have failed over. go-redis learns new slot owners
-			// from MOVED replies, which a dead node never sends: ask it to
-			// reload (at most every 200ms).
-			s.reload()
+		if s.hooks.nodeFailed != nil {
+			s.hooks.nodeFailed()
 		}
 	}, func(p *pipeline, node string) *breaker { return newBreaker(o, stats, node, p.lastError) })
 	return s
@@ -293,7 +292,9 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	case err != nil:
 		return commitRejected, fmt.Errorf("corral: commit: %w", err)
 	case status == -1:
-		s.refusedWrite(refusal)
+		if s.hooks.refusedWrite != nil {
+			s.hooks.refusedWrite(refusal)
+		}
 		return commitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrWriteRefused, refusal)
 	}
 	return commitResult(status), nil
@@ -310,7 +311,7 @@ func optionalMS(t int64) string {
 
 // written decodes the reply of a script that writes and publishes: {status,
 // notice error}. A notice that could not be published (no channel rights)
-// does not undo the write: it is reported to noticeFailed.
+// does not undo the write: it is reported to hooks.noticeFailed.
 func (s *store) written(res any) (status int64, refusal string, err error) {
 	a, _ := res.([]any)
 	if len(a) != 2 && len(a) != 3 {
@@ -320,8 +321,8 @@ func (s *store) written(res any) (status int64, refusal string, err error) {
 	if !ok {
 		return 0, "", fmt.Errorf("unexpected reply %#v", res)
 	}
-	if msg, ok := a[1].(string); ok && s.noticeFailed != nil {
-		s.noticeFailed(errors.New(msg))
+	if msg, ok := a[1].(string); ok && s.hooks.noticeFailed != nil {
+		s.hooks.noticeFailed(errors.New(msg))
 	}
 	if len(a) == 3 {
 		refusal, _ = a[2].(string)

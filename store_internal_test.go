@@ -17,7 +17,7 @@ func testStore(t *testing.T, args ...string) (*store, *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStore(rdb, o, &counters{})
+	s := newStore(rdb, o, &counters{}, storeHooks{})
 	t.Cleanup(s.close)
 	return s, rdb
 }

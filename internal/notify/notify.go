@@ -1,35 +1,74 @@
-package corral
+// Package notify is how corral's waiters hear the end of another process's
+// load: the pub/sub notices that commit.lua, release.lua and delete.lua
+// publish on a key's channel (their format is in internal/wire). A Notifier
+// multiplexes the channels of all waiting flights over shared pub/sub
+// connections, opened on first use: one per Cache on a single Redis (or with
+// plain pub/sub, which a Cluster broadcasts to every node); with sharded
+// pub/sub on a Cluster, one per master node, since a shard channel must be
+// subscribed on the node that owns its slot.
+//
+// go-redis re-establishes a dropped connection and re-subscribes its
+// channels; notices published meanwhile are lost, and waiters fall back to
+// their timers. When a slot moves (resharding, failover), the owner's
+// server drops its shard channels; the Notifier subscribes them again on
+// the new owner, and each new wait checks that its channel lives on the
+// slot's current master.
+//
+// A Notifier sends no command but pub/sub ones. What it needs of the cache
+// it serves is in Config: how that cache publishes (its pub/sub mode), whom
+// to tell when a Cluster node stops answering, and where to count.
+package notify
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier multiplexes the notice channels of all waiting flights over
-// shared pub/sub connections, opened on first use: one per Cache on a single
-// Redis (or with plain pub/sub, which a Cluster broadcasts to every node);
-// with sharded pub/sub on a Cluster, one per master node, since a shard
-// channel must be subscribed on the node that owns its slot.
-//
-// go-redis re-establishes a dropped connection and re-subscribes its
-// channels; notices published meanwhile are lost, and waiters fall back to
-// their timers. When a slot moves (resharding, failover), the owner's
-// server drops its shard channels; the notifier subscribes them again on
-// the new owner, and each new wait checks that its channel lives on the
-// slot's current master.
-type notifier struct {
-	rdb     redis.UniversalClient
-	store   *store
-	stats   *counters
-	timeout time.Duration
-	log     *slog.Logger
+// Config is what a Notifier needs from the cache it serves.
+type Config struct {
+	// Client is the cache's Redis client; the Notifier opens its pub/sub
+	// connections with it (on a Cluster, with the client of each master).
+	Client redis.UniversalClient
+	// Mode returns how the cache publishes its notices: wire.AnnounceSharded
+	// (SPUBLISH), wire.AnnouncePlain (PUBLISH) or wire.AnnounceNone (no
+	// channel rights: nothing is subscribed). It is called on every
+	// subscription, so it should be cheap once known.
+	Mode func(ctx context.Context) (byte, error)
+	// NodeFailed is called when a pub/sub connection to a Cluster node fails
+	// its check (a PING): the node may have died, and its slots moved. The
+	// cache is expected to reload the slot map and call RevalidateSoon.
+	// It may be nil.
+	NodeFailed func()
+	// Stats counts the Notifier's commands and failures.
+	Stats Stats
+	// Timeout bounds each pub/sub command, and the wait for a subscription
+	// (RedisTimeout).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Stats receives the Notifier's counts.
+type Stats interface {
+	Subscribed()   // a SUBSCRIBE or SSUBSCRIBE was sent
+	Unsubscribed() // an UNSUBSCRIBE or SUNSUBSCRIBE was sent
+	RedisError()   // a pub/sub command failed
+}
+
+// Notifier multiplexes the notice channels of all waiting flights over
+// shared pub/sub connections (see the package doc).
+type Notifier struct {
+	rdb        redis.UniversalClient
+	mode       func(ctx context.Context) (byte, error)
+	nodeFailed func()
+	stats      Stats
+	timeout    time.Duration
+	log        *slog.Logger
 
 	mu           sync.Mutex // guards everything below, and orders (un)subscribe commands
 	conns        map[string]*pubsubConn
@@ -37,7 +76,7 @@ type notifier struct {
 	closed       bool
 	revalidating bool           // a revalidate goroutine runs
 	watching     bool           // the watch goroutine runs
-	stop         chan struct{}  // closed by close
+	stop         chan struct{}  // closed by Close
 	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
 }
 
@@ -51,7 +90,7 @@ type pubsubConn struct {
 	ps      *redis.PubSub
 	sharded bool
 
-	// guarded by notifier.mu:
+	// guarded by Notifier.mu:
 	channels int            // channels subscribed on it
 	leaving  map[string]int // our SUNSUBSCRIBEs not yet confirmed, by channel
 	idle     *time.Timer    // closes it after idleLinger without channels
@@ -61,16 +100,22 @@ type pubsubConn struct {
 type channelSubs struct {
 	conn      *pubsubConn
 	confirmed chan struct{} // closed when the server confirms the subscription
-	listeners map[*subscription]struct{}
+	listeners map[*Subscription]struct{}
 }
 
-// subscription is one waiter's interest in a notice channel.
-type subscription struct {
-	n       *notifier
+// Subscription is one waiter's interest in a notice channel.
+type Subscription struct {
+	n       *Notifier
 	channel string
 	notices chan wire.Notice
 	mode    byte // what it listens on: wire.AnnounceSharded or AnnouncePlain; 0 for nothing
 }
+
+// Notices delivers the notices published on s's channel, and a
+// wire.NoticeRecheck when one may have been lost (its channel was
+// subscribed again, or moved to another node). A waiter with notices
+// queued may miss later ones: it has enough to act on.
+func (s *Subscription) Notices() <-chan wire.Notice { return s.notices }
 
 // confirmWait is how long a waiter waits for its subscription to be
 // confirmed before it goes on re-checking on its own (and again once the
@@ -78,12 +123,12 @@ type subscription struct {
 // SUBSCRIBE) must not hold waiters up.
 const confirmWait = 250 * time.Millisecond
 
-// hears reports whether s can hear the notice of a lease holder that
+// Hears reports whether s can hear the notice of a lease holder that
 // announces as holder (wire.Announces; 0 when unknown): it is subscribed,
 // the server confirmed it, and the holder publishes on the same kind of
 // pub/sub. When the subscription is not confirmed yet, pending is closed on
 // its confirmation.
-func (s *subscription) hears(holder byte) (ok bool, pending <-chan struct{}) {
+func (s *Subscription) Hears(holder byte) (ok bool, pending <-chan struct{}) {
 	if s.mode == 0 {
 		return false, nil
 	}
@@ -104,19 +149,21 @@ func (s *subscription) hears(holder byte) (ok bool, pending <-chan struct{}) {
 	return holder == 0 || holder == s.mode, nil
 }
 
-func newNotifier(rdb redis.UniversalClient, s *store, stats *counters, timeout time.Duration, log *slog.Logger) *notifier {
-	return &notifier{
-		rdb: rdb, store: s, stats: stats, timeout: timeout, log: log,
+// New returns a Notifier for cfg. It opens nothing until the first
+// subscription.
+func New(cfg Config) *Notifier {
+	return &Notifier{
+		rdb: cfg.Client, mode: cfg.Mode, nodeFailed: cfg.NodeFailed, stats: cfg.Stats, timeout: cfg.Timeout, log: cfg.Logger,
 		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs),
 		stop: make(chan struct{}),
 	}
 }
 
-// subscribe starts listening on channel and waits until the server has
+// Subscribe starts listening on channel and waits until the server has
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
-func (n *notifier) subscribe(ctx context.Context, channel string) *subscription {
-	s := &subscription{n: n, channel: channel, notices: make(chan wire.Notice, 4)}
+func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription {
+	s := &Subscription{n: n, channel: channel, notices: make(chan wire.Notice, 4)}
 	if ctx.Err() != nil {
 		return s // every caller has left: nothing to subscribe for
 	}
@@ -141,7 +188,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 	}
 	cs := n.channels[channel]
 	if cs == nil {
-		cs = &channelSubs{listeners: make(map[*subscription]struct{})}
+		cs = &channelSubs{listeners: make(map[*Subscription]struct{})}
 		n.channels[channel] = cs
 	}
 	if cs.conn == nil || cs.conn.addr != at.addr {
@@ -164,15 +211,15 @@ func (n *notifier) subscribe(ctx context.Context, channel string) *subscription 
 
 // bind subscribes cs's channel on the connection to at, leaving the one it
 // was on, if any. Called with n.mu held.
-func (n *notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
+func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
 	if cs.conn != nil {
 		n.unsubscribeOn(cs.conn, channel)
 	}
 	conn, err := n.subscribeOn(ctx, channel, at)
 	cs.conn, cs.confirmed = conn, make(chan struct{})
-	n.stats.subscribes.Add(1)
+	n.stats.Subscribed()
 	if err != nil {
-		n.stats.redisErrors.Add(1)
+		n.stats.RedisError()
 		n.log.Warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
 	}
 }
@@ -180,7 +227,7 @@ func (n *notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 // subscribeOn subscribes channel on the connection to at, opening the
 // connection with channel as its first subscription when there is none yet
 // (so that go-redis connects it to that node). Called with n.mu held.
-func (n *notifier) subscribeOn(ctx context.Context, channel string, at node) (*pubsubConn, error) {
+func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) (*pubsubConn, error) {
 	if c := n.conns[at.addr]; c != nil {
 		c.channels++
 		if c.idle != nil {
@@ -217,7 +264,7 @@ func send(ctx context.Context, c *pubsubConn, channel string) error {
 }
 
 // unsubscribeOn drops channel from c. Called with n.mu held.
-func (n *notifier) unsubscribeOn(c *pubsubConn, channel string) {
+func (n *Notifier) unsubscribeOn(c *pubsubConn, channel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 	defer cancel()
 	var err error
@@ -227,16 +274,16 @@ func (n *notifier) unsubscribeOn(c *pubsubConn, channel string) {
 	} else {
 		err = c.ps.Unsubscribe(ctx, channel)
 	}
-	n.stats.unsubscribes.Add(1)
+	n.stats.Unsubscribed()
 	if err != nil {
-		n.stats.redisErrors.Add(1)
+		n.stats.RedisError()
 	}
 	n.dropChannel(c)
 }
 
 // dropChannel counts one channel fewer on c, and closes c after idleLinger
 // if it stays without channels. Called with n.mu held.
-func (n *notifier) dropChannel(c *pubsubConn) {
+func (n *Notifier) dropChannel(c *pubsubConn) {
 	c.channels--
 	if c.channels > 0 || n.conns[c.addr] != c {
 		return
@@ -251,7 +298,7 @@ func (n *notifier) dropChannel(c *pubsubConn) {
 }
 
 // closeConn closes c. Called with n.mu held.
-func (n *notifier) closeConn(c *pubsubConn) {
+func (n *Notifier) closeConn(c *pubsubConn) {
 	if n.conns[c.addr] == c {
 		delete(n.conns, c.addr)
 	}
@@ -263,7 +310,7 @@ func (n *notifier) closeConn(c *pubsubConn) {
 
 // dispatch delivers the messages of one pub/sub connection to the waiters
 // listening on their channels, until the connection is closed.
-func (n *notifier) dispatch(c *pubsubConn, ch <-chan any) {
+func (n *Notifier) dispatch(c *pubsubConn, ch <-chan any) {
 	defer n.wg.Done()
 	for m := range ch {
 		switch m := m.(type) {
@@ -288,7 +335,7 @@ func (n *notifier) dispatch(c *pubsubConn, ch <-chan any) {
 // subscriptionEvent handles the server's word on a subscription: a
 // confirmation, or the server dropping a channel it no longer owns (a slot
 // that moved), which is subscribed again on the slot's new master.
-func (n *notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
+func (n *Notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if m.Kind == "sunsubscribe" && c.leaving[m.Channel] > 0 {
@@ -323,7 +370,7 @@ func (n *notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
 }
 
 // recheck tells cs's waiters to fetch again. Called with n.mu held.
-func (n *notifier) recheck(cs *channelSubs) {
+func (n *Notifier) recheck(cs *channelSubs) {
 	for s := range cs.listeners {
 		select {
 		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
@@ -332,11 +379,11 @@ func (n *notifier) recheck(cs *channelSubs) {
 	}
 }
 
-// refresh is for a waiter whose timer fired without a notice: the notice may
+// Refresh is for a waiter whose timer fired without a notice: the notice may
 // have been lost with its subscription (a reconnect that go-redis could not
 // re-subscribe, a master that died). It subscribes the channel again, where
 // its slot lives now; on the same node that is a no-op for the server.
-func (s *subscription) refresh(ctx context.Context) {
+func (s *Subscription) Refresh(ctx context.Context) {
 	n := s.n
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
 	defer cancel()
@@ -354,14 +401,14 @@ func (s *subscription) refresh(ctx context.Context) {
 		n.bind(sctx, cs, s.channel, at) // its slot moved, or it never got subscribed
 		return
 	}
-	n.stats.subscribes.Add(1)
+	n.stats.Subscribed()
 	if err := send(sctx, cs.conn, s.channel); err != nil {
-		n.stats.redisErrors.Add(1)
+		n.stats.RedisError()
 	}
 }
 
-// close stops listening. The last listener of a channel unsubscribes it.
-func (s *subscription) close() {
+// Close stops listening. The last listener of a channel unsubscribes it.
+func (s *Subscription) Close() {
 	n := s.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -382,9 +429,9 @@ func (s *subscription) close() {
 	}
 }
 
-// close closes every pub/sub connection and waits for the dispatchers and
-// re-subscriptions, until deadline at most.
-func (n *notifier) close(deadline time.Time) {
+// Close closes every pub/sub connection and waits for the dispatchers and
+// re-subscriptions, until 50 ms past deadline at most.
+func (n *Notifier) Close(deadline time.Time) {
 	n.mu.Lock()
 	n.closed = true
 	close(n.stop)
@@ -393,4 +440,19 @@ func (n *notifier) close(deadline time.Time) {
 	}
 	n.mu.Unlock()
 	waitUntil(&n.wg, deadline.Add(50*time.Millisecond))
+}
+
+// waitUntil waits for wg, or until deadline.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
