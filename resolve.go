@@ -22,20 +22,13 @@ import (
 // send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	token := c.leaseToken()
-	var sub *notify.Subscription
-	defer func() {
-		if sub != nil {
-			sub.Close()
-		}
-	}()
+	var w waiting
+	defer w.close()
 	// Callers leaving do not abandon a fetch (it may take the lease, which
 	// must then be handed back); Close does.
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
-	var leaseEnds time.Time                                                // while waiting: when the holder's lease would expire
-	var holder byte                                                        // while waiting: how the holder announces (wire.Announces)
-	polls := 0                                                             // re-checks made without a notice to wait for
 	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
 		skip: f.how.skip, version: f.how.version}
 	for {
@@ -49,60 +42,21 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 		}
 		r, err := c.store.fetch(fctx, f.names, args)
 		args.x = c.earlyFactor()
-		if errors.Is(err, errBadEntry) && args.skip != r.Soft {
+		switch {
+		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
 			// An entry that does not decode is missing, not Redis failing.
 			c.decodeFailed(f.key, "payload")
 			args.skip = r.Soft
 			continue
-		}
-		if errors.Is(err, ErrPermission) {
-			// Loading on every call would hide it: the callers get it.
-			c.permissionDenied(err)
-			return answer{err: err}, nil
-		}
-		if err != nil {
-			if c.ctx.Err() != nil {
-				return answer{err: ErrClosed}, nil
+		case err != nil:
+			if a, then, done := c.fetchFailed(f, &w, token, err); done {
+				return a, then
 			}
-			c.stats.redisErrors.Add(1)
-			if left := time.Until(leaseEnds); sub != nil && left > 0 && redisFailed(err) {
-				// A waiter whose re-check failed: the holder may yet commit
-				// (its node is failing over, or paused). Keep listening, and
-				// re-check now and then, until its lease would have expired;
-				// only then load here.
-				if a, done := c.awaitNotice(f, sub, min(left, waiterRecheck), holder, &polls); done {
-					return a, nil
-				}
-				continue
-			}
-			return c.failOpen(f, token, err)
+			continue
 		}
 		switch r.Kind {
 		case wire.Hit, wire.Stale:
-			out := outHit
-			switch {
-			case sub != nil:
-				out = outMiss // found after waiting for another process's load
-			case r.Kind == wire.Stale:
-				out = outStale
-			}
-			if r.Refresh {
-				l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}
-				then = func() { c.refreshInBackground(f, l) }
-			}
-			if r.Refused {
-				c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
-			}
-			switch {
-			case out == outStale && r.Flags.RefreshFailed:
-				out = outStaleIfError
-			case r.Flags.Kind == wire.NotFound && sub == nil:
-				out = outNegative
-			case r.Flags.Kind == wire.Failure && sub == nil:
-				out = outFailure
-			}
-			val, err := entryAnswer(r.Payload, r.Flags.Kind)
-			return answer{val: val, err: err, out: out, soft: r.Soft}, then
+			return c.served(f, r, token, w.sub != nil)
 		case wire.Newer:
 			// Written by a newer release (its codec version): leave the
 			// entry to it (newer.go).
@@ -113,28 +67,104 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			c.refusedWrite(r.RefusedBy)
 			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		case wire.Load:
-			l := &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip}
-			if !c.startLoading(f) {
-				// Every caller left while fetch.lua ran: hand the lease back.
-				c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
-				return answer{err: context.Canceled}, nil
-			}
-			val, err, then := c.loadAndCommit(f, l, false)
-			return answer{val: val, err: err, out: outMiss}, then
+			return c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip})
 		}
 		// WAIT: another process holds the lease.
-		leaseEnds, holder = time.Now().Add(r.PTTL), r.Holder
-		if sub == nil {
+		w.leaseEnds, w.holder = time.Now().Add(r.PTTL), r.Holder
+		if w.sub == nil {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
 			c.stats.waits.Add(1)
-			sub = c.notify.Subscribe(f.ctx, f.names.Notice)
+			w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
 			continue
 		}
-		if a, done := c.awaitNotice(f, sub, r.PTTL, holder, &polls); done {
+		if a, done := c.awaitNotice(f, &w, r.PTTL); done {
 			return a, nil
 		}
 	}
+}
+
+// waiting is what a flight knows of the lease holder it waits for, from
+// fetch.lua's first WAIT on.
+type waiting struct {
+	sub       *notify.Subscription // the key's channel; nil before the first WAIT
+	leaseEnds time.Time            // when the holder's lease would expire
+	holder    byte                 // how the holder announces (wire.Announces)
+	polls     int                  // re-checks made without a notice to wait for
+}
+
+// close stops listening, if w ever did.
+func (w *waiting) close() {
+	if w.sub != nil {
+		w.sub.Close()
+	}
+}
+
+// fetchFailed decides what a flight does when fetch.lua failed: done with
+// an answer (and what remains to do after it), or, when done is false,
+// fetch again.
+func (c *Cache) fetchFailed(f *flight, w *waiting, token string, err error) (a answer, then func(), done bool) {
+	if errors.Is(err, ErrPermission) {
+		// Loading on every call would hide it: the callers get it.
+		c.permissionDenied(err)
+		return answer{err: err}, nil, true
+	}
+	if c.ctx.Err() != nil {
+		return answer{err: ErrClosed}, nil, true
+	}
+	c.stats.redisErrors.Add(1)
+	if left := time.Until(w.leaseEnds); w.sub != nil && left > 0 && redisFailed(err) {
+		// A waiter whose re-check failed: the holder may yet commit (its
+		// node is failing over, or paused). Keep listening, and re-check
+		// now and then, until its lease would have expired; only then load
+		// here.
+		a, done = c.awaitNotice(f, w, min(left, waiterRecheck))
+		return a, nil, done
+	}
+	a, then = c.failOpen(f, token, err)
+	return a, then, true
+}
+
+// served answers f with the entry fetch.lua served (HIT or STALE); waited
+// says that f waited for another process's load first. then is the
+// background refresh this caller took the lease for, or nil.
+func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) (a answer, then func()) {
+	out := outHit
+	switch {
+	case waited:
+		out = outMiss // found after waiting for another process's load
+	case r.Kind == wire.Stale:
+		out = outStale
+	}
+	if r.Refresh {
+		l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}
+		then = func() { c.refreshInBackground(f, l) }
+	}
+	if r.Refused {
+		c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
+	}
+	switch {
+	case out == outStale && r.Flags.RefreshFailed:
+		out = outStaleIfError
+	case r.Flags.Kind == wire.NotFound && !waited:
+		out = outNegative
+	case r.Flags.Kind == wire.Failure && !waited:
+		out = outFailure
+	}
+	val, err := entryAnswer(r.Payload, r.Flags.Kind)
+	return answer{val: val, err: err, out: out, soft: r.Soft}, then
+}
+
+// loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),
+// unless every caller left meanwhile.
+func (c *Cache) loadHere(f *flight, l *lease) (answer, func()) {
+	if !c.startLoading(f) {
+		// Every caller left while fetch.lua ran: hand the lease back.
+		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
+		return answer{err: context.Canceled}, nil
+	}
+	val, err, then := c.loadAndCommit(f, l, false)
+	return answer{val: val, err: err, out: outMiss}, then
 }
 
 // waiterRecheck is how often a waiter whose re-check failed tries again.
@@ -144,13 +174,14 @@ const waiterRecheck = 250 * time.Millisecond
 // remaining time (with jitter) to pass. done is false when the flight
 // should fetch again. A waiter that cannot hear the holder (no channel
 // rights on either side, the other kind of pub/sub, a subscription not
-// confirmed yet) re-checks on its own instead, polls counting how often.
-func (c *Cache) awaitNotice(f *flight, sub *notify.Subscription, pttl time.Duration, holder byte, polls *int) (a answer, done bool) {
+// confirmed yet) re-checks on its own instead, w.polls counting how often.
+func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer, done bool) {
+	sub := w.sub
 	delay := c.recheckDelay(pttl)
-	hears, pending := sub.Hears(holder)
+	hears, pending := sub.Hears(w.holder)
 	if !hears {
-		delay = min(delay, c.pollDelay(*polls))
-		*polls++
+		delay = min(delay, c.pollDelay(w.polls))
+		w.polls++
 	} else if c.onParked != nil {
 		c.onParked(f.names.Notice)
 	}
