@@ -2,8 +2,6 @@ package corral
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -367,16 +365,11 @@ func (c *Cache) earlyFactor() float64 {
 // leaseToken returns a new lease token, whose first byte says how this
 // process announces the end of its loads once it knows (wire.Announces).
 func (c *Cache) leaseToken() string {
+	var mark byte
 	if m := c.store.mode.Load(); m != nil {
-		return string(m.mark) + newToken()
+		mark = m.mark
 	}
-	return newToken()
-}
-
-func newToken() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return wire.NewToken(mark)
 }
 
 // closedErr returns ErrClosed for an error that comes from Close cancelling

@@ -104,9 +104,9 @@ func (c *Cache) commit(n wire.Names, h holder, e entryWrite, renewed time.Time) 
 		return func() { c.recommit(n, h, e, renewed.Add(c.opts.LeaseTTL)) }
 	case err != nil:
 		c.commitFailed(n, h.token, err)
-	case res == commitEvicted:
+	case res == wire.CommitEvicted:
 		c.evictionSeen(n, "commit")
-	case res == commitRejected:
+	case res == wire.CommitRejected:
 		c.rejected(n, true)
 	}
 	return nil
@@ -163,13 +163,13 @@ func (c *Cache) recommit(n wire.Names, h holder, e entryWrite, until time.Time) 
 		}
 		pause = min(2*pause, 250*time.Millisecond)
 		c.stats.commitRetries.Add(1)
-		var res commitResult
+		var res wire.Commit
 		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
-		case err == nil && res == commitEvicted:
+		case err == nil && res == wire.CommitEvicted:
 			c.evictionSeen(n, "commit")
 			return
-		case err == nil && res == commitStored:
+		case err == nil && res == wire.CommitStored:
 			return
 		case err == nil:
 			c.rejected(n, false)
@@ -266,20 +266,20 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 			deadline, ends := l.serverDeadline(c.opts.RedisTimeout), l.serverDeadline(c.opts.LeaseTTL)
 			res, err := c.store.renew(c.drain, n, holder{token: l.token, deadline: w.ends, seen: l.seen}, c.opts.LeaseTTL, deadline)
 			switch {
-			case err == nil && (res == renewed || res == renewRetaken):
+			case err == nil && (res == wire.Renewed || res == wire.RenewRetaken):
 				w.renewed, w.ends = time.Now(), ends
-				if res == renewRetaken {
+				if res == wire.RenewRetaken {
 					c.evictionSeen(n, "renewal")
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
 				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
-			case res == renewNot:
+			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)
 				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
 				return
-			case res == renewLate:
+			case res == wire.RenewLate:
 				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
 			}
 		}
