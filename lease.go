@@ -145,7 +145,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 // Redis may have stalled (a pause, a fork), or a Cluster node died and its
 // replica, which has the lease, is being promoted: the commit then lands
 // there, and its notice reaches the waiters, which have moved there too
-// (notify.go). Each try is bounded by RedisTimeout. commit.lua knows a try
+// (internal/notify). Each try is bounded by RedisTimeout. commit.lua knows a try
 // that landed although its reply was lost (the entry keeps the token). A
 // commit whose connection keeps failing (a server that drops a value over
 // its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
