@@ -1,19 +1,16 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,13 +20,13 @@ import (
 type Cache struct {
 	opts    Options
 	store   *store
-	notify  *notifier
+	notify  *notify.Notifier
 	stats   counters
 	near    *nearCache                      // nil when off (near.go)
 	newer   *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
 	tracker *tracker                        // keeps near coherent (tracking.go)
 
-	rdb        redis.UniversalClient // for checkEvictionPolicy only: every other command goes through store
+	rdb        redis.UniversalClient // for checkEvictionPolicy and nodeFailed: every other command goes through store
 	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
 
@@ -86,18 +83,16 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		flights:      make(map[string]*flight),
 		peeks:        make(map[string]*peekCall),
 	}
-	c.store = newStore(rdb, o, &c.stats)
+	c.store = newStore(rdb, o, &c.stats, storeHooks{
+		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
+	})
+	c.notify = notify.New(notify.Config{
+		Client: rdb, Mode: c.pubsubMark, NodeFailed: c.nodeFailed,
+		Stats: &c.stats, Timeout: o.RedisTimeout, Logger: o.Logger,
+	})
 	// Even at CodecVersion 0: a release without a version is the oldest of
 	// all, and meets the entries of any release that set one.
 	c.newer = newNewerCopies()
-	c.store.noticeFailed, c.store.refusedWrite = c.noticeFailed, c.refusedWrite
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		c.store.reload = func() {
-			cc.ReloadState(context.Background())
-			c.notify.revalidateSoon()
-		}
-	}
-	c.notify = newNotifier(rdb, c.store, &c.stats, o.RedisTimeout, o.Logger)
 	if o.NearCache.Size > 0 {
 		if c.near, err = newNearCache(o.NearCache); err != nil {
 			return nil, fmt.Errorf("%w: NearCache: %v", ErrInvalidOptions, err)
@@ -105,6 +100,29 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	}
 	return c, nil
+}
+
+// nodeFailed is the Cache's reaction to a Redis node that may have failed:
+// a call to it failed (the pipeline), or a pub/sub connection to it failed
+// its check (the notifier). Off a Cluster there is nothing to do. On a
+// Cluster a master may have died and a replica taken its slots: go-redis
+// learns new slot owners from MOVED replies, which a dead node never sends,
+// so the slot map is reloaded (go-redis does it at most every 200ms), and
+// the notifier moves the channels whose slot moved.
+func (c *Cache) nodeFailed() {
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	cc.ReloadState(context.Background())
+	c.notify.RevalidateSoon()
+}
+
+// pubsubMark returns how this process announces its notices (the mark of
+// its pubsubMode), for the notifier.
+func (c *Cache) pubsubMark(ctx context.Context) (byte, error) {
+	m, err := c.store.pubsub(ctx)
+	return m.mark, err
 }
 
 // Must returns c, or panics with err. It is for set-up code:
@@ -235,95 +253,6 @@ func (c *Cache) detach(key string) {
 	}
 }
 
-// noticeFailed counts a notice Redis refused to publish, after a write that
-// stood (no channel rights: waiters elsewhere fall back to re-checking),
-// and warns of it once a minute at most.
-func (c *Cache) noticeFailed(err error) {
-	c.stats.noticesFailed.Add(1)
-	if c.warnNotice.allow() {
-		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", "err", err)
-	}
-}
-
-// decodeFailed counts a cached entry of key that did not decode (as what: a
-// type, or its payload), and warns of it once per key.
-func (c *Cache) decodeFailed(key, what string) {
-	c.stats.decodeFailures.Add(1)
-	if c.warnedOnce(&c.warnedDecode, key) {
-		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
-	}
-}
-
-// permissionDenied logs a right the ACL user lacks (err wraps
-// ErrPermission and Redis's NOPERM text, which names it), once per right.
-func (c *Cache) permissionDenied(err error) {
-	var reply redis.Error
-	what := err.Error()
-	if errors.As(err, &reply) {
-		what = reply.Error()
-	}
-	c.rightDenied(what)
-}
-
-// rightDenied logs Redis's message denying a right, once per message.
-func (c *Cache) rightDenied(what string) {
-	// Redis appends where in a script an error was raised: not part of
-	// which right is missing.
-	what, _, _ = strings.Cut(what, " script: ")
-	if c.warnedOnce(&c.warnedRights, what) {
-		c.opts.Logger.Error("corral: Redis denies a right corral needs; calls that need it return ErrPermission (see the README's ACL rule)", "err", what)
-	}
-}
-
-// warnedOnce reports whether key is new to seen (and records it): a warning
-// once per key. seen keeps at most maxWarnedKeys keys; past that every key
-// counts as new again, so memory stays bounded.
-func (c *Cache) warnedOnce(seen *sync.Map, key string) bool {
-	if _, ok := seen.Load(key); ok {
-		return false
-	}
-	if c.warnedKeys.Add(1) > maxWarnedKeys {
-		seen.Clear()
-		c.warnedKeys.Store(0)
-	}
-	_, loaded := seen.LoadOrStore(key, true)
-	return !loaded
-}
-
-// maxWarnedKeys bounds the keys remembered for once-per-key warnings.
-const maxWarnedKeys = 10000
-
-// refusedWrite counts a write Redis refused while it still serves reads
-// (out of memory, a replica), and warns of it once a minute at most.
-// why is Redis's reason (OOM, READONLY, or its error text).
-func (c *Cache) refusedWrite(why string) {
-	c.stats.writesRefused.Add(1)
-	if c.warnRefused.allow() {
-		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
-	}
-}
-
-// everyMinute lets a warning through once a minute.
-type everyMinute struct{ last atomic.Int64 }
-
-func (e *everyMinute) allow() bool {
-	now := time.Now().UnixNano()
-	last := e.last.Load()
-	return now-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now)
-}
-
-// countRedisError counts a failed Redis call, unless it failed because the
-// caller's own context ended.
-func (c *Cache) countRedisError(ctx context.Context, err error) {
-	switch {
-	case errors.Is(err, ErrPermission):
-		c.permissionDenied(err) // Redis answered: it is not failing
-		c.firstUse()
-	case ctx.Err() == nil:
-		c.stats.redisErrors.Add(1)
-	}
-}
-
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
@@ -355,7 +284,7 @@ func (c *Cache) Close() error {
 	defer stop.Stop()
 	waitUntil(&c.wg, deadline)
 	c.cancelDrain()
-	c.notify.close(deadline)
+	c.notify.Close(deadline)
 	c.store.close()
 	if c.near != nil {
 		c.tracker.close(deadline)
@@ -436,16 +365,11 @@ func (c *Cache) earlyFactor() float64 {
 // leaseToken returns a new lease token, whose first byte says how this
 // process announces the end of its loads once it knows (wire.Announces).
 func (c *Cache) leaseToken() string {
+	var mark byte
 	if m := c.store.mode.Load(); m != nil {
-		return string(m.mark) + newToken()
+		mark = m.mark
 	}
-	return newToken()
-}
-
-func newToken() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return wire.NewToken(mark)
 }
 
 // closedErr returns ErrClosed for an error that comes from Close cancelling

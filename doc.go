@@ -124,7 +124,7 @@
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
 // (and the breakers of breaker.go), and inline.go reads hits outside it;
-// notify.go and notify_cluster.go hold the subscriptions, tracking.go the
-// near cache's invalidations, rights.go and eviction.go the first-use
-// checks of ACL rights and the eviction policy.
+// internal/notify holds the subscriptions, tracking.go the near cache's
+// invalidations, rights.go and eviction.go the first-use checks of ACL
+// rights and the eviction policy.
 package corral

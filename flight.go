@@ -1,10 +1,10 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
 	"context"
 	"time"
+
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // A flight is the one in-process conversation with Redis about a key:
@@ -15,6 +15,12 @@ import (
 // whose context ends stops waiting and leaves; the last caller to leave
 // cancels a flight that is only waiting, but never one that holds a lease
 // and is loading, whose result other callers and processes are owed.
+//
+// A flight's whole life is in this file: a caller joins it (join,
+// joinRunning) and waits for its answer (await) or leaves (leave); its
+// goroutine (run) resolves the key with Redis (resolve.go), answers every
+// caller at once (finish), and only then does what remains, which resolve
+// returns rather than parks on the flight.
 type flight struct {
 	key    string
 	names  wire.Names
@@ -27,14 +33,20 @@ type flight struct {
 	how     how   // how the first caller reads (its XFetch draw, codec version, skip)
 	peekErr error // the peek that started the flight found Redis failing
 
-	after func() // set by the flight's goroutine: work to do once callers are answered
-
 	// guarded by Cache.mu:
 	callers int  // callers still waiting
 	loading bool // holds a lease: keeps running when callers leave
 
 	done   chan struct{} // closed once answer is set
 	answer answer        // read only after done is closed
+}
+
+// answer is what a flight tells its callers.
+type answer struct {
+	val  []byte
+	err  error
+	out  outcome // for Stats
+	soft int64   // the soft expiry of the entry that answered; 0 when no entry did
 }
 
 // outcome is how a flight answered, for Stats.
@@ -86,6 +98,17 @@ func (c *Cache) joinRunning(key string) (*flight, bool) {
 	}
 	f.callers++
 	return f, true
+}
+
+// run is a flight's goroutine: resolve the key, answer the callers, then do
+// what remains (a background refresh, a commit to send again).
+func (c *Cache) run(f *flight) {
+	defer c.wg.Done()
+	a, then := c.resolve(f)
+	c.finish(f, a)
+	if then != nil {
+		then()
+	}
 }
 
 // await waits for f's answer or for ctx to end, whichever comes first.

@@ -2,10 +2,13 @@ package corral
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
 )
 
 // The hit path. Most calls find a fresh entry, and need neither a lease nor
@@ -103,4 +106,81 @@ func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
 	}
 	val, err := entryAnswer(r.payload, r.flags.Kind)
 	return answer{val: val, err: err, out: out, soft: r.soft}, true
+}
+
+// peekReply is an entry read without a script (peek): what it holds, and
+// the server's clock when it was read.
+type peekReply struct {
+	found   bool // the entry has a payload
+	payload []byte
+	flags   wire.Flags
+	soft    int64   // soft expiry, server ms
+	took    float64 // the last load's duration, ms (XFetch)
+	now     int64   // the server's clock, ms
+	arrived int64   // nearClock when the reply arrived
+	version int     // the codec version it was written with (0 when absent)
+}
+
+// peek reads an entry's fields and the server's clock in one round trip,
+// without the script and without writing (the hit path): finish gets the
+// reply, in the calling goroutine when the read goes inline (inline.go),
+// otherwise from a pipeline goroutine. ctx ends the op only if it has not
+// been sent yet; an inline read ends by the time by (the caller's deadline;
+// zero for none), and then goes on through the pipeline.
+func (s *store) peek(ctx context.Context, by time.Time, entry string, finish func(peekReply, error)) {
+	args := make([]any, len(wire.PeekFields)+2)
+	args[0], args[1] = "hmget", entry
+	copy(args[2:], wire.PeekFields)
+	o := &op{ctx: ctx, key: entry, clock: true, read: args, readBy: by,
+		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return p.Do(ctx, args...)
+		},
+	}
+	o.finish = func(r opResult) {
+		if r.err == nil {
+			r.err = r.cmd.Err()
+		}
+		if r.err != nil {
+			finish(peekReply{}, fmt.Errorf("corral: peek: %w", denied(r.err)))
+			return
+		}
+		e, err := wire.ParsePeek(r.cmd.(*redis.Cmd).Val())
+		if err != nil {
+			finish(peekReply{}, fmt.Errorf("corral: peek: %w", err))
+			return
+		}
+		pr, err := s.peeked(e, r.now)
+		finish(pr, err)
+	}
+	if s.pipe.inline(o) {
+		return
+	}
+	if !s.pipe.enqueue(o) {
+		finish(peekReply{}, ErrClosed)
+	}
+}
+
+// peeked is what a peek found (e), with its payload decoded, and the
+// server's clock when it was read (now).
+func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
+	r := peekReply{found: e.Found, flags: e.Flags, soft: e.Soft, took: e.Took, now: now, version: e.Version}
+	if !e.Found {
+		return r, nil
+	}
+	var err error
+	if r.payload, err = s.decode(bytesOf(e.Payload), r.flags); err != nil {
+		return r, fmt.Errorf("corral: peek: %w: %w", errBadEntry, err)
+	}
+	return r, nil
+}
+
+// bytesOf returns p's bytes without copying them: p is a bulk reply that
+// go-redis read into a buffer of its own (which nobody else holds) and
+// returned as a string, and the bytes go to callers, who must not modify
+// them (see Fetch).
+func bytesOf(p string) []byte {
+	if len(p) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(p), len(p))
 }

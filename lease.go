@@ -1,13 +1,10 @@
 package corral
 
 import (
-	"github.com/corralhq/corral/internal/wire"
-
-	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"time"
+
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // A lease is this process's right, held in Redis as P:l:{T}:K = token with a
@@ -107,9 +104,9 @@ func (c *Cache) commit(n wire.Names, h holder, e entryWrite, renewed time.Time) 
 		return func() { c.recommit(n, h, e, renewed.Add(c.opts.LeaseTTL)) }
 	case err != nil:
 		c.commitFailed(n, h.token, err)
-	case res == commitEvicted:
+	case res == wire.CommitEvicted:
 		c.evictionSeen(n, "commit")
-	case res == commitRejected:
+	case res == wire.CommitRejected:
 		c.rejected(n, true)
 	}
 	return nil
@@ -148,7 +145,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 // Redis may have stalled (a pause, a fork), or a Cluster node died and its
 // replica, which has the lease, is being promoted: the commit then lands
 // there, and its notice reaches the waiters, which have moved there too
-// (notify.go). Each try is bounded by RedisTimeout. commit.lua knows a try
+// (internal/notify). Each try is bounded by RedisTimeout. commit.lua knows a try
 // that landed although its reply was lost (the entry keeps the token). A
 // commit whose connection keeps failing (a server that drops a value over
 // its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
@@ -166,13 +163,13 @@ func (c *Cache) recommit(n wire.Names, h holder, e entryWrite, until time.Time) 
 		}
 		pause = min(2*pause, 250*time.Millisecond)
 		c.stats.commitRetries.Add(1)
-		var res commitResult
+		var res wire.Commit
 		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
-		case err == nil && res == commitEvicted:
+		case err == nil && res == wire.CommitEvicted:
 			c.evictionSeen(n, "commit")
 			return
-		case err == nil && res == commitStored:
+		case err == nil && res == wire.CommitStored:
 			return
 		case err == nil:
 			c.rejected(n, false)
@@ -202,62 +199,6 @@ func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 	}
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
-
-// runLoader runs load under context.WithoutCancel(parent), bounded by
-// LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
-// still running at the deadline is abandoned: its late result is dropped.
-func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, took time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
-	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
-
-	type result struct {
-		val []byte
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	c.stats.loads.Add(1)
-	go func() {
-		returned := false
-		defer func() {
-			if p := recover(); p != nil {
-				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
-			} else if !returned {
-				done <- result{err: errLoaderExited}
-			}
-		}()
-		v, err := load(ctx)
-		returned = true
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		val, err = r.val, r.err
-	case <-ctx.Done():
-		if c.ctx.Err() != nil {
-			err = ErrClosed
-		} else {
-			err = errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
-		}
-	}
-	took = time.Since(start)
-	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
-		c.stats.loadErrors.Add(1)
-	}
-	return val, took, err
-}
-
-// isNotFound reports whether a loader said "no such record": it returned
-// ErrNotFound or wrapped it. A panic carrying ErrNotFound is a failure.
-func isNotFound(err error) bool {
-	var pe *PanicError
-	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
-}
-
-// errLoaderExited is the error of a loader that called runtime.Goexit (for
-// example through t.FailNow) instead of returning.
-var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")
 
 // refreshInBackground reloads a key whose entry is still served (stale, or
 // fresh and picked by XFetch) under lease l, after the flight has answered
@@ -325,20 +266,20 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 			deadline, ends := l.serverDeadline(c.opts.RedisTimeout), l.serverDeadline(c.opts.LeaseTTL)
 			res, err := c.store.renew(c.drain, n, holder{token: l.token, deadline: w.ends, seen: l.seen}, c.opts.LeaseTTL, deadline)
 			switch {
-			case err == nil && (res == renewed || res == renewRetaken):
+			case err == nil && (res == wire.Renewed || res == wire.RenewRetaken):
 				w.renewed, w.ends = time.Now(), ends
-				if res == renewRetaken {
+				if res == wire.RenewRetaken {
 					c.evictionSeen(n, "renewal")
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
 				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
-			case res == renewNot:
+			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)
 				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
 				return
-			case res == renewLate:
+			case res == wire.RenewLate:
 				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
 			}
 		}

@@ -222,15 +222,42 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	bad := func(format string, args ...any) (Options, error) {
-		return Options{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
-	}
 	if r.Prefix == "" {
 		r.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(r.Prefix, "{}") {
-		return bad("Prefix %q contains a brace; braces would change the Cluster hash slot of corral's keys", r.Prefix)
+		return Options{}, invalid("Prefix %q contains a brace; braces would change the Cluster hash slot of corral's keys", r.Prefix)
 	}
+	for _, fill := range []func(*Options) error{fillDurations, fillFactors, fillSizes} {
+		if err := fill(&r); err != nil {
+			return Options{}, err
+		}
+	}
+	switch n := &r.NearCache; {
+	case n.Size < 0 || n.MaxBytes < 0 || n.TTL < 0:
+		return Options{}, invalid("NearCache has a negative Size, MaxBytes or TTL (%+v)", *n)
+	case n.Size > 0 && n.TTL == 0:
+		n.TTL = DefaultNearCacheTTL
+	}
+	if r.Codec == nil {
+		r.Codec = JSONCodec{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	if r.Rand == nil {
+		r.Rand = rand.Float64
+	}
+	return r, nil
+}
+
+// invalid is the error of options that make no sense.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+}
+
+// fillDurations checks r's durations and fills in their defaults.
+func fillDurations(r *Options) error {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
@@ -245,30 +272,40 @@ func (o *Options) withDefaults() (Options, error) {
 		{"BreakerCooldown", &r.BreakerCooldown, DefaultBreakerCooldown},
 	} {
 		if *d.v < 0 {
-			return bad("%s is negative (%v)", d.name, *d.v)
+			return invalid("%s is negative (%v)", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if r.LeaseTTL < minLeaseTTL {
-		return bad("LeaseTTL %v is below the minimum %v", r.LeaseTTL, minLeaseTTL)
+		return invalid("LeaseTTL %v is below the minimum %v", r.LeaseTTL, minLeaseTTL)
 	}
+	return nil
+}
+
+// fillFactors checks r's Beta and Jitter and fills in their defaults.
+func fillFactors(r *Options) error {
 	switch {
 	case math.IsNaN(r.Beta) || math.IsInf(r.Beta, 0) || r.Beta < 0:
-		return bad("Beta %v is not a finite, non-negative number", r.Beta)
+		return invalid("Beta %v is not a finite, non-negative number", r.Beta)
 	case r.Beta == 0:
 		r.Beta = DefaultBeta
 	}
 	switch {
 	case math.IsNaN(r.Jitter) || r.Jitter < 0 || r.Jitter >= 1:
-		return bad("Jitter %v is outside [0, 1)", r.Jitter)
+		return invalid("Jitter %v is outside [0, 1)", r.Jitter)
 	case r.Jitter == 0:
 		r.Jitter = DefaultJitter
 	}
 	if r.DisableJitter {
 		r.Jitter = 0
 	}
+	return nil
+}
+
+// fillSizes checks r's counts and sizes and fills in their defaults.
+func fillSizes(r *Options) error {
 	for _, n := range []struct {
 		name string
 		v    *int
@@ -281,26 +318,11 @@ func (o *Options) withDefaults() (Options, error) {
 		{"CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes},
 	} {
 		if *n.v < 0 {
-			return bad("%s is negative (%d)", n.name, *n.v)
+			return invalid("%s is negative (%d)", n.name, *n.v)
 		}
 		if *n.v == 0 {
 			*n.v = n.def
 		}
 	}
-	switch n := &r.NearCache; {
-	case n.Size < 0 || n.MaxBytes < 0 || n.TTL < 0:
-		return bad("NearCache has a negative Size, MaxBytes or TTL (%+v)", *n)
-	case n.Size > 0 && n.TTL == 0:
-		n.TTL = DefaultNearCacheTTL
-	}
-	if r.Codec == nil {
-		r.Codec = JSONCodec{}
-	}
-	if r.Logger == nil {
-		r.Logger = slog.Default()
-	}
-	if r.Rand == nil {
-		r.Rand = rand.Float64
-	}
-	return r, nil
+	return nil
 }

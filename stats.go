@@ -84,3 +84,9 @@ func (c *counters) snapshot() Stats {
 		Unsubscribes:    c.unsubscribes.Load(),
 	}
 }
+
+// Subscribed, Unsubscribed and RedisError count for the notifier
+// (notify.Stats).
+func (c *counters) Subscribed()   { c.subscribes.Add(1) }
+func (c *counters) Unsubscribed() { c.unsubscribes.Add(1) }
+func (c *counters) RedisError()   { c.redisErrors.Add(1) }

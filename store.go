@@ -10,15 +10,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/corralhq/corral/internal/wire"
-	"github.com/klauspost/compress/s2"
 	"github.com/redis/go-redis/v9"
 )
 
-// This file holds every Redis command corral sends outside pub/sub
-// subscriptions (notify.go). The protocol itself is in the .lua files.
+// This file runs every script of the protocol (scripts/*.lua) and reads the
+// payloads too large to come with their replies. The other commands corral
+// sends are the peek's HMGET (hit.go), the pub/sub probe (pubsub.go), the
+// first-use checks (rights.go, eviction.go), the near cache's tracking
+// (tracking.go) and the subscriptions (internal/notify).
 
 var (
 	//go:embed scripts/fetch.lua
@@ -47,37 +48,36 @@ var (
 // the payload's encoding (compression, size limit) out of the protocol.
 type store struct {
 	pipe        *pipeline
-	inline      int    // Options.NoticeInlineLimit
-	noShard     bool   // Options.DisableShardedPubSub
-	compressMin int    // compress payloads of at least this many bytes; 0: never
-	version     int    // Options.CodecVersion, stored with every entry
-	maxValue    int    // Options.MaxValueBytes
-	reload      func() // on a Cluster: re-learn which node serves which slot
+	inline      int  // Options.NoticeInlineLimit
+	noShard     bool // Options.DisableShardedPubSub
+	compressMin int  // compress payloads of at least this many bytes; 0: never
+	version     int  // Options.CodecVersion, stored with every entry
+	maxValue    int  // Options.MaxValueBytes
+	hooks       storeHooks
 
 	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
-
-	// noticeFailed is told of a notice Redis refused to publish (a write
-	// that stood); refusedWrite of a write Redis refused (OOM, a replica).
-	noticeFailed func(error)
-	refusedWrite func(why string)
 
 	probeMu   sync.Mutex                 // one probe at a time
 	mode      atomic.Pointer[pubsubMode] // nil until detected
 	probeName string                     // Prefix's probe: the pub/sub probe's channel, the rights check's key
 }
 
-func newStore(rdb redis.UniversalClient, o Options, stats *counters) *store {
+// storeHooks are what the store tells its Cache of. Each may be nil.
+type storeHooks struct {
+	noticeFailed func(error)      // a notice Redis refused to publish (a write that stood)
+	refusedWrite func(why string) // a write Redis refused (OOM, a replica)
+	nodeFailed   func()           // a call failed: its node may have failed over
+}
+
+func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
 	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
-		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL}
+		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
 	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
-		if s.reload != nil {
-			// A node may have failed over. go-redis learns new slot owners
-			// from MOVED replies, which a dead node never sends: ask it to
-			// reload (at most every 200ms).
-			s.reload()
+		if s.hooks.nodeFailed != nil {
+			s.hooks.nodeFailed()
 		}
 	}, func(p *pipeline, node string) *breaker { return newBreaker(o, stats, node, p.lastError) })
 	return s
@@ -158,11 +158,6 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 	return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: the entry kept changing while it was read", n.Entry)
 }
 
-// errBadEntry is wrapped by the error of a fetch whose entry does not decode
-// (a corrupt compressed payload, one over MaxValueBytes): the entry is to be
-// taken as missing, not Redis as failing.
-var errBadEntry = errors.New("corral: the entry does not decode")
-
 // fetchArgs are fetch.lua's arguments (see its header).
 type fetchArgs struct {
 	token    string
@@ -177,7 +172,7 @@ type fetchArgs struct {
 func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byte, f wire.Flags, ok bool, err error) {
 	r := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.HMGet(ctx, n.Entry, wire.FieldValue, wire.FieldCompressed, "f")
+			return p.HMGet(ctx, n.Entry, wire.PayloadFields...)
 		},
 	})
 	if r.err == nil {
@@ -186,60 +181,11 @@ func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byt
 	if r.err != nil {
 		return nil, f, false, denied(r.err)
 	}
-	vals := r.cmd.(*redis.SliceCmd).Val()
-	fs, _ := vals[2].(string)
-	if f = wire.ParseFlags(fs); f.Unknown {
-		return nil, f, false, nil // a format of another release: no entry here
-	}
-	field := vals[0]
-	if f.Compressed {
-		field = vals[1]
-	}
-	v, ok := field.(string)
+	v, f, ok := wire.ParsePayload(r.cmd.(*redis.SliceCmd).Val())
 	if !ok {
 		return nil, f, false, nil
 	}
 	return []byte(v), f, true, nil
-}
-
-// decode returns the value a payload holds: decompressed when it was stored
-// compressed, and no larger than MaxValueBytes.
-func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
-	if !f.Compressed {
-		return payload, nil
-	}
-	n, err := s2.DecodedLen(payload)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("decompress: %w", err)
-	case n > s.maxValue:
-		return nil, fmt.Errorf("decompress: %d bytes: %w", n, ErrValueTooLarge)
-	}
-	v, err := s2.Decode(nil, payload)
-	if err != nil {
-		return nil, fmt.Errorf("decompress: %w", err)
-	}
-	return v, nil
-}
-
-// encode returns the payload to store for w, compressed when compression is
-// on, w is a value of at least compressMin bytes, and compressing saves space.
-func (s *store) encode(w entryWrite) (payload []byte, flags string) {
-	if s.compressMin > 0 && w.kind == wire.Value && len(w.value) >= s.compressMin {
-		if z := s2.Encode(nil, w.value); len(z) < len(w.value) {
-			return z, w.kind.Flags(true)
-		}
-	}
-	return w.value, w.kind.Flags(false)
-}
-
-// entryWrite is one entry to store: a load's result or a Set.
-type entryWrite struct {
-	value []byte
-	kind  wire.Kind
-	soft  time.Duration // soft TTL
-	hard  time.Duration // hard TTL: soft + stale window
-	took  time.Duration // the load's duration, for XFetch
 }
 
 // commit stores w under n. With a token it stores only while that token holds
@@ -251,7 +197,7 @@ type entryWrite struct {
 // the value inline, or were told to load it.
 func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
 	res, err := s.commitHeld(ctx, n, holder{token: token}, w)
-	return res != commitRejected, err
+	return res != wire.CommitRejected, err
 }
 
 // holder is what a load's commit stands on: its lease's token, and what
@@ -263,40 +209,32 @@ type holder struct {
 	seen     int64 // the soft expiry of the entry the lease was taken over; 0 for none
 }
 
-// commitResult is what commit.lua did with a commit that Redis did not
-// refuse.
-type commitResult int
-
-const (
-	commitRejected commitResult = 0 // the token no longer holds the lease
-	commitStored   commitResult = 1
-	commitEvicted  commitResult = 2 // stored, although the lease was missing (evicted)
-)
-
 // commitHeld is commit, for a load whose lease may have been evicted: h
 // says until when its lease was surely alive, and which entry it was
 // taken over, so that commit.lua can tell an eviction from a revocation.
-func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (commitResult, error) {
+func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (wire.Commit, error) {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
-		return commitRejected, err
+		return wire.CommitRejected, err
 	}
 	payload, flags := s.encode(w)
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
 		h.token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline, s.version,
 		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen))
 	if err != nil {
-		return commitRejected, fmt.Errorf("corral: commit: %w", err)
+		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)
 	}
-	status, refusal, err := s.written(res)
+	wr, err := s.written(res)
 	switch {
 	case err != nil:
-		return commitRejected, fmt.Errorf("corral: commit: %w", err)
-	case status == -1:
-		s.refusedWrite(refusal)
-		return commitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrWriteRefused, refusal)
+		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)
+	case wire.Commit(wr.Status) == wire.CommitRefused:
+		if s.hooks.refusedWrite != nil {
+			s.hooks.refusedWrite(wr.Refusal)
+		}
+		return wire.CommitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrWriteRefused, wr.Refusal)
 	}
-	return commitResult(status), nil
+	return wire.Commit(wr.Status), nil
 }
 
 // optionalMS formats a time in server ms for a script, and 0 (none) as the
@@ -308,48 +246,28 @@ func optionalMS(t int64) string {
 	return strconv.FormatInt(t, 10)
 }
 
-// written decodes the reply of a script that writes and publishes: {status,
-// notice error}. A notice that could not be published (no channel rights)
-// does not undo the write: it is reported to noticeFailed.
-func (s *store) written(res any) (status int64, refusal string, err error) {
-	a, _ := res.([]any)
-	if len(a) != 2 && len(a) != 3 {
-		return 0, "", fmt.Errorf("unexpected reply %#v", res)
+// written decodes the reply of a script that writes and publishes
+// (wire.Written). A notice that could not be published (no channel rights)
+// does not undo the write: it is reported to hooks.noticeFailed.
+func (s *store) written(res any) (wire.Written, error) {
+	w, err := wire.ParseWritten(res)
+	if err == nil && w.NoticeError != "" && s.hooks.noticeFailed != nil {
+		s.hooks.noticeFailed(errors.New(w.NoticeError))
 	}
-	status, ok := a[0].(int64)
-	if !ok {
-		return 0, "", fmt.Errorf("unexpected reply %#v", res)
-	}
-	if msg, ok := a[1].(string); ok && s.noticeFailed != nil {
-		s.noticeFailed(errors.New(msg))
-	}
-	if len(a) == 3 {
-		refusal, _ = a[2].(string)
-	}
-	return status, refusal, nil
+	return w, err
 }
-
-// renewResult is what renew.lua replied.
-type renewResult int
-
-const (
-	renewed      renewResult = 1
-	renewRetaken renewResult = 2  // renewed, after finding the lease missing (evicted)
-	renewNot     renewResult = 0  // the token no longer holds the lease
-	renewLate    renewResult = -1 // reached the server after its deadline
-)
 
 // renew extends h's lease by ttl (renew.lua), unless it reaches the server
 // after deadline (server ms). A lease found missing before h.deadline, over
 // the entry it was taken over (h.seen), was evicted, and is taken again.
-func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (renewResult, error) {
+func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
 	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
 		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
 	if err != nil {
-		return renewNot, fmt.Errorf("corral: renew lease: %w", err)
+		return wire.RenewLost, fmt.Errorf("corral: renew lease: %w", err)
 	}
 	v, _ := res.(int64)
-	return renewResult(v), nil
+	return wire.Renewal(v), nil
 }
 
 // releaseArgs say how release.lua hands a lease back.
@@ -377,11 +295,11 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
-	status, _, err := s.written(res)
+	wr, err := s.written(res)
 	if err != nil {
 		return false, fmt.Errorf("corral: release lease: %w", err)
 	}
-	return status == 1, nil
+	return wr.Status == 1, nil
 }
 
 func (s *store) delete(ctx context.Context, n wire.Names) error {
@@ -391,7 +309,7 @@ func (s *store) delete(ctx context.Context, n wire.Names) error {
 	}
 	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
 	if err == nil {
-		_, _, err = s.written(res)
+		_, err = s.written(res)
 	}
 	if err != nil {
 		return fmt.Errorf("corral: delete: %w", err)
@@ -409,97 +327,20 @@ func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.
 	if err != nil {
 		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
 	}
-	a, _ := res.([]any)
-	if len(a) != 2 {
-		return nil, wire.Value, false, fmt.Errorf("corral: get: unexpected reply %#v", res)
+	r, err := wire.ParseRead(res)
+	if err != nil {
+		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
 	}
-	fs, _ := a[1].(string)
-	f := wire.ParseFlags(fs)
-	var payload []byte
-	switch v := a[0].(type) {
-	case string:
-		payload = []byte(v)
-	case int64:
-		if payload, f, ok, err = s.read(ctx, n, int(v)); err != nil || !ok {
+	payload, f := r.Payload, r.Flags
+	if payload == nil {
+		if payload, f, ok, err = s.read(ctx, n, r.Size); err != nil || !ok {
 			return nil, wire.Value, false, err
 		}
-	default:
-		return nil, wire.Value, false, fmt.Errorf("corral: get: unexpected reply %#v", res)
 	}
 	if value, err = s.decode(payload, f); err != nil {
 		return nil, wire.Value, false, fmt.Errorf("corral: get %q: %w", n.Entry, err)
 	}
 	return value, f.Kind, true, nil
-}
-
-// pubsubMode is how this process announces and hears notices.
-type pubsubMode struct {
-	publish string // the command the scripts publish with: SPUBLISH or PUBLISH
-	// mark is the first byte of this process's lease tokens, which tells
-	// waiters elsewhere how its notices go out (wire.AnnounceSharded,
-	// AnnouncePlain, or AnnounceNone without channel rights: they re-check
-	// on their own).
-	mark byte
-}
-
-// pubsub returns this process's pub/sub mode: sharded pub/sub where the
-// server has it (Redis 7+), it is not disabled and the ACL user may use it;
-// plain pub/sub otherwise; none when the user has no right to publish on
-// corral's channels (notices are still sent, fail, and are counted). It
-// probes on first use, on a channel under Prefix, so New works while Redis
-// is down; concurrent first callers share one probe, and a probe that gets
-// no answer is tried again next time.
-func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
-	if m := s.mode.Load(); m != nil {
-		return *m, nil
-	}
-	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
-	if m := s.mode.Load(); m != nil {
-		return *m, nil
-	}
-	m := pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}
-	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
-		if try.mark == wire.AnnounceSharded && s.noShard {
-			continue
-		}
-		err := s.probe(ctx, try.publish)
-		var reply redis.Error
-		if err != nil && !errors.As(err, &reply) {
-			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
-		}
-		if err == nil {
-			m = try
-			break
-		}
-		// An unknown or renamed command, or one the ACL denies: try the next.
-	}
-	s.mode.Store(&m)
-	return m, nil
-}
-
-// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
-// Prefix's probe channel, which nobody subscribes to.
-func (s *store) probe(ctx context.Context, command string) error {
-	channel := s.probeName
-	r := s.pipe.do(&op{ctx: ctx, key: channel,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			if command == "SPUBLISH" {
-				return p.SPublish(ctx, channel, "")
-			}
-			return p.Publish(ctx, channel, "")
-		},
-	})
-	if r.err != nil {
-		return r.err
-	}
-	return r.cmd.Err()
-}
-
-// publishCommand returns the command the scripts publish notices with.
-func (s *store) publishCommand(ctx context.Context) (string, error) {
-	m, err := s.pubsub(ctx)
-	return m.publish, err
 }
 
 // fractionalMS formats d in milliseconds with microsecond precision, so
@@ -512,103 +353,4 @@ func fractionalMS(d time.Duration) string {
 func ms(d time.Duration) int64 {
 	m := (d + time.Millisecond - 1) / time.Millisecond
 	return max(int64(m), 1)
-}
-
-// peekReply is an entry read without a script (peek): what it holds, and
-// the server's clock when it was read.
-type peekReply struct {
-	found   bool // the entry has a payload
-	payload []byte
-	flags   wire.Flags
-	soft    int64   // soft expiry, server ms
-	took    float64 // the last load's duration, ms (XFetch)
-	now     int64   // the server's clock, ms
-	arrived int64   // nearClock when the reply arrived
-	version int     // the codec version it was written with (0 when absent)
-}
-
-// peek reads an entry's fields and the server's clock in one round trip,
-// without the script and without writing (the hit path): finish gets the
-// reply, in the calling goroutine when the read goes inline (inline.go),
-// otherwise from a pipeline goroutine. ctx ends the op only if it has not
-// been sent yet; an inline read ends by the time by (the caller's deadline;
-// zero for none), and then goes on through the pipeline.
-func (s *store) peek(ctx context.Context, by time.Time, entry string, finish func(peekReply, error)) {
-	args := make([]any, len(peekFields)+2)
-	args[0], args[1] = "hmget", entry
-	copy(args[2:], peekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args, readBy: by,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.Do(ctx, args...)
-		},
-	}
-	o.finish = func(r opResult) {
-		if r.err == nil {
-			r.err = r.cmd.Err()
-		}
-		if r.err != nil {
-			finish(peekReply{}, fmt.Errorf("corral: peek: %w", denied(r.err)))
-			return
-		}
-		vals, _ := r.cmd.(*redis.Cmd).Val().([]any)
-		if len(vals) != len(peekFields) {
-			finish(peekReply{}, fmt.Errorf("corral: peek: unexpected reply %#v", r.cmd.(*redis.Cmd).Val()))
-			return
-		}
-		pr, err := s.parsePeek(vals, r.now)
-		finish(pr, err)
-	}
-	if s.pipe.inline(o) {
-		return
-	}
-	if !s.pipe.enqueue(o) {
-		finish(peekReply{}, ErrClosed)
-	}
-}
-
-// peekFields are the fields a peek reads (HMGET), boxed once: built per
-// call, they cost an allocation each on the hit path.
-var peekFields = []any{"s", "d", "f", wire.FieldValue, wire.FieldCompressed, "c"}
-
-// parsePeek decodes a peek's HMGET s d f v z.
-func (s *store) parsePeek(vals []any, now int64) (peekReply, error) {
-	r := peekReply{now: now}
-	soft, _ := vals[0].(string)
-	var err error
-	if r.soft, err = strconv.ParseInt(soft, 10, 64); err != nil {
-		return r, nil // no entry (or none this release knows)
-	}
-	d, _ := vals[1].(string)
-	r.took, _ = strconv.ParseFloat(d, 64)
-	f, _ := vals[2].(string)
-	if r.flags = wire.ParseFlags(f); r.flags.Unknown {
-		return r, nil // a format of another release: no entry here
-	}
-	if c, ok := vals[5].(string); ok {
-		r.version, _ = strconv.Atoi(c)
-	}
-	payload := vals[3]
-	if r.flags.Compressed {
-		payload = vals[4]
-	}
-	p, ok := payload.(string)
-	if !ok {
-		return r, nil
-	}
-	r.found = true
-	if r.payload, err = s.decode(bytesOf(p), r.flags); err != nil {
-		return r, fmt.Errorf("corral: peek: %w: %w", errBadEntry, err)
-	}
-	return r, nil
-}
-
-// bytesOf returns p's bytes without copying them: p is a bulk reply that
-// go-redis read into a buffer of its own (which nobody else holds) and
-// returned as a string, and the bytes go to callers, who must not modify
-// them (see Fetch).
-func bytesOf(p string) []byte {
-	if len(p) == 0 {
-		return []byte{}
-	}
-	return unsafe.Slice(unsafe.StringData(p), len(p))
 }

@@ -17,7 +17,7 @@ func testStore(t *testing.T, args ...string) (*store, *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStore(rdb, o, &counters{})
+	s := newStore(rdb, o, &counters{}, storeHooks{})
 	t.Cleanup(s.close)
 	return s, rdb
 }
@@ -147,18 +147,18 @@ func TestRenewScript(t *testing.T) {
 	l := &lease{token: "tok", serverNow: r.Now, at: time.Now()}
 	ends := r.Now + 200 // the lease's deadline
 
-	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewed {
+	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != wire.Renewed {
 		t.Fatalf("renew by holder = %v, %v", res, err)
 	}
 	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl < 50*time.Second {
 		t.Fatalf("PTTL after renew = %v", pttl)
 	}
-	if res, _ := s.renew(ctx, n, holder{token: "other", deadline: ends}, time.Hour, l.serverDeadline(time.Second)); res != renewNot {
-		t.Fatalf("renew by non-holder = %v, want renewNot", res)
+	if res, _ := s.renew(ctx, n, holder{token: "other", deadline: ends}, time.Hour, l.serverDeadline(time.Second)); res != wire.RenewLost {
+		t.Fatalf("renew by non-holder = %v, want wire.RenewLost", res)
 	}
 	// A renewal whose deadline has passed on the server clock is dropped.
-	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Hour, r.Now-1); res != renewLate {
-		t.Fatalf("late renew = %v, want renewLate", res)
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: ends}, time.Hour, r.Now-1); res != wire.RenewLate {
+		t.Fatalf("late renew = %v, want wire.RenewLate", res)
 	}
 	if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl > time.Minute {
 		t.Fatalf("a late or foreign renewal extended the lease: PTTL %v", pttl)
@@ -170,8 +170,8 @@ func TestRenewScript(t *testing.T) {
 	if ok, _ := s.release(ctx, n, "tok", releaseArgs{notice: wire.Recheck}); !ok {
 		t.Fatal("release by holder failed")
 	}
-	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverDeadline(time.Minute)}, time.Hour, l.serverDeadline(time.Second)); res != renewNot {
-		t.Fatalf("renew after release = %v, want renewNot (the hand-back left a revocation marker)", res)
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverDeadline(time.Minute)}, time.Hour, l.serverDeadline(time.Second)); res != wire.RenewLost {
+		t.Fatalf("renew after release = %v, want wire.RenewLost (the hand-back left a revocation marker)", res)
 	}
 }
 
@@ -196,15 +196,15 @@ func TestEvictedLeaseScripts(t *testing.T) {
 	// Renewal: taken again before the deadline, lost after it.
 	n, l := take("renew", "tok")
 	rdb.Del(ctx, n.Lease)
-	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != renewRetaken {
-		t.Fatalf("renew of an evicted lease = %v, %v; want renewRetaken", res, err)
+	if res, err := s.renew(ctx, n, holder{token: "tok", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); err != nil || res != wire.RenewRetaken {
+		t.Fatalf("renew of an evicted lease = %v, %v; want wire.RenewRetaken", res, err)
 	}
 	if got := rdb.Get(ctx, n.Lease).Val(); got != "tok" {
-		t.Fatalf("lease after renewRetaken = %q; want tok", got)
+		t.Fatalf("lease after wire.RenewRetaken = %q; want tok", got)
 	}
 	rdb.Del(ctx, n.Lease)
-	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverNow - 1}, time.Minute, l.serverDeadline(time.Second)); res != renewNot {
-		t.Fatalf("renew of a lease missing past its deadline = %v; want renewNot", res)
+	if res, _ := s.renew(ctx, n, holder{token: "tok", deadline: l.serverNow - 1}, time.Minute, l.serverDeadline(time.Second)); res != wire.RenewLost {
+		t.Fatalf("renew of a lease missing past its deadline = %v; want wire.RenewLost", res)
 	}
 
 	// Commit: stands over a missing lease before the deadline; not after
@@ -212,15 +212,15 @@ func TestEvictedLeaseScripts(t *testing.T) {
 	n, l = take("commit", "tok")
 	rdb.Del(ctx, n.Lease)
 	for _, h := range []holder{{token: "tok", deadline: l.serverNow - 1}, {token: "tok"}} {
-		if res, err := s.commitHeld(ctx, n, h, w); err != nil || res != commitRejected {
+		if res, err := s.commitHeld(ctx, n, h, w); err != nil || res != wire.CommitRejected {
 			t.Fatalf("commit %+v over a missing lease = %v, %v; want rejected", h, res, err)
 		}
 	}
-	if res, err := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); err != nil || res != commitEvicted {
-		t.Fatalf("commit over an evicted lease = %v, %v; want commitEvicted", res, err)
+	if res, err := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); err != nil || res != wire.CommitEvicted {
+		t.Fatalf("commit over an evicted lease = %v, %v; want wire.CommitEvicted", res, err)
 	}
-	if res, _ := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); res != commitStored {
-		t.Fatalf("the same commit sent again = %v; want commitStored (it landed)", res)
+	if res, _ := s.commitHeld(ctx, n, holder{token: "tok", deadline: ends(l)}, w); res != wire.CommitStored {
+		t.Fatalf("the same commit sent again = %v; want wire.CommitStored (it landed)", res)
 	}
 
 	// A newer holder stored meanwhile (the entry changed): rejected.
@@ -228,10 +228,10 @@ func TestEvictedLeaseScripts(t *testing.T) {
 	rdb.Del(ctx, n.Lease)
 	_, l2 := take("newer", "new")
 	s.commit(ctx, n, l2.token, w)
-	if res, _ := s.renew(ctx, n, holder{token: "old", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); res != renewNot {
-		t.Fatalf("renewal after a newer holder stored = %v; want renewNot", res)
+	if res, _ := s.renew(ctx, n, holder{token: "old", deadline: ends(l)}, time.Minute, l.serverDeadline(time.Second)); res != wire.RenewLost {
+		t.Fatalf("renewal after a newer holder stored = %v; want wire.RenewLost", res)
 	}
-	if res, _ := s.commitHeld(ctx, n, holder{token: "old", deadline: ends(l)}, w); res != commitRejected {
+	if res, _ := s.commitHeld(ctx, n, holder{token: "old", deadline: ends(l)}, w); res != wire.CommitRejected {
 		t.Fatalf("commit after a newer holder stored = %v; want rejected", res)
 	}
 
@@ -246,12 +246,12 @@ func TestEvictedLeaseScripts(t *testing.T) {
 	})
 	rdb.Del(ctx, n.Lease)
 	h := holder{token: "ref", deadline: r.Now + time.Minute.Milliseconds(), seen: r.Soft - 1}
-	if res, _ := s.commitHeld(ctx, n, h, w); res != commitRejected {
+	if res, _ := s.commitHeld(ctx, n, h, w); res != wire.CommitRejected {
 		t.Fatalf("commit over another entry = %v; want rejected", res)
 	}
 	h.seen = r.Soft
-	if res, _ := s.commitHeld(ctx, n, h, w); res != commitEvicted {
-		t.Fatalf("refresh commit over an evicted lease = %v; want commitEvicted", res)
+	if res, _ := s.commitHeld(ctx, n, h, w); res != wire.CommitEvicted {
+		t.Fatalf("refresh commit over an evicted lease = %v; want wire.CommitEvicted", res)
 	}
 }
 
@@ -281,7 +281,7 @@ func TestRevocationMarker(t *testing.T) {
 		if pttl := rdb.PTTL(ctx, n.Lease).Val(); pttl <= s.leaseTTL {
 			t.Fatalf("%s: marker PTTL %v; want the lease's (over LeaseTTL %v)", revoke, pttl, s.leaseTTL)
 		}
-		if res, _ := s.commitHeld(ctx, n, h, w); res != commitRejected {
+		if res, _ := s.commitHeld(ctx, n, h, w); res != wire.CommitRejected {
 			t.Fatalf("%s: the revoked holder's commit = %v; want rejected", revoke, res)
 		}
 	}

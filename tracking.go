@@ -200,6 +200,14 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 		t.near.purge()
 	}()
 	t.warned.Store(false)
+	return t.listen(ctx, ps, conn, func() bool { return subID.Load() != id })
+}
+
+// listen applies the invalidations that arrive on ps until ctx ends or the
+// stream fails: ps or the tracking connection conn stop answering, or ps
+// reconnected (then it may have missed invalidations, and tracking was
+// redirected to its old connection).
+func (t *tracker) listen(ctx context.Context, ps *redis.PubSub, conn *redis.Conn, reconnected func() bool) error {
 	last := time.Now()
 	for ctx.Err() == nil {
 		m, err := ps.ReceiveTimeout(ctx, trackCheck)
@@ -212,7 +220,7 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 		default:
 			return err
 		}
-		if subID.Load() != id {
+		if reconnected() {
 			return errors.New("corral: the invalidation connection reconnected")
 		}
 		if msg, ok := m.(*redis.Message); ok && msg.Channel == invalidationChannel {

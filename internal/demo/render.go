@@ -18,6 +18,16 @@ const chartWidth = 40
 // strategies. Colours follow pterm's global setting (off with NO_COLOR or
 // pterm.DisableColor).
 func Render(w io.Writer, r *Report) error {
+	for _, part := range []func(io.Writer, *Report) error{renderHeader, renderTable, renderLoadsPerTTL, renderCharts, renderErrors} {
+		if err := part(w, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderHeader writes what was run: the summary, Redis and the origin.
+func renderHeader(w io.Writer, r *Report) error {
 	c := r.Config
 	latency := "no added latency"
 	if c.OriginLatencyMS > 0 {
@@ -27,11 +37,13 @@ func Render(w io.Writer, r *Report) error {
 	if redisLabel == "embedded" {
 		redisLabel = "embedded (in-process miniredis; pass --redis URL for a real server)"
 	}
-	if _, err := fmt.Fprintf(w, "corral demo: %s\nRedis:  %s\nOrigin: %s, %d orders, %s\n\n",
-		r.Summary, redisLabel, c.Origin, c.OriginRows, latency); err != nil {
-		return err
-	}
+	_, err := fmt.Fprintf(w, "corral demo: %s\nRedis:  %s\nOrigin: %s, %d orders, %s\n\n",
+		r.Summary, redisLabel, c.Origin, c.OriginRows, latency)
+	return err
+}
 
+// renderTable writes one row per strategy, and the legend under it.
+func renderTable(w io.Writer, r *Report) error {
 	rows := [][]string{{"strategy", "requests", "origin loads", "peak origin conc.", "origin ms",
 		"p50 ms", "p99 ms", "max ms", "Redis commands", "errors"}}
 	for _, res := range r.Results {
@@ -44,13 +56,12 @@ func Render(w io.Writer, r *Report) error {
 	if err != nil {
 		return fmt.Errorf("demo: render table: %w", err)
 	}
-	if _, err := fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n\n"+legend(r)); err != nil {
-		return err
-	}
-	if err := renderLoadsPerTTL(w, r); err != nil {
-		return err
-	}
+	_, err = fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n\n"+legend(r))
+	return err
+}
 
+// renderCharts writes a bar chart per measure, one bar per strategy.
+func renderCharts(w io.Writer, r *Report) error {
 	charts := []struct {
 		title string
 		value func(Result) float64
@@ -73,7 +84,12 @@ func Render(w io.Writer, r *Report) error {
 			return err
 		}
 	}
+	return nil
+}
 
+// renderErrors writes, for each strategy that got errors, their count and
+// the first.
+func renderErrors(w io.Writer, r *Report) error {
 	for _, res := range r.Results {
 		if res.FirstError != "" {
 			if _, err := fmt.Fprintf(w, "\n%s: %d %s; the first: %s\n",

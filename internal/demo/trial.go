@@ -84,13 +84,38 @@ type trialRun struct {
 // sums up what the origin and Redis went through.
 func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	m := &meter{origin: r.origin, latency: r.cfg.OriginLatency}
-	customerOf := make(map[string]int64, len(r.keys))
 	t := &Trial{Goroutines: r.cfg.Goroutines, expected: r.expected}
 	for _, k := range r.keys {
-		customerOf[k.name] = k.customer
 		t.Keys = append(t.Keys, k.name)
 	}
-	env := Env{
+	open := &opened{strategy: r.strategy.Name()}
+	defer func() {
+		if cerr := open.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := r.start(t, open, r.env(m)); err != nil {
+		return Result{}, err
+	}
+	if err := r.drive(ctx, t); err != nil {
+		return Result{}, err
+	}
+	// Close the instances, then their clients, so every command sent on
+	// behalf of the run is counted.
+	if err := open.close(); err != nil {
+		return Result{}, err
+	}
+	return r.result(t, m, open.counters), nil
+}
+
+// env is what the run's instances share: their namespace, TTLs, logger,
+// and the origin, metered by m.
+func (r *trialRun) env(m *meter) Env {
+	customerOf := make(map[string]int64, len(r.keys))
+	for _, k := range r.keys {
+		customerOf[k.name] = k.customer
+	}
+	return Env{
 		Namespace: r.ns + r.strategy.Name() + ":",
 		TTL:       r.cfg.TTL,
 		StaleTTL:  *r.cfg.StaleTTL,
@@ -103,37 +128,48 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 			return m.load(ctx, c)
 		},
 	}
+}
 
-	var counters []*commandCounter
-	var closers []func() error // in the order opened; closed in reverse
-	closeAll := func() error {
-		var first error
-		for i := len(closers) - 1; i >= 0; i-- {
-			if err := closers[i](); err != nil && first == nil {
-				first = fmt.Errorf("demo: %s: close: %w", r.strategy.Name(), err)
-			}
+// opened is what a run opened: Redis clients, with their command counters,
+// and the strategy's instances.
+type opened struct {
+	strategy string
+	counters []*commandCounter // one per instance
+	closers  []func() error    // in the order opened; closed in reverse
+}
+
+// close closes everything opened, last first, and returns the first error.
+func (o *opened) close() error {
+	var first error
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		if err := o.closers[i](); err != nil && first == nil {
+			first = fmt.Errorf("demo: %s: close: %w", o.strategy, err)
 		}
-		closers = nil
-		return first
 	}
-	defer func() {
-		if cerr := closeAll(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
+	o.closers = nil
+	return first
+}
+
+// start opens cfg.Instances instances of the strategy, each on a Redis
+// client of its own, into t.
+func (r *trialRun) start(t *Trial, open *opened, env Env) error {
 	for range r.cfg.Instances {
 		client, n := r.redis.newClient()
-		closers = append(closers, client.Close)
-		counters = append(counters, n)
+		open.closers = append(open.closers, client.Close)
+		open.counters = append(open.counters, n)
 		env.Redis = client
 		inst, err := r.strategy.NewInstance(env)
 		if err != nil {
-			return Result{}, err
+			return err
 		}
-		closers = append(closers, inst.Close)
+		open.closers = append(open.closers, inst.Close)
 		t.Instances = append(t.Instances, inst)
 	}
+	return nil
+}
 
+// drive runs the scenario on t, with a progress bar.
+func (r *trialRun) drive(ctx context.Context, t *Trial) error {
 	length := r.scenario.Length(r.cfg)
 	rctx, cancel := context.WithTimeout(ctx, length+r.cfg.Timeout)
 	defer cancel()
@@ -146,20 +182,19 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	r.scenario.Run(rctx, r.cfg, t)
 	bar.Stop()
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("demo: %s: %w", r.strategy.Name(), err)
+		return fmt.Errorf("demo: %s: %w", r.strategy.Name(), err)
 	}
+	return nil
+}
 
-	// Close the instances, then their clients, so every command sent on
-	// behalf of the run is counted.
-	if err := closeAll(); err != nil {
-		return Result{}, err
-	}
+// result is what the run measured, once its instances and clients are
+// closed.
+func (r *trialRun) result(t *Trial, m *meter, counters []*commandCounter) Result {
 	var commands uint64
 	for i, inst := range t.Instances {
 		commands += counters[i].Load() + inst.UnhookedCommands()
 	}
-
-	res = Result{
+	res := Result{
 		Strategy:              r.strategy.Name(),
 		Requests:              len(t.latencies),
 		OriginLoads:           m.loads.Load(),
@@ -172,7 +207,7 @@ func (r *trialRun) run(ctx context.Context) (res Result, err error) {
 	if t.firstErr != nil {
 		res.FirstError = t.firstErr.Error()
 	}
-	return res, nil
+	return res
 }
 
 // together runs body on every goroutine of every instance at once:

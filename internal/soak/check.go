@@ -52,7 +52,26 @@ func newIndex(r *Records) *index {
 			degraded = append(degraded, Interval{Worker: l.Worker, From: l.Start, To: l.Start})
 		}
 	}
+	ix.indexLoads()
+	ix.indexDeletes()
+	for _, c := range r.Calls {
+		wk := [2]int{c.Worker, c.Key}
+		ix.calls[wk] = append(ix.calls[wk], c)
+	}
+	for wk := range ix.calls {
+		slices.SortFunc(ix.calls[wk], func(a, b Call) int { return cmp.Compare(a.Start, b.Start) })
+	}
+	ix.degraded = mergeByWorker(degraded)
 	for _, k := range r.Kills {
+		ix.killedAt[k.Worker] = k.At
+	}
+	return ix
+}
+
+// indexLoads sorts each key's loads by start, and indexes the loads that
+// followed a kill (takeovers) and each worker's load starts per key.
+func (ix *index) indexLoads() {
+	for _, k := range ix.r.Kills {
 		for key, ls := range ix.loads {
 			if slices.ContainsFunc(ls, func(l Load) bool {
 				return l.Worker == k.Worker && l.Start <= k.At && l.Start >= k.At-2*time.Second
@@ -68,7 +87,12 @@ func newIndex(r *Records) *index {
 			ix.starts[wk] = append(ix.starts[wk], l.Start)
 		}
 	}
-	for _, d := range r.Deletes {
+}
+
+// indexDeletes indexes the deletes, and those that succeeded, by key and
+// end.
+func (ix *index) indexDeletes() {
+	for _, d := range ix.r.Deletes {
 		ix.deletes[d.Key] = append(ix.deletes[d.Key], d)
 		if d.Err == "" {
 			ix.okDels[d.Key] = append(ix.okDels[d.Key], d)
@@ -79,13 +103,11 @@ func newIndex(r *Records) *index {
 			slices.SortFunc(m[k], func(a, b Delete) int { return cmp.Compare(a.End, b.End) })
 		}
 	}
-	for _, c := range r.Calls {
-		wk := [2]int{c.Worker, c.Key}
-		ix.calls[wk] = append(ix.calls[wk], c)
-	}
-	for wk := range ix.calls {
-		slices.SortFunc(ix.calls[wk], func(a, b Call) int { return cmp.Compare(a.Start, b.Start) })
-	}
+}
+
+// mergeByWorker returns each worker's degraded intervals, sorted, with
+// those that overlap merged.
+func mergeByWorker(degraded []Interval) map[int][]Interval {
 	byWorker := map[int][]Interval{}
 	for _, iv := range degraded {
 		byWorker[iv.Worker] = append(byWorker[iv.Worker], iv)
@@ -101,12 +123,9 @@ func newIndex(r *Records) *index {
 			}
 			merged = append(merged, iv)
 		}
-		ix.degraded[w] = merged
+		byWorker[w] = merged
 	}
-	for _, k := range r.Kills {
-		ix.killedAt[k.Worker] = k.At
-	}
-	return ix
+	return byWorker
 }
 
 // checkStale checks invariant 2.

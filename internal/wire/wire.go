@@ -1,33 +1,19 @@
 // Package wire is the Go side of corral's Redis protocol, the mirror of the
-// headers of scripts/*.lua: the Redis names of a key, the flags of an entry,
-// the replies of fetch.lua and the notices published on a key's channel.
+// headers of scripts/*.lua: the Redis names of a key (names.go), the fields
+// and flags of an entry (and the peek that reads them), lease tokens, the
+// replies of the scripts and the notices published on a key's channel.
 // Every message is built and parsed here, side by side, with one constant
 // for each byte or word of the format. Nothing here talks to Redis.
 package wire
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 )
-
-// Names are the Redis names of one cache key K under prefix P (a contract:
-// users inspect them with redis-cli):
-//
-//	Entry   P:e:{T}:K  hash: v payload, s soft expiry (server ms),
-//	                   d last load (ms), f flags
-//	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
-//	                   Marker
-//	Notice  P:n:{T}:K  pub/sub channel: completion notices
-//
-// T is K's own hash tag when it has a non-empty one, else the hex FNV-1a
-// 64-bit hash of K. All three share one Cluster slot, K is kept whole at the
-// end, and the kind sits before the tag, so no two keys share a name.
-type Names struct {
-	Entry, Lease, Notice string
-}
 
 // Marker is what a lease holds instead of a token when nobody loads but a
 // holder's commit must still be rejected (commit.lua takes a missing lease
@@ -44,65 +30,108 @@ type Names struct {
 // it over a revocation too rather than wait for it.
 const Marker = "backoff"
 
-// NewNames returns key's names under prefix.
-func NewNames(prefix, key string) Names {
-	tag := SlotTag(key)
-	return Names{
-		Entry:  prefix + ":e:{" + tag + "}:" + key,
-		Lease:  prefix + ":l:{" + tag + "}:" + key,
-		Notice: prefix + ":n:{" + tag + "}:" + key,
-	}
-}
-
-// EntryName returns the name of key's entry under prefix (NewNames(prefix,
-// key).Entry), with one allocation: the hit path needs no other name.
-func EntryName(prefix, key string) string {
-	if tag, ok := HashTag(key); ok {
-		return prefix + ":e:{" + tag + "}:" + key
-	}
-	var tag [16]byte
-	hashHex(&tag, key)
-	return prefix + ":e:{" + string(tag[:]) + "}:" + key
-}
-
-// SlotTag returns key's hash tag by Redis Cluster's rule (the text between
-// the first '{' and the first '}' after it, when not empty), or otherwise a
-// 16-digit hex FNV-1a hash of the key.
-func SlotTag(key string) string {
-	if tag, ok := HashTag(key); ok {
-		return tag
-	}
-	var tag [16]byte
-	hashHex(&tag, key)
-	return string(tag[:])
-}
-
-// hashHex writes the hex of key's 64-bit FNV-1a hash into dst.
-func hashHex(dst *[16]byte, key string) {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	var sum [8]byte
-	hex.Encode(dst[:], h.Sum(sum[:0]))
-}
-
-// HashTag returns the hash tag Redis Cluster hashes name by, if it has one.
-func HashTag(name string) (string, bool) {
-	open := strings.IndexByte(name, '{')
-	if open < 0 {
-		return "", false
-	}
-	end := strings.IndexByte(name[open+1:], '}')
-	if end <= 0 { // no '}' after the '{', or an empty tag "{}"
-		return "", false
-	}
-	return name[open+1 : open+1+end], true
-}
-
 // Entry fields (see commit.lua).
 const (
 	FieldValue      = "v" // the payload, as loaded
 	FieldCompressed = "z" // the payload, S2-compressed (flag 'z'), instead of v
+	FieldSoft       = "s" // soft expiry, server ms
+	FieldTook       = "d" // the last load's duration, ms, fractional (XFetch)
+	FieldFlags      = "f" // the flags (Flags)
+	FieldToken      = "t" // the lease token of the commit that wrote it; empty for Set
+	FieldCodec      = "c" // the writer's codec version (Options.CodecVersion)
 )
+
+// PeekFields are the fields a peek reads (HMGET), in the order ParsePeek
+// takes them, boxed once: built per call, they would cost an allocation
+// each on the hit path.
+var PeekFields = []any{FieldSoft, FieldTook, FieldFlags, FieldValue, FieldCompressed, FieldCodec}
+
+// PayloadFields are the fields that hold an entry's payload and say how to
+// read it (HMGET), in the order ParsePayload takes them.
+var PayloadFields = []string{FieldValue, FieldCompressed, FieldFlags}
+
+// ParsePayload decodes the values of PayloadFields: the payload as stored
+// (compressed when f says so) and the flags. ok is false when the entry has
+// no payload this release knows.
+func ParsePayload(vals []any) (payload string, f Flags, ok bool) {
+	fs, _ := vals[2].(string)
+	if f = ParseFlags(fs); f.Unknown {
+		return "", f, false // a format of another release: no entry here
+	}
+	field := vals[0]
+	if f.Compressed {
+		field = vals[1]
+	}
+	payload, ok = field.(string)
+	return payload, f, ok
+}
+
+// ReadReply is a decoded read.lua reply.
+type ReadReply struct {
+	Payload []byte // as stored (compressed when Flags say so); nil when too large to come with the reply
+	Size    int    // the payload's size, when Payload is nil
+	Flags   Flags
+}
+
+// ParseRead decodes a read.lua reply other than nil (no entry).
+func ParseRead(res any) (ReadReply, error) {
+	a, _ := res.([]any)
+	if len(a) != 2 {
+		return ReadReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	fs, _ := a[1].(string)
+	r := ReadReply{Flags: ParseFlags(fs)}
+	switch v := a[0].(type) {
+	case string:
+		r.Payload = []byte(v)
+	case int64:
+		r.Size = int(v)
+	default:
+		return ReadReply{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	return r, nil
+}
+
+// Peeked is an entry as a peek read it.
+type Peeked struct {
+	Found   bool   // the entry has a payload this release knows
+	Payload string // as stored: compressed when Flags say so
+	Flags   Flags
+	Soft    int64   // soft expiry, server ms
+	Took    float64 // the last load's duration, ms
+	Version int     // the codec version it was written with; 0 when absent
+}
+
+// ParsePeek decodes a peek's reply (the values of PeekFields, as go-redis
+// returns them). An entry without a soft expiry, with a flag this release
+// does not know, or without its payload is not Found.
+func ParsePeek(res any) (Peeked, error) {
+	vals, _ := res.([]any)
+	if len(vals) != len(PeekFields) {
+		return Peeked{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	var p Peeked
+	soft, _ := vals[0].(string)
+	var err error
+	if p.Soft, err = strconv.ParseInt(soft, 10, 64); err != nil {
+		return p, nil // no entry (or none this release knows)
+	}
+	d, _ := vals[1].(string)
+	p.Took, _ = strconv.ParseFloat(d, 64)
+	f, _ := vals[2].(string)
+	if p.Flags = ParseFlags(f); p.Flags.Unknown {
+		return p, nil // a format of another release: no entry here
+	}
+	if c, ok := vals[5].(string); ok {
+		p.Version, _ = strconv.Atoi(c)
+	}
+	payload := vals[3]
+	if p.Flags.Compressed {
+		payload = vals[4]
+	}
+	p.Payload, p.Found = payload.(string)
+	return p, nil
+}
 
 // Kind is what an entry caches, from its f field.
 type Kind byte
@@ -291,6 +320,22 @@ const (
 	AnnounceNone    byte = 'n' // the holder may not publish: no notice comes
 )
 
+// NewToken returns a new lease token: 16 random bytes in hex, after mark
+// (AnnounceSharded, AnnouncePlain or AnnounceNone), or plain hex when mark
+// is 0 (the process does not know yet how it announces). Hex digits include
+// none of the marks, so Announces tells the two apart.
+func NewToken(mark byte) string {
+	var b [16]byte
+	rand.Read(b[:])
+	if mark == 0 {
+		return hex.EncodeToString(b[:])
+	}
+	t := make([]byte, 1+hex.EncodedLen(len(b)))
+	t[0] = mark
+	hex.Encode(t[1:], b[:])
+	return string(t)
+}
+
 // Announces returns how the holder of a lease whose token is lease
 // announces (AnnounceSharded, AnnouncePlain or AnnounceNone), or 0 when the
 // token does not say (an earlier release's, or none was read).
@@ -366,3 +411,53 @@ func FailureMessage(err error) string {
 
 // FailureNotice is the notice that a load failed with err.
 func FailureNotice(err error) string { return string(NoticeFailed) + FailureMessage(err) }
+
+// Written is the reply of a script that writes and publishes (commit.lua,
+// release.lua, delete.lua): {status, notice error[, refusal]}.
+type Written struct {
+	Status int64
+	// NoticeError is why publishing the notice failed (NOPERM without
+	// channel rights), or "": the write stands either way.
+	NoticeError string
+	// Refusal is Redis's error when it refused to write (commit.lua's
+	// CommitRefused), or "".
+	Refusal string
+}
+
+// ParseWritten decodes the reply of a script that writes and publishes.
+func ParseWritten(res any) (Written, error) {
+	a, _ := res.([]any)
+	if len(a) != 2 && len(a) != 3 {
+		return Written{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	var w Written
+	var ok bool
+	if w.Status, ok = a[0].(int64); !ok {
+		return Written{}, fmt.Errorf("unexpected reply %#v", res)
+	}
+	w.NoticeError, _ = a[1].(string)
+	if len(a) == 3 {
+		w.Refusal, _ = a[2].(string)
+	}
+	return w, nil
+}
+
+// Commit is the status of commit.lua's reply.
+type Commit int64
+
+const (
+	CommitRejected Commit = 0  // the token no longer holds the lease
+	CommitStored   Commit = 1  // stored (now, or by an earlier try, known by field t)
+	CommitEvicted  Commit = 2  // stored, although the lease was missing (evicted)
+	CommitRefused  Commit = -1 // Redis refuses writes (OOM, READONLY): see Written.Refusal
+)
+
+// Renewal is renew.lua's reply.
+type Renewal int64
+
+const (
+	Renewed      Renewal = 1  // extended
+	RenewRetaken Renewal = 2  // extended, after finding the lease missing (evicted)
+	RenewLost    Renewal = 0  // the token no longer holds the lease
+	RenewLate    Renewal = -1 // reached the server after its deadline: dropped
+)

@@ -1,4 +1,4 @@
-package corral
+package notify
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// This file holds what the Notifier does for a Redis Cluster, where a shard
+// channel lives on the master that serves its slot and moves with it.
+
 // errNoChannelRights: the ACL user may not publish on corral's channels, so
 // it may not subscribe either; waiters re-check on their own.
 var errNoChannelRights = errors.New("corral: no rights on corral's channels")
-
-// This file holds what the notifier does for a Redis Cluster, where a shard
-// channel lives on the master that serves its slot and moves with it.
 
 // node is where a channel is subscribed: its address and a client of it.
 type node struct {
@@ -24,15 +24,15 @@ type node struct {
 }
 
 // nodeFor returns where channel must be subscribed now.
-func (n *notifier) nodeFor(ctx context.Context, channel string) (node, error) {
-	mode, err := n.store.pubsub(ctx)
+func (n *Notifier) nodeFor(ctx context.Context, channel string) (node, error) {
+	mark, err := n.mode(ctx)
 	switch {
 	case err != nil:
 		return node{}, err
-	case mode.mark == wire.AnnounceNone:
+	case mark == wire.AnnounceNone:
 		return node{}, errNoChannelRights
 	}
-	sharded := mode.mark == wire.AnnounceSharded
+	sharded := mark == wire.AnnounceSharded
 	cc, cluster := n.rdb.(*redis.ClusterClient)
 	if !cluster || !sharded {
 		return node{client: n.rdb, sharded: sharded}, nil
@@ -46,7 +46,7 @@ func (n *notifier) nodeFor(ctx context.Context, channel string) (node, error) {
 
 // rebind subscribes channel again where its slot lives now, after its node
 // dropped it.
-func (n *notifier) rebind(channel string, from *pubsubConn) {
+func (n *Notifier) rebind(channel string, from *pubsubConn) {
 	defer n.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 	defer cancel()
@@ -65,7 +65,7 @@ func (n *notifier) rebind(channel string, from *pubsubConn) {
 // newOwner returns where channel lives now that its slot left the node at
 // old: go-redis reloads the Cluster's slot map in the background, so this
 // asks again, briefly, until the answer changes.
-func (n *notifier) newOwner(ctx context.Context, channel, old string) (node, error) {
+func (n *Notifier) newOwner(ctx context.Context, channel, old string) (node, error) {
 	cc, ok := n.rdb.(*redis.ClusterClient)
 	if !ok {
 		return n.nodeFor(ctx, channel)
@@ -86,12 +86,12 @@ func (n *notifier) newOwner(ctx context.Context, channel, old string) (node, err
 	}
 }
 
-// revalidateSoon checks, in the background and for a short while, that each
+// RevalidateSoon checks, in the background and for a short while, that each
 // subscribed channel lives on the master that serves its slot now, and moves
 // those that do not, telling their waiters to fetch again (a notice may have
 // been lost). It runs after a Redis call failed on a Cluster, when a master
 // may have died: a dead node says nothing to its subscribers.
-func (n *notifier) revalidateSoon() {
+func (n *Notifier) RevalidateSoon() {
 	if _, ok := n.rdb.(*redis.ClusterClient); !ok {
 		return
 	}
@@ -109,7 +109,7 @@ func (n *notifier) revalidateSoon() {
 // replica to be promoted and go-redis to learn of it.
 const revalidateFor = 3 * time.Second
 
-func (n *notifier) revalidate() {
+func (n *Notifier) revalidate() {
 	defer n.wg.Done()
 	defer func() {
 		n.mu.Lock()
@@ -144,12 +144,12 @@ func (n *notifier) revalidate() {
 // channels are checked.
 const watchEvery = time.Second
 
-// watch checks, while the notifier lives, that the pub/sub connections to
+// watch checks, while the Notifier lives, that the pub/sub connections to
 // Cluster nodes with channels still reach their node (a PING on the
 // connection). A node that died tells its subscribers nothing, and its slots
-// move to a replica: a failed check has the slot map reloaded and the
-// channels moved (revalidateSoon).
-func (n *notifier) watch() {
+// move to a replica: a failed check is reported to the cache (NodeFailed),
+// which has the slot map reloaded and the channels moved (RevalidateSoon).
+func (n *Notifier) watch() {
 	defer n.wg.Done()
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
@@ -171,8 +171,8 @@ func (n *notifier) watch() {
 			ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 			err := c.ps.Ping(ctx)
 			cancel()
-			if err != nil && n.store.reload != nil {
-				n.store.reload() // reloads the slot map and calls revalidateSoon
+			if err != nil && n.nodeFailed != nil {
+				n.nodeFailed() // reloads the slot map and calls RevalidateSoon
 				break
 			}
 		}
@@ -181,7 +181,7 @@ func (n *notifier) watch() {
 
 // moveIfStale binds channel to at if it lives elsewhere, and tells its
 // waiters to fetch again.
-func (n *notifier) moveIfStale(ctx context.Context, channel string, at node) {
+func (n *Notifier) moveIfStale(ctx context.Context, channel string, at node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.channels[channel]

@@ -1,0 +1,184 @@
+package notify
+
+import (
+	"context"
+	"time"
+
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds the life of a pub/sub connection: opened with its first
+// channel, shared by the channels bound to its node, closed after
+// idleLinger without any; and its messages, dispatched to the waiters.
+
+// idleLinger is how long a pub/sub connection with no channels stays open
+// for the next wait before it is closed.
+const idleLinger = 30 * time.Second
+
+// pubsubConn is one pub/sub connection.
+type pubsubConn struct {
+	addr    string // the node; "" off a Cluster or with plain pub/sub
+	ps      *redis.PubSub
+	sharded bool
+
+	// guarded by Notifier.mu:
+	channels int            // channels subscribed on it
+	leaving  map[string]int // our SUNSUBSCRIBEs not yet confirmed, by channel
+	idle     *time.Timer    // closes it after idleLinger without channels
+}
+
+// subscribeOn subscribes channel on the connection to at, opening the
+// connection with channel as its first subscription when there is none yet
+// (so that go-redis connects it to that node). Called with n.mu held.
+func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) (*pubsubConn, error) {
+	if c := n.conns[at.addr]; c != nil {
+		c.channels++
+		if c.idle != nil {
+			c.idle.Stop()
+			c.idle = nil
+		}
+		return c, send(ctx, c, channel)
+	}
+	var ps *redis.PubSub
+	if at.sharded {
+		ps = at.client.SSubscribe(ctx, channel)
+	} else {
+		ps = at.client.Subscribe(ctx, channel)
+	}
+	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, channels: 1, leaving: make(map[string]int)}
+	n.conns[at.addr] = c
+	if at.addr != "" && !n.watching { // a Cluster node: watch that it stays up
+		n.watching = true
+		n.wg.Add(1)
+		go n.watch()
+	}
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	n.wg.Add(1)
+	go n.dispatch(c, ch)
+	return c, nil
+}
+
+// send sends c's (S)SUBSCRIBE of channel.
+func send(ctx context.Context, c *pubsubConn, channel string) error {
+	if c.sharded {
+		return c.ps.SSubscribe(ctx, channel)
+	}
+	return c.ps.Subscribe(ctx, channel)
+}
+
+// unsubscribeOn drops channel from c. Called with n.mu held.
+func (n *Notifier) unsubscribeOn(c *pubsubConn, channel string) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	var err error
+	if c.sharded {
+		c.leaving[channel]++
+		err = c.ps.SUnsubscribe(ctx, channel)
+	} else {
+		err = c.ps.Unsubscribe(ctx, channel)
+	}
+	n.stats.Unsubscribed()
+	if err != nil {
+		n.stats.RedisError()
+	}
+	n.dropChannel(c)
+}
+
+// dropChannel counts one channel fewer on c, and closes c after idleLinger
+// if it stays without channels. Called with n.mu held.
+func (n *Notifier) dropChannel(c *pubsubConn) {
+	c.channels--
+	if c.channels > 0 || n.conns[c.addr] != c {
+		return
+	}
+	c.idle = time.AfterFunc(idleLinger, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if c.channels == 0 && n.conns[c.addr] == c {
+			n.closeConn(c)
+		}
+	})
+}
+
+// closeConn closes c. Called with n.mu held.
+func (n *Notifier) closeConn(c *pubsubConn) {
+	if n.conns[c.addr] == c {
+		delete(n.conns, c.addr)
+	}
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	_ = c.ps.Close()
+}
+
+// dispatch delivers the messages of one pub/sub connection to the waiters
+// listening on their channels, until the connection is closed.
+func (n *Notifier) dispatch(c *pubsubConn, ch <-chan any) {
+	defer n.wg.Done()
+	for m := range ch {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			n.subscriptionEvent(c, m)
+		case *redis.Message:
+			nt := wire.ParseNotice(m.Payload)
+			n.mu.Lock()
+			if cs := n.channels[m.Channel]; cs != nil && cs.conn == c {
+				for s := range cs.listeners {
+					select {
+					case s.notices <- nt:
+					default: // a waiter with notices queued has enough to act on
+					}
+				}
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// subscriptionEvent handles the server's word on a subscription: a
+// confirmation, or the server dropping a channel it no longer owns (a slot
+// that moved), which is subscribed again on the slot's new master.
+func (n *Notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if m.Kind == "sunsubscribe" && c.leaving[m.Channel] > 0 {
+		if c.leaving[m.Channel]--; c.leaving[m.Channel] == 0 {
+			delete(c.leaving, m.Channel)
+		}
+		return // the confirmation of our own SUNSUBSCRIBE
+	}
+	cs := n.channels[m.Channel]
+	if cs == nil || cs.conn != c {
+		return // a channel we left, or moved ourselves
+	}
+	switch m.Kind {
+	case "subscribe", "ssubscribe":
+		select {
+		case <-cs.confirmed:
+			// Subscribed again: go-redis re-subscribed after the connection
+			// dropped (a restart, an output buffer limit), or a waiter's
+			// timer re-sent it. Notices published meanwhile are lost: the
+			// waiters re-check now rather than on their timers.
+			n.recheck(cs)
+		default:
+			close(cs.confirmed)
+		}
+	case "sunsubscribe":
+		if n.closed {
+			return
+		}
+		n.wg.Add(1)
+		go n.rebind(m.Channel, c)
+	}
+}
+
+// recheck tells cs's waiters to fetch again. Called with n.mu held.
+func (n *Notifier) recheck(cs *channelSubs) {
+	for s := range cs.listeners {
+		select {
+		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
+		default: // a waiter with notices queued has enough to act on
+		}
+	}
+}

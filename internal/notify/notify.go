@@ -1,0 +1,287 @@
+// Package notify is how corral's waiters hear the end of another process's
+// load: the pub/sub notices that commit.lua, release.lua and delete.lua
+// publish on a key's channel (their format is in internal/wire). A Notifier
+// multiplexes the channels of all waiting flights over shared pub/sub
+// connections, opened on first use: one per Cache on a single Redis (or with
+// plain pub/sub, which a Cluster broadcasts to every node); with sharded
+// pub/sub on a Cluster, one per master node, since a shard channel must be
+// subscribed on the node that owns its slot.
+//
+// go-redis re-establishes a dropped connection and re-subscribes its
+// channels; notices published meanwhile are lost, and waiters fall back to
+// their timers. When a slot moves (resharding, failover), the owner's
+// server drops its shard channels; the Notifier subscribes them again on
+// the new owner, and each new wait checks that its channel lives on the
+// slot's current master.
+//
+// A Notifier sends no command but pub/sub ones. What it needs of the cache
+// it serves is in Config: how that cache publishes (its pub/sub mode), whom
+// to tell when a Cluster node stops answering, and where to count.
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is what a Notifier needs from the cache it serves.
+type Config struct {
+	// Client is the cache's Redis client; the Notifier opens its pub/sub
+	// connections with it (on a Cluster, with the client of each master).
+	Client redis.UniversalClient
+	// Mode returns how the cache publishes its notices: wire.AnnounceSharded
+	// (SPUBLISH), wire.AnnouncePlain (PUBLISH) or wire.AnnounceNone (no
+	// channel rights: nothing is subscribed). It is called on every
+	// subscription, so it should be cheap once known.
+	Mode func(ctx context.Context) (byte, error)
+	// NodeFailed is called when a pub/sub connection to a Cluster node fails
+	// its check (a PING): the node may have died, and its slots moved. The
+	// cache is expected to reload the slot map and call RevalidateSoon.
+	// It may be nil.
+	NodeFailed func()
+	// Stats counts the Notifier's commands and failures.
+	Stats Stats
+	// Timeout bounds each pub/sub command, and the wait for a subscription
+	// (RedisTimeout).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Stats receives the Notifier's counts.
+type Stats interface {
+	Subscribed()   // a SUBSCRIBE or SSUBSCRIBE was sent
+	Unsubscribed() // an UNSUBSCRIBE or SUNSUBSCRIBE was sent
+	RedisError()   // a pub/sub command failed
+}
+
+// Notifier multiplexes the notice channels of all waiting flights over
+// shared pub/sub connections (see the package doc).
+type Notifier struct {
+	rdb        redis.UniversalClient
+	mode       func(ctx context.Context) (byte, error)
+	nodeFailed func()
+	stats      Stats
+	timeout    time.Duration
+	log        *slog.Logger
+
+	mu           sync.Mutex // guards everything below, and orders (un)subscribe commands
+	conns        map[string]*pubsubConn
+	channels     map[string]*channelSubs
+	closed       bool
+	revalidating bool           // a revalidate goroutine runs
+	watching     bool           // the watch goroutine runs
+	stop         chan struct{}  // closed by Close
+	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
+}
+
+// channelSubs is one subscribed notice channel and its local listeners.
+type channelSubs struct {
+	conn      *pubsubConn
+	confirmed chan struct{} // closed when the server confirms the subscription
+	listeners map[*Subscription]struct{}
+}
+
+// Subscription is one waiter's interest in a notice channel.
+type Subscription struct {
+	n       *Notifier
+	channel string
+	notices chan wire.Notice
+	mode    byte // what it listens on: wire.AnnounceSharded or AnnouncePlain; 0 for nothing
+}
+
+// Notices delivers the notices published on s's channel, and a
+// wire.NoticeRecheck when one may have been lost (its channel was
+// subscribed again, or moved to another node). A waiter with notices
+// queued may miss later ones: it has enough to act on.
+func (s *Subscription) Notices() <-chan wire.Notice { return s.notices }
+
+// confirmWait is how long a waiter waits for its subscription to be
+// confirmed before it goes on re-checking on its own (and again once the
+// confirmation comes): a server that never confirms (an ACL denying
+// SUBSCRIBE) must not hold waiters up.
+const confirmWait = 250 * time.Millisecond
+
+// Hears reports whether s can hear the notice of a lease holder that
+// announces as holder (wire.Announces; 0 when unknown): it is subscribed,
+// the server confirmed it, and the holder publishes on the same kind of
+// pub/sub. When the subscription is not confirmed yet, pending is closed on
+// its confirmation.
+func (s *Subscription) Hears(holder byte) (ok bool, pending <-chan struct{}) {
+	if s.mode == 0 {
+		return false, nil
+	}
+	var confirmed chan struct{}
+	s.n.mu.Lock()
+	if cs := s.n.channels[s.channel]; cs != nil {
+		confirmed = cs.confirmed
+	}
+	s.n.mu.Unlock()
+	if confirmed == nil {
+		return false, nil
+	}
+	select {
+	case <-confirmed:
+	default:
+		return false, confirmed
+	}
+	return holder == 0 || holder == s.mode, nil
+}
+
+// New returns a Notifier for cfg. It opens nothing until the first
+// subscription.
+func New(cfg Config) *Notifier {
+	return &Notifier{
+		rdb: cfg.Client, mode: cfg.Mode, nodeFailed: cfg.NodeFailed, stats: cfg.Stats, timeout: cfg.Timeout, log: cfg.Logger,
+		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs),
+		stop: make(chan struct{}),
+	}
+}
+
+// Subscribe starts listening on channel and waits until the server has
+// confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
+// waiter then relies on its timer). It always returns a subscription to close.
+func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription {
+	s := &Subscription{n: n, channel: channel, notices: make(chan wire.Notice, 4)}
+	if ctx.Err() != nil {
+		return s // every caller has left: nothing to subscribe for
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
+	defer cancel()
+	at, err := n.nodeFor(sctx, channel)
+	switch {
+	case errors.Is(err, errNoChannelRights):
+		return s // logged once, by the rights check
+	case err != nil:
+		n.log.Warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, "err", err)
+		return s
+	}
+	s.mode = wire.AnnouncePlain
+	if at.sharded {
+		s.mode = wire.AnnounceSharded
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return s
+	}
+	cs := n.channels[channel]
+	if cs == nil {
+		cs = &channelSubs{listeners: make(map[*Subscription]struct{})}
+		n.channels[channel] = cs
+	}
+	if cs.conn == nil || cs.conn.addr != at.addr {
+		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
+	}
+	cs.listeners[s] = struct{}{}
+	confirmed := cs.confirmed
+	n.mu.Unlock()
+
+	timer := time.NewTimer(min(n.timeout, confirmWait))
+	defer timer.Stop()
+	select {
+	case <-confirmed:
+	case <-timer.C:
+		n.log.Debug("corral: subscription not confirmed yet; re-checking on our own until it is", "channel", channel)
+	case <-ctx.Done():
+	}
+	return s
+}
+
+// bind subscribes cs's channel on the connection to at, leaving the one it
+// was on, if any. Called with n.mu held.
+func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
+	if cs.conn != nil {
+		n.unsubscribeOn(cs.conn, channel)
+	}
+	conn, err := n.subscribeOn(ctx, channel, at)
+	cs.conn, cs.confirmed = conn, make(chan struct{})
+	n.stats.Subscribed()
+	if err != nil {
+		n.stats.RedisError()
+		n.log.Warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
+	}
+}
+
+// Refresh is for a waiter whose timer fired without a notice: the notice may
+// have been lost with its subscription (a reconnect that go-redis could not
+// re-subscribe, a master that died). It subscribes the channel again, where
+// its slot lives now; on the same node that is a no-op for the server.
+func (s *Subscription) Refresh(ctx context.Context) {
+	n := s.n
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.timeout)
+	defer cancel()
+	at, err := n.nodeFor(sctx, s.channel)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[s.channel]
+	if n.closed || cs == nil {
+		return
+	}
+	if cs.conn == nil || cs.conn.addr != at.addr {
+		n.bind(sctx, cs, s.channel, at) // its slot moved, or it never got subscribed
+		return
+	}
+	n.stats.Subscribed()
+	if err := send(sctx, cs.conn, s.channel); err != nil {
+		n.stats.RedisError()
+	}
+}
+
+// Close stops listening. The last listener of a channel unsubscribes it.
+func (s *Subscription) Close() {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[s.channel]
+	if cs == nil {
+		return
+	}
+	if _, ok := cs.listeners[s]; !ok {
+		return
+	}
+	delete(cs.listeners, s)
+	if len(cs.listeners) > 0 || n.closed {
+		return
+	}
+	delete(n.channels, s.channel)
+	if cs.conn != nil {
+		n.unsubscribeOn(cs.conn, s.channel)
+	}
+}
+
+// Close closes every pub/sub connection and waits for the dispatchers and
+// re-subscriptions, until 50 ms past deadline at most.
+func (n *Notifier) Close(deadline time.Time) {
+	n.mu.Lock()
+	n.closed = true
+	close(n.stop)
+	for _, c := range n.conns {
+		n.closeConn(c)
+	}
+	n.mu.Unlock()
+	waitUntil(&n.wg, deadline.Add(50*time.Millisecond))
+}
+
+// waitUntil waits for wg, or until deadline.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

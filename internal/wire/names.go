@@ -1,0 +1,80 @@
+package wire
+
+import (
+	"encoding/hex"
+	"hash/fnv"
+	"strings"
+)
+
+// The key layout: the Redis names of a cache key (a contract, see Names).
+
+// Names are the Redis names of one cache key K under prefix P (a contract:
+// users inspect them with redis-cli):
+//
+//	Entry   P:e:{T}:K  hash: v payload (or z, compressed), s soft expiry
+//	                   (server ms), d last load (ms), f flags, t the
+//	                   writer's lease token, c its codec version
+//	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
+//	                   Marker
+//	Notice  P:n:{T}:K  pub/sub channel: completion notices
+//
+// T is K's own hash tag when it has a non-empty one, else the hex FNV-1a
+// 64-bit hash of K. All three share one Cluster slot, K is kept whole at the
+// end, and the kind sits before the tag, so no two keys share a name.
+type Names struct {
+	Entry, Lease, Notice string
+}
+
+// NewNames returns key's names under prefix.
+func NewNames(prefix, key string) Names {
+	tag := SlotTag(key)
+	return Names{
+		Entry:  prefix + ":e:{" + tag + "}:" + key,
+		Lease:  prefix + ":l:{" + tag + "}:" + key,
+		Notice: prefix + ":n:{" + tag + "}:" + key,
+	}
+}
+
+// EntryName returns the name of key's entry under prefix (NewNames(prefix,
+// key).Entry), with one allocation: the hit path needs no other name.
+func EntryName(prefix, key string) string {
+	if tag, ok := HashTag(key); ok {
+		return prefix + ":e:{" + tag + "}:" + key
+	}
+	var tag [16]byte
+	hashHex(&tag, key)
+	return prefix + ":e:{" + string(tag[:]) + "}:" + key
+}
+
+// SlotTag returns key's hash tag by Redis Cluster's rule (the text between
+// the first '{' and the first '}' after it, when not empty), or otherwise a
+// 16-digit hex FNV-1a hash of the key.
+func SlotTag(key string) string {
+	if tag, ok := HashTag(key); ok {
+		return tag
+	}
+	var tag [16]byte
+	hashHex(&tag, key)
+	return string(tag[:])
+}
+
+// hashHex writes the hex of key's 64-bit FNV-1a hash into dst.
+func hashHex(dst *[16]byte, key string) {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	var sum [8]byte
+	hex.Encode(dst[:], h.Sum(sum[:0]))
+}
+
+// HashTag returns the hash tag Redis Cluster hashes name by, if it has one.
+func HashTag(name string) (string, bool) {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return "", false
+	}
+	end := strings.IndexByte(name[open+1:], '}')
+	if end <= 0 { // no '}' after the '{', or an empty tag "{}"
+		return "", false
+	}
+	return name[open+1 : open+1+end], true
+}

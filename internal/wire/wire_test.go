@@ -1,0 +1,73 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNewToken checks that a token says how its holder announces, and that
+// a plain one says nothing.
+func TestNewToken(t *testing.T) {
+	for _, mark := range []byte{0, AnnounceSharded, AnnouncePlain, AnnounceNone} {
+		tok := NewToken(mark)
+		if got := Announces(tok); got != mark {
+			t.Errorf("Announces(NewToken(%q)) = %q", mark, got)
+		}
+		want := 32
+		if mark != 0 {
+			want = 33
+		}
+		if len(tok) != want || strings.Trim(tok[len(tok)-32:], "0123456789abcdef") != "" {
+			t.Errorf("NewToken(%q) = %q: want %d characters, ending in 32 hex digits", mark, tok, want)
+		}
+	}
+	if NewToken(0) == NewToken(0) {
+		t.Error("two tokens are equal")
+	}
+}
+
+// TestParsePeek checks the readings of a peek's HMGET s d f v z c.
+func TestParsePeek(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vals []any
+		want Peeked
+	}{
+		{"value", []any{"100", "1.5", "", "x", nil, "3"}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3}},
+		{"compressed", []any{"100", "0", "z", "x", "zz", nil}, Peeked{Found: true, Payload: "zz", Soft: 100, Flags: Flags{Compressed: true}}},
+		{"negative", []any{"100", "0", "n", "", nil, nil}, Peeked{Found: true, Soft: 100, Flags: Flags{Kind: NotFound}}},
+		{"no entry", []any{nil, nil, nil, nil, nil, nil}, Peeked{}},
+		{"unknown flag", []any{"100", "0", "q", "x", nil, nil}, Peeked{Soft: 100, Flags: Flags{Unknown: true}}},
+		{"compressed without z", []any{"100", "0", "z", "x", nil, nil}, Peeked{Soft: 100, Flags: Flags{Compressed: true}}},
+	} {
+		got, err := ParsePeek(tc.vals)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: ParsePeek = %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := ParsePeek([]any{"1"}); err == nil {
+		t.Error("ParsePeek of a short reply: no error")
+	}
+}
+
+// TestParseWritten checks the replies of commit.lua, release.lua and
+// delete.lua.
+func TestParseWritten(t *testing.T) {
+	for _, tc := range []struct {
+		res  any
+		want Written
+		bad  bool
+	}{
+		{[]any{int64(1), nil}, Written{Status: 1}, false},
+		{[]any{int64(0), "NOPERM no channel"}, Written{NoticeError: "NOPERM no channel"}, false},
+		{[]any{int64(CommitRefused), nil, "OOM command not allowed"}, Written{Status: -1, Refusal: "OOM command not allowed"}, false},
+		{[]any{"1", nil}, Written{}, true},
+		{[]any{int64(1)}, Written{}, true},
+		{nil, Written{}, true},
+	} {
+		got, err := ParseWritten(tc.res)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseWritten(%#v) = %+v, %v; want %+v, error %v", tc.res, got, err, tc.want, tc.bad)
+		}
+	}
+}

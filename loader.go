@@ -1,0 +1,70 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// The loader's guard: every run of a caller's loader, under a lease, fail-open
+// or over a newer entry, goes through runLoader, which bounds it by
+// LoadTimeout, ends it with Close, and turns a panic or runtime.Goexit into an
+// error, so that a loader can neither hang nor crash the flight.
+
+// runLoader runs load under context.WithoutCancel(parent), bounded by
+// LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
+// still running at the deadline is abandoned: its late result is dropped.
+func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, took time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+
+	type result struct {
+		val []byte
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	c.stats.loads.Add(1)
+	go func() {
+		returned := false
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
+			} else if !returned {
+				done <- result{err: errLoaderExited}
+			}
+		}()
+		v, err := load(ctx)
+		returned = true
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		val, err = r.val, r.err
+	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			err = ErrClosed
+		} else {
+			err = errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
+		}
+	}
+	took = time.Since(start)
+	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
+		c.stats.loadErrors.Add(1)
+	}
+	return val, took, err
+}
+
+// isNotFound reports whether a loader said "no such record": it returned
+// ErrNotFound or wrapped it. A panic carrying ErrNotFound is a failure.
+func isNotFound(err error) bool {
+	var pe *PanicError
+	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
+}
+
+// errLoaderExited is the error of a loader that called runtime.Goexit (for
+// example through t.FailNow) instead of returning.
+var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")

@@ -1,0 +1,84 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// How this process publishes its notices (its pub/sub mode), learnt once
+// by a probe through the pipeline. The scripts publish with it, lease
+// tokens carry its mark, and the notifier (internal/notify) subscribes by it.
+
+// pubsubMode is how this process announces and hears notices.
+type pubsubMode struct {
+	publish string // the command the scripts publish with: SPUBLISH or PUBLISH
+	// mark is the first byte of this process's lease tokens, which tells
+	// waiters elsewhere how its notices go out (wire.AnnounceSharded,
+	// AnnouncePlain, or AnnounceNone without channel rights: they re-check
+	// on their own).
+	mark byte
+}
+
+// pubsub returns this process's pub/sub mode: sharded pub/sub where the
+// server has it (Redis 7+), it is not disabled and the ACL user may use it;
+// plain pub/sub otherwise; none when the user has no right to publish on
+// corral's channels (notices are still sent, fail, and are counted). It
+// probes on first use, on a channel under Prefix, so New works while Redis
+// is down; concurrent first callers share one probe, and a probe that gets
+// no answer is tried again next time.
+func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
+	if m := s.mode.Load(); m != nil {
+		return *m, nil
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if m := s.mode.Load(); m != nil {
+		return *m, nil
+	}
+	m := pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}
+	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
+		if try.mark == wire.AnnounceSharded && s.noShard {
+			continue
+		}
+		err := s.probe(ctx, try.publish)
+		var reply redis.Error
+		if err != nil && !errors.As(err, &reply) {
+			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
+		}
+		if err == nil {
+			m = try
+			break
+		}
+		// An unknown or renamed command, or one the ACL denies: try the next.
+	}
+	s.mode.Store(&m)
+	return m, nil
+}
+
+// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
+// Prefix's probe channel, which nobody subscribes to.
+func (s *store) probe(ctx context.Context, command string) error {
+	channel := s.probeName
+	r := s.pipe.do(&op{ctx: ctx, key: channel,
+		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			if command == "SPUBLISH" {
+				return p.SPublish(ctx, channel, "")
+			}
+			return p.Publish(ctx, channel, "")
+		},
+	})
+	if r.err != nil {
+		return r.err
+	}
+	return r.cmd.Err()
+}
+
+// publishCommand returns the command the scripts publish notices with.
+func (s *store) publishCommand(ctx context.Context) (string, error) {
+	m, err := s.pubsub(ctx)
+	return m.publish, err
+}

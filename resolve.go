@@ -1,0 +1,290 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// The protocol a flight follows with Redis (section 2.5 of docs/design.md):
+// ask fetch.lua what to do, then serve the entry, load under the lease
+// (lease.go), wait for the holder's notice, or fail open.
+
+// resolve asks Redis what to do about f's key (fetch.lua) until it has an
+// answer: a cached value, a load of its own, or another process's load.
+// Every iteration but the first waits for a notice or a timer, and all of
+// them end with f's context, so the loop is bounded. then is what remains to
+// do once the callers have their answer: refresh a value still served, or
+// send a commit again.
+func (c *Cache) resolve(f *flight) (a answer, then func()) {
+	token := c.leaseToken()
+	var w waiting
+	defer w.close()
+	// Callers leaving do not abandon a fetch (it may take the lease, which
+	// must then be handed back); Close does.
+	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
+	defer stop()
+	defer context.AfterFunc(c.ctx, stop)()
+	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
+		skip: f.how.skip, version: f.how.version}
+	for {
+		if err := f.ctx.Err(); err != nil {
+			return answer{err: c.closedErr(err)}, nil
+		}
+		if f.peekErr != nil {
+			// The peek found Redis failing: no script ran, fail open at once.
+			c.stats.redisErrors.Add(1)
+			return c.failOpen(f, "", f.peekErr)
+		}
+		r, err := c.store.fetch(fctx, f.names, args)
+		args.x = c.earlyFactor()
+		switch {
+		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
+			// An entry that does not decode is missing, not Redis failing.
+			c.decodeFailed(f.key, "payload")
+			args.skip = r.Soft
+			continue
+		case err != nil:
+			if a, then, done := c.fetchFailed(f, &w, token, err); done {
+				return a, then
+			}
+			continue
+		}
+		switch r.Kind {
+		case wire.Hit, wire.Stale:
+			return c.served(f, r, token, w.sub != nil)
+		case wire.Newer:
+			// Written by a newer release (its codec version): leave the
+			// entry to it (newer.go).
+			return c.overNewer(f, r.Soft), nil
+		case wire.Refused:
+			// No entry, and Redis refuses writes, so nobody can hold the
+			// lease: load here (one load per key in this process).
+			c.refusedWrite(r.RefusedBy)
+			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
+		case wire.Load:
+			return c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip})
+		}
+		// WAIT: another process holds the lease.
+		w.leaseEnds, w.holder = time.Now().Add(r.PTTL), r.Holder
+		if w.sub == nil {
+			// Subscribe, then fetch again: the notice may have gone out
+			// between the first fetch and the subscription.
+			c.stats.waits.Add(1)
+			w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
+			continue
+		}
+		if a, done := c.awaitNotice(f, &w, r.PTTL); done {
+			return a, nil
+		}
+	}
+}
+
+// waiting is what a flight knows of the lease holder it waits for, from
+// fetch.lua's first WAIT on.
+type waiting struct {
+	sub       *notify.Subscription // the key's channel; nil before the first WAIT
+	leaseEnds time.Time            // when the holder's lease would expire
+	holder    byte                 // how the holder announces (wire.Announces)
+	polls     int                  // re-checks made without a notice to wait for
+}
+
+// close stops listening, if w ever did.
+func (w *waiting) close() {
+	if w.sub != nil {
+		w.sub.Close()
+	}
+}
+
+// fetchFailed decides what a flight does when fetch.lua failed: done with
+// an answer (and what remains to do after it), or, when done is false,
+// fetch again.
+func (c *Cache) fetchFailed(f *flight, w *waiting, token string, err error) (a answer, then func(), done bool) {
+	if errors.Is(err, ErrPermission) {
+		// Loading on every call would hide it: the callers get it.
+		c.permissionDenied(err)
+		return answer{err: err}, nil, true
+	}
+	if c.ctx.Err() != nil {
+		return answer{err: ErrClosed}, nil, true
+	}
+	c.stats.redisErrors.Add(1)
+	if left := time.Until(w.leaseEnds); w.sub != nil && left > 0 && redisFailed(err) {
+		// A waiter whose re-check failed: the holder may yet commit (its
+		// node is failing over, or paused). Keep listening, and re-check
+		// now and then, until its lease would have expired; only then load
+		// here.
+		a, done = c.awaitNotice(f, w, min(left, waiterRecheck))
+		return a, nil, done
+	}
+	a, then = c.failOpen(f, token, err)
+	return a, then, true
+}
+
+// served answers f with the entry fetch.lua served (HIT or STALE); waited
+// says that f waited for another process's load first. then is the
+// background refresh this caller took the lease for, or nil.
+func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) (a answer, then func()) {
+	out := outHit
+	switch {
+	case waited:
+		out = outMiss // found after waiting for another process's load
+	case r.Kind == wire.Stale:
+		out = outStale
+	}
+	if r.Refresh {
+		l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}
+		then = func() { c.refreshInBackground(f, l) }
+	}
+	if r.Refused {
+		c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
+	}
+	switch {
+	case out == outStale && r.Flags.RefreshFailed:
+		out = outStaleIfError
+	case r.Flags.Kind == wire.NotFound && !waited:
+		out = outNegative
+	case r.Flags.Kind == wire.Failure && !waited:
+		out = outFailure
+	}
+	val, err := entryAnswer(r.Payload, r.Flags.Kind)
+	return answer{val: val, err: err, out: out, soft: r.Soft}, then
+}
+
+// loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),
+// unless every caller left meanwhile.
+func (c *Cache) loadHere(f *flight, l *lease) (answer, func()) {
+	if !c.startLoading(f) {
+		// Every caller left while fetch.lua ran: hand the lease back.
+		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
+		return answer{err: context.Canceled}, nil
+	}
+	val, err, then := c.loadAndCommit(f, l, false)
+	return answer{val: val, err: err, out: outMiss}, then
+}
+
+// waiterRecheck is how often a waiter whose re-check failed tries again.
+const waiterRecheck = 250 * time.Millisecond
+
+// awaitNotice waits for the lease holder's notice, or for the lease's
+// remaining time (with jitter) to pass. done is false when the flight
+// should fetch again. A waiter that cannot hear the holder (no channel
+// rights on either side, the other kind of pub/sub, a subscription not
+// confirmed yet) re-checks on its own instead, w.polls counting how often.
+func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer, done bool) {
+	sub := w.sub
+	delay := c.recheckDelay(pttl)
+	hears, pending := sub.Hears(w.holder)
+	if !hears {
+		delay = min(delay, c.pollDelay(w.polls))
+		w.polls++
+	} else if c.onParked != nil {
+		c.onParked(f.names.Notice)
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-pending:
+		return answer{}, false // subscribed now: fetch again, then wait for the notice
+	case n := <-sub.Notices():
+		switch n.Kind {
+		case wire.NoticeValue:
+			return answer{val: n.Value, out: outMiss}, true
+		case wire.NoticeNotFound:
+			return answer{err: ErrNotFound, out: outMiss}, true
+		case wire.NoticeFailed:
+			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
+		case wire.NoticeTooLarge:
+			// Loaded elsewhere but too large to store: load it here, uncached.
+			val, _, err := c.runLoader(f.ctx, f.load)
+			return answer{val: val, err: err, out: outMiss}, true
+		}
+		return answer{}, false // committed out of line, revoked or released: fetch again
+	case <-timer.C:
+		if hears {
+			sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
+		}
+		return answer{}, false
+	case <-f.ctx.Done():
+		return answer{err: c.closedErr(f.ctx.Err())}, true
+	}
+}
+
+// pollDelay is how long a waiter that cannot hear its lease holder waits
+// before its re-check number n (from 0): 25 ms, doubling up to 200 ms, plus
+// up to 50 ms at random. So a commit is seen within 250 ms, and a waiting
+// key costs each process at most about 4 fetches a second: Redis traffic
+// grows with the number of processes waiting, not callers.
+func (c *Cache) pollDelay(n int) time.Duration {
+	d := pollMax
+	if n < 4 {
+		d = min(pollMin<<n, pollMax)
+	}
+	return d + time.Duration(c.opts.Rand()*float64(pollJitter))
+}
+
+const (
+	pollMin    = 25 * time.Millisecond
+	pollMax    = 200 * time.Millisecond
+	pollJitter = 50 * time.Millisecond
+)
+
+// recheckDelay is how long a waiter waits for a notice before fetching
+// again: the lease's remaining time, at most LeaseTTL, plus up to a quarter
+// of it at random, so waiters of many processes do not re-check together.
+// Notices, not this timer, are how waiters normally wake.
+func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
+	d := min(max(pttl, time.Millisecond), c.opts.LeaseTTL)
+	return d + time.Duration(c.opts.Rand()*float64(d/4+time.Millisecond))
+}
+
+// failOpen answers f when Redis failed: with DisableFailOpen the error,
+// otherwise the loader's result. When fetch.lua was sent but its reply never
+// came (Redis went silent, the connection dropped), it may have run and
+// taken the lease for token after all: then, once the callers have their
+// answer, the result is committed under token (or the lease handed back),
+// so waiters in other processes are not left to the lease's expiry. A
+// commit that finds the lease not held by token changes nothing.
+func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
+	if c.opts.DisableFailOpen {
+		return answer{err: redisErr}, nil
+	}
+	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
+		// The breaker warned once as it opened, and refused writes are
+		// warned of apart: no warning per call.
+		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+	} else {
+		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+	}
+	val, took, err := c.runLoader(f.ctx, f.load)
+	a := answer{val: val, err: err, out: outFailOpen}
+	if token == "" || unreachable(redisErr) || errors.Is(redisErr, ErrCircuitOpen) {
+		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
+	}
+	return a, func() {
+		switch {
+		case err == nil && len(val) <= c.opts.MaxValueBytes:
+			if val == nil {
+				val = []byte{}
+			}
+			e := c.entry(val, wire.Value, f.ttl, took)
+			if _, err := c.store.commit(c.drain, f.names, token, e); err != nil {
+				c.stats.redisErrors.Add(1)
+			}
+		case isNotFound(err):
+			c.store.commit(c.drain, f.names, token, c.entry(nil, wire.NotFound, f.ttl, 0))
+		default:
+			notice := wire.Recheck
+			if err != nil && !errors.Is(err, ErrClosed) {
+				notice = wire.FailureNotice(err)
+			}
+			if _, err := c.store.release(c.drain, f.names, token, releaseArgs{notice: notice}); err != nil {
+				c.stats.redisErrors.Add(1)
+			}
+		}
+	}
+}

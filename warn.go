@@ -1,0 +1,105 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// What a Cache counts and warns of when Redis refuses something, or an entry
+// does not decode. Warnings are rate-limited (once a minute, or once per
+// key or message), so that a Redis in trouble does not flood the log.
+
+// noticeFailed counts a notice Redis refused to publish, after a write that
+// stood (no channel rights: waiters elsewhere fall back to re-checking),
+// and warns of it once a minute at most.
+func (c *Cache) noticeFailed(err error) {
+	c.stats.noticesFailed.Add(1)
+	if c.warnNotice.allow() {
+		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", "err", err)
+	}
+}
+
+// decodeFailed counts a cached entry of key that did not decode (as what: a
+// type, or its payload), and warns of it once per key.
+func (c *Cache) decodeFailed(key, what string) {
+	c.stats.decodeFailures.Add(1)
+	if c.warnedOnce(&c.warnedDecode, key) {
+		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
+	}
+}
+
+// permissionDenied logs a right the ACL user lacks (err wraps
+// ErrPermission and Redis's NOPERM text, which names it), once per right.
+func (c *Cache) permissionDenied(err error) {
+	var reply redis.Error
+	what := err.Error()
+	if errors.As(err, &reply) {
+		what = reply.Error()
+	}
+	c.rightDenied(what)
+}
+
+// rightDenied logs Redis's message denying a right, once per message.
+func (c *Cache) rightDenied(what string) {
+	// Redis appends where in a script an error was raised: not part of
+	// which right is missing.
+	what, _, _ = strings.Cut(what, " script: ")
+	if c.warnedOnce(&c.warnedRights, what) {
+		c.opts.Logger.Error("corral: Redis denies a right corral needs; calls that need it return ErrPermission (see the README's ACL rule)", "err", what)
+	}
+}
+
+// warnedOnce reports whether key is new to seen (and records it): a warning
+// once per key. seen keeps at most maxWarnedKeys keys; past that every key
+// counts as new again, so memory stays bounded.
+func (c *Cache) warnedOnce(seen *sync.Map, key string) bool {
+	if _, ok := seen.Load(key); ok {
+		return false
+	}
+	if c.warnedKeys.Add(1) > maxWarnedKeys {
+		seen.Clear()
+		c.warnedKeys.Store(0)
+	}
+	_, loaded := seen.LoadOrStore(key, true)
+	return !loaded
+}
+
+// maxWarnedKeys bounds the keys remembered for once-per-key warnings.
+const maxWarnedKeys = 10000
+
+// refusedWrite counts a write Redis refused while it still serves reads
+// (out of memory, a replica), and warns of it once a minute at most.
+// why is Redis's reason (OOM, READONLY, or its error text).
+func (c *Cache) refusedWrite(why string) {
+	c.stats.writesRefused.Add(1)
+	if c.warnRefused.allow() {
+		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
+	}
+}
+
+// everyMinute lets a warning through once a minute.
+type everyMinute struct{ last atomic.Int64 }
+
+func (e *everyMinute) allow() bool {
+	now := time.Now().UnixNano()
+	last := e.last.Load()
+	return now-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now)
+}
+
+// countRedisError counts a failed Redis call, unless it failed because the
+// caller's own context ended.
+func (c *Cache) countRedisError(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, ErrPermission):
+		c.permissionDenied(err) // Redis answered: it is not failing
+		c.firstUse()
+	case ctx.Err() == nil:
+		c.stats.redisErrors.Add(1)
+	}
+}
