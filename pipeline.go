@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,32 +309,11 @@ func (p *pipeline) exchange(g group, sender bool) bool {
 	if !b.settle(err) {
 		return false // the watch answered the ops already
 	}
-	if err != nil && dialTimedOut(err) {
-		// Nothing was sent: the client did not see its new connection open
-		// in time. A client starved of CPU sees it late, so this is no
-		// verdict on Redis: the ops go again, and the monitor judges the
-		// node on their next batch (a node that drops connections is found
-		// silent by its probe).
-		p.note(err)
-		silent := b.live.silent(p.timeout)
-		for _, o := range g.ops {
-			if silent || !p.sendAgain(o) {
-				o.finish(opResult{err: err})
-			}
-		}
+	if err != nil {
+		p.batchFailed(b, g, err)
 		return true
 	}
-	if err != nil {
-		p.note(err)
-		if redisFailed(err) {
-			p.failed(err) // on a Cluster: reload the slot map
-		}
-	}
 	for i, o := range g.ops {
-		if err != nil {
-			o.finish(opResult{err: err})
-			continue
-		}
 		cerr := cmds[i].Err()
 		switch {
 		case cerr != nil && o.rebuild != nil && !o.noscript && strings.HasPrefix(cerr.Error(), "NOSCRIPT"):
@@ -391,50 +369,6 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 	return cmds, now, nil
 }
 
-// sendAgain queues o again after a short pause, unless its caller left or
-// maxStalls RedisTimeouts have passed since it was first sent again. It
-// reports whether it did.
-func (p *pipeline) sendAgain(o *op) bool {
-	now := time.Now()
-	if o.resendBy.IsZero() {
-		o.resendBy = now.Add(maxStalls * p.timeout)
-	}
-	if now.After(o.resendBy) || o.ctx.Err() != nil {
-		return false
-	}
-	time.AfterFunc(resendPause, func() {
-		if !p.enqueue(o) {
-			o.finish(opResult{err: ErrClosed})
-		}
-	})
-	return true
-}
-
-// dialTimedOut reports whether err is the client's failure to open a
-// connection in time (not a refusal: that is an answer).
-func dialTimedOut(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" && op.Timeout()
-}
-
-// retryLater queues o again after a short pause, if its RedisTimeout since
-// the first "not now" reply has not run out. It reports whether it did.
-func (p *pipeline) retryLater(o *op) bool {
-	now := time.Now()
-	if o.retryBy.IsZero() {
-		o.retryBy = now.Add(p.timeout)
-	}
-	if now.After(o.retryBy) || o.ctx.Err() != nil {
-		return false
-	}
-	time.AfterFunc(min(50*time.Millisecond, o.retryBy.Sub(now)), func() {
-		if !p.enqueue(o) {
-			o.finish(opResult{err: ErrClosed})
-		}
-	})
-	return true
-}
-
 // close stops the senders and fails queued ops with ErrClosed. It does not
 // wait for batches in flight: a client that keeps waiting on a silent Redis
 // (a long ReadTimeout) would hold Close up; their goroutines end when the
@@ -458,28 +392,4 @@ func (p *pipeline) close() {
 	for _, o := range queued {
 		o.finish(opResult{err: ErrClosed})
 	}
-}
-
-// notNow reports whether err is a reply by which a live Redis says "not
-// now": it is loading its data, busy with a script, failing over, or the
-// slot of the key is moving. Such an op is tried again within RedisTimeout.
-func notNow(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "MOVED", "ASK"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// isReplyError reports whether err is an error reply of Redis to one
-// command (which leaves the others of a pipeline answered), rather than a
-// failure of the exchange.
-func isReplyError(err error) bool {
-	var reply redis.Error
-	return errors.As(err, &reply)
 }

@@ -1,0 +1,103 @@
+package corral
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ops sent again. A batch's outcome can say "not yet" rather than "failed":
+// a live Redis's "not now" reply (it is loading, busy with a script, failing
+// over, moving the key's slot), or a client that could not open a new
+// connection in time, so that nothing was sent. Such ops are queued again,
+// each kind within its own bound, rather than failed.
+
+// batchFailed answers the ops of b, which the client failed with err:
+// with err, unless nothing was sent because the client did not see a new
+// connection open in time. A client starved of CPU sees it late, so that is
+// no verdict on Redis: the ops go again, and the monitor judges the node on
+// their next batch (a node that drops connections is found silent by its
+// probe).
+func (p *pipeline) batchFailed(b *batch, g group, err error) {
+	p.note(err)
+	again := dialTimedOut(err) && !b.live.silent(p.timeout)
+	if !again && redisFailed(err) {
+		p.failed(err) // on a Cluster: reload the slot map
+	}
+	for _, o := range g.ops {
+		if !again || !p.sendAgain(o) {
+			o.finish(opResult{err: err})
+		}
+	}
+}
+
+// sendAgain queues o again after a short pause, unless its caller left or
+// maxStalls RedisTimeouts have passed since it was first sent again. It
+// reports whether it did.
+func (p *pipeline) sendAgain(o *op) bool {
+	now := time.Now()
+	if o.resendBy.IsZero() {
+		o.resendBy = now.Add(maxStalls * p.timeout)
+	}
+	if now.After(o.resendBy) || o.ctx.Err() != nil {
+		return false
+	}
+	time.AfterFunc(resendPause, func() {
+		if !p.enqueue(o) {
+			o.finish(opResult{err: ErrClosed})
+		}
+	})
+	return true
+}
+
+// dialTimedOut reports whether err is the client's failure to open a
+// connection in time (not a refusal: that is an answer).
+func dialTimedOut(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && op.Timeout()
+}
+
+// retryLater queues o again after a short pause, if its RedisTimeout since
+// the first "not now" reply has not run out. It reports whether it did.
+func (p *pipeline) retryLater(o *op) bool {
+	now := time.Now()
+	if o.retryBy.IsZero() {
+		o.retryBy = now.Add(p.timeout)
+	}
+	if now.After(o.retryBy) || o.ctx.Err() != nil {
+		return false
+	}
+	time.AfterFunc(min(50*time.Millisecond, o.retryBy.Sub(now)), func() {
+		if !p.enqueue(o) {
+			o.finish(opResult{err: ErrClosed})
+		}
+	})
+	return true
+}
+
+// notNow reports whether err is a reply by which a live Redis says "not
+// now": it is loading its data, busy with a script, failing over, or the
+// slot of the key is moving. Such an op is tried again within RedisTimeout.
+func notNow(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isReplyError reports whether err is an error reply of Redis to one
+// command (which leaves the others of a pipeline answered), rather than a
+// failure of the exchange.
+func isReplyError(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
+}
