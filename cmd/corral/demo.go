@@ -17,9 +17,8 @@ import (
 
 // newDemoCmd returns `corral demo`.
 func newDemoCmd() *cobra.Command {
-	cfg := demo.DefaultConfig()
-	var jsonOut, noProgress, progress bool
-	var staleTTL time.Duration
+	defaults := demo.DefaultConfig()
+	cfg, o := &defaults, &demoFlags{}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Replay a cache stampede against a real origin and compare strategies",
@@ -59,44 +58,59 @@ never).`,
   corral demo --pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' --keys 4 --json
   corral demo --scenario expiry --goroutines 50 --duration 10s --ttl 2s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := cmd.Flags()
-			if cfg.Scenario != "expiry" {
-				for _, name := range []string{"duration", "think"} {
-					if f.Changed(name) {
-						return fmt.Errorf("demo: --%s applies only to --scenario expiry", name)
-					}
-				}
-			}
-			// An unset --ttl or --stale-ttl leaves the scenario's default
-			// (zero TTL, nil StaleTTL); an explicit --ttl 0 is an error.
-			if f.Changed("ttl") && cfg.TTL < time.Millisecond {
-				return fmt.Errorf("demo: --ttl must be at least 1ms (got %v)", cfg.TTL)
-			}
-			if f.Changed("stale-ttl") {
-				if staleTTL < 0 {
-					return errors.New("demo: --stale-ttl must not be negative")
-				}
-				cfg.StaleTTL = &staleTTL
-			}
-			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if drawProgress(stderr, progress, noProgress) {
-				cfg.Progress = stderr
-			}
-			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			report, err := demo.Run(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			if jsonOut {
-				return report.WriteJSON(stdout)
-			}
-			if !isTerminal(stdout) {
-				pterm.DisableColor()
-			}
-			return demo.Render(stdout, report)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, *cfg, *o) },
 	}
+	o.define(cmd, cfg)
+	return cmd
+}
+
+// runDemo is corral demo's RunE.
+func runDemo(cmd *cobra.Command, cfg demo.Config, o demoFlags) error {
+	f := cmd.Flags()
+	if cfg.Scenario != "expiry" {
+		for _, name := range []string{"duration", "think"} {
+			if f.Changed(name) {
+				return fmt.Errorf("demo: --%s applies only to --scenario expiry", name)
+			}
+		}
+	}
+	// An unset --ttl or --stale-ttl leaves the scenario's default
+	// (zero TTL, nil StaleTTL); an explicit --ttl 0 is an error.
+	if f.Changed("ttl") && cfg.TTL < time.Millisecond {
+		return fmt.Errorf("demo: --ttl must be at least 1ms (got %v)", cfg.TTL)
+	}
+	if f.Changed("stale-ttl") {
+		if o.staleTTL < 0 {
+			return errors.New("demo: --stale-ttl must not be negative")
+		}
+		cfg.StaleTTL = &o.staleTTL
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if drawProgress(stderr, o.progress, o.noProgress) {
+		cfg.Progress = stderr
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	report, err := demo.Run(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if o.jsonOut {
+		return report.WriteJSON(stdout)
+	}
+	if !isTerminal(stdout) {
+		pterm.DisableColor()
+	}
+	return demo.Render(stdout, report)
+}
+
+// demoFlags are corral demo's flags that are not the demo's Config.
+type demoFlags struct {
+	jsonOut, noProgress, progress bool
+	staleTTL                      time.Duration
+}
+
+// define declares corral demo's flags on cmd, into cfg and o.
+func (o *demoFlags) define(cmd *cobra.Command, cfg *demo.Config) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.RedisURL, "redis", "", "Redis URL (redis:// or rediss://); default: an embedded in-process Redis")
 	f.StringVar(&cfg.PostgresDSN, "pg", "", "PostgreSQL DSN to use as the origin instead of the embedded SQLite database")
@@ -108,15 +122,14 @@ never).`,
 	f.StringSliceVar(&cfg.Strategies, "strategies", cfg.Strategies, "strategies to run, in order ("+strings.Join(demo.StrategyNames(), ", ")+")")
 	f.DurationVar(&cfg.TTL, "ttl", 0, fmt.Sprintf("time to live of the cached values (default %s for stampede, so values outlive the run; "+
 		"%s for expiry, so keys expire several times in it: it must be below --duration)", fmtDuration(demo.DefaultTTL), fmtDuration(demo.DefaultExpiryTTL)))
-	f.DurationVar(&staleTTL, "stale-ttl", 0, "corral's stale-while-revalidate window after the TTL, corral.Options.StaleTTL "+
+	f.DurationVar(&o.staleTTL, "stale-ttl", 0, "corral's stale-while-revalidate window after the TTL, corral.Options.StaleTTL "+
 		"(default 0 for stampede; equal to --ttl for expiry)")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "expiry only: how long each strategy's run sends requests")
 	f.DurationVar(&cfg.Think, "think", cfg.Think, "expiry only: each goroutine's pause between its requests (0: none)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each strategy's run (after --duration for expiry); requests still running then count as errors")
-	f.BoolVar(&jsonOut, "json", false, "print one JSON document on stdout instead of a table and charts")
-	f.BoolVar(&noProgress, "no-progress", false, "do not draw the progress bar on stderr")
-	f.BoolVar(&progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
-	return cmd
+	f.BoolVar(&o.jsonOut, "json", false, "print one JSON document on stdout instead of a table and charts")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	f.BoolVar(&o.progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
 }
 
 // fmtDuration formats d as time.Duration does, without a trailing "0s"

@@ -35,8 +35,8 @@ const (
 
 // newSoakCmd returns `corral soak`.
 func newSoakCmd() *cobra.Command {
-	cfg := soak.DefaultConfig()
-	var jsonOut, noProgress, progress, verbose, worker bool
+	defaults := soak.DefaultConfig()
+	cfg, o := &defaults, &soakFlags{}
 	cmd := &cobra.Command{
 		Use:   "soak",
 		Short: "Hammer corral from many processes while killing them, restarting Redis and deleting keys; check invariants",
@@ -92,46 +92,60 @@ run (no redis-server, Redis unreachable, a worker that would not start).`,
   corral soak --duration 1m --processes 8 --seed 42 -v
   corral soak --redis redis://127.0.0.1:6379 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// go-redis logs every failed dial, and the soak restarts Redis
-			// on purpose: what matters is in the report.
-			redis.SetLogger(quietLogger{})
-			if worker {
-				return soak.RunWorker(cmd.Context(), os.Getenv(soak.WorkerEnv), cmd.InOrStdin(), cmd.OutOrStdout())
-			}
-			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			self, err := os.Executable()
-			if err != nil {
-				return &exitError{exitSetup, fmt.Errorf("soak: cannot find this program to start workers: %w", err)}
-			}
-			cfg.WorkerCommand = func() *exec.Cmd { return exec.Command(self, "soak", "--worker") }
-			cfg.WorkerStderr = stderr
-			if verbose {
-				cfg.Log = stderr
-			} else if drawProgress(stderr, progress, noProgress) {
-				cfg.Progress = stderr
-			}
-			report, err := soak.Run(cmd.Context(), cfg)
-			if err != nil {
-				return &exitError{exitSetup, err}
-			}
-			if err := report.WriteViolations(stderr, 20); err != nil {
-				return err
-			}
-			if jsonOut {
-				err = report.WriteJSON(stdout)
-			} else {
-				_, err = fmt.Fprintln(stdout, report.Summary())
-			}
-			if err != nil {
-				return err
-			}
-			if n := len(report.Violations); n > 0 {
-				return &exitError{exitViolation, fmt.Errorf("soak: %d invariant violations", n)}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSoak(cmd, *cfg, *o) },
 	}
+	o.define(cmd, cfg)
+	return cmd
+}
+
+// runSoak is corral soak's RunE: a worker's run, or the orchestrator's.
+func runSoak(cmd *cobra.Command, cfg soak.Config, o soakFlags) error {
+	// go-redis logs every failed dial, and the soak restarts Redis
+	// on purpose: what matters is in the report.
+	redis.SetLogger(quietLogger{})
+	if o.worker {
+		return soak.RunWorker(cmd.Context(), os.Getenv(soak.WorkerEnv), cmd.InOrStdin(), cmd.OutOrStdout())
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	self, err := os.Executable()
+	if err != nil {
+		return &exitError{exitSetup, fmt.Errorf("soak: cannot find this program to start workers: %w", err)}
+	}
+	cfg.WorkerCommand = func() *exec.Cmd { return exec.Command(self, "soak", "--worker") }
+	cfg.WorkerStderr = stderr
+	if o.verbose {
+		cfg.Log = stderr
+	} else if drawProgress(stderr, o.progress, o.noProgress) {
+		cfg.Progress = stderr
+	}
+	report, err := soak.Run(cmd.Context(), cfg)
+	if err != nil {
+		return &exitError{exitSetup, err}
+	}
+	if err := report.WriteViolations(stderr, 20); err != nil {
+		return err
+	}
+	if o.jsonOut {
+		err = report.WriteJSON(stdout)
+	} else {
+		_, err = fmt.Fprintln(stdout, report.Summary())
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(report.Violations); n > 0 {
+		return &exitError{exitViolation, fmt.Errorf("soak: %d invariant violations", n)}
+	}
+	return nil
+}
+
+// soakFlags are corral soak's flags that are not the soak's Config.
+type soakFlags struct {
+	jsonOut, noProgress, progress, verbose, worker bool
+}
+
+// define declares corral soak's flags on cmd, into cfg and o.
+func (o *soakFlags) define(cmd *cobra.Command, cfg *soak.Config) {
 	f := cmd.Flags()
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to hammer, chaos included")
 	f.IntVar(&cfg.Processes, "processes", cfg.Processes, "worker processes running at any time")
@@ -146,15 +160,14 @@ run (no redis-server, Redis unreachable, a worker that would not start).`,
 	f.DurationVar(&cfg.RestartEvery, "restart-every", cfg.RestartEvery, "average interval between Redis restarts, without --redis (0: none)")
 	f.DurationVar(&cfg.RedisDowntime, "redis-downtime", cfg.RedisDowntime, "how long Redis stays down at each restart")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the chaos schedule (default: random, printed in the summary)")
-	f.BoolVar(&jsonOut, "json", false, "print one JSON document on stdout instead of the summary line")
-	f.BoolVar(&noProgress, "no-progress", false, "do not draw the progress bar on stderr")
-	f.BoolVar(&progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log each chaos event on stderr (instead of the progress bar)")
+	f.BoolVar(&o.jsonOut, "json", false, "print one JSON document on stdout instead of the summary line")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	f.BoolVar(&o.progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log each chaos event on stderr (instead of the progress bar)")
 	// Hidden: the worker role of this binary, and a broken strategy that
 	// shows the checks catch a stampeding cache.
-	f.BoolVar(&worker, "worker", false, "run as a soak worker (configured by the orchestrator)")
+	f.BoolVar(&o.worker, "worker", false, "run as a soak worker (configured by the orchestrator)")
 	f.StringVar(&cfg.Strategy, "strategy", cfg.Strategy, "corral, or naive (plain cache-aside) to see the checks fail")
 	_ = f.MarkHidden("worker")
 	_ = f.MarkHidden("strategy")
-	return cmd
 }
