@@ -80,6 +80,22 @@ func TestBadInputLosesNothing(t *testing.T) {
 	if _, err := corral.Fetch[int](ctx, e.c, "k", time.Minute, nil); !errors.Is(err, corral.ErrNilLoader) {
 		t.Errorf("typed nil loader = %v", err)
 	}
+	// A nil context is a programming error: a panic that says so, not a
+	// nil dereference somewhere inside.
+	var nilCtx context.Context
+	for name, call := range map[string]func(){
+		"Fetch":  func() { e.c.Fetch(nilCtx, "k", time.Minute, load) },
+		"Get":    func() { e.c.Get(nilCtx, "k") },
+		"Set":    func() { e.c.Set(nilCtx, "k", []byte("x"), time.Minute) },
+		"Delete": func() { e.c.Delete(nilCtx, "k") },
+		"typed": func() {
+			corral.Fetch(nilCtx, e.c, "k", time.Minute, func(context.Context) (int, error) { return 1, nil })
+		},
+	} {
+		if got := panicOf(call); got != "corral: nil Context" {
+			t.Errorf("%s with a nil context panicked with %v; want \"corral: nil Context\"", name, got)
+		}
+	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := e.c.Fetch(cancelled, "k2", time.Minute, load); !errors.Is(err, context.Canceled) {
@@ -91,6 +107,13 @@ func TestBadInputLosesNothing(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// panicOf calls f and returns what it panicked with (nil for nothing).
+func panicOf(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
 
 func TestClosedCache(t *testing.T) {
 	e := newEnv(t, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -17,9 +18,13 @@ import (
 // call. Then it lets one call through (half-open): a success closes it, a
 // failure opens it again.
 type breaker struct {
-	cb    *gobreaker.TwoStepCircuitBreaker[any]
-	cause func() error // what went wrong with Redis lately, for errors and the warning
+	cb     *gobreaker.TwoStepCircuitBreaker[any]
+	cause  func() error               // what went wrong with Redis lately, for errors and the warning
+	failed atomic.Pointer[failedCall] // the latest call that failed, when cause knows nothing
 }
+
+// failedCall is an error that a call through the breaker failed with.
+type failedCall struct{ err error }
 
 func newBreaker(o Options, stats *counters, node string, cause func() error) *breaker {
 	if o.DisableBreaker {
@@ -42,7 +47,7 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 			switch to {
 			case gobreaker.StateOpen:
 				stats.breakerOpens.Add(1)
-				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "node", node, "cooldown", o.BreakerCooldown, "err", b.cause())
+				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "node", node, "cooldown", o.BreakerCooldown, "err", b.why())
 			case gobreaker.StateClosed:
 				o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", node)
 			}
@@ -64,7 +69,29 @@ func (b *breaker) allow() (done func(error), err error) {
 		}
 		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
 	}
-	return done, err
+	if err != nil {
+		return nil, err
+	}
+	report := done
+	return func(err error) {
+		if redisFailed(err) {
+			b.failed.Store(&failedCall{err})
+		}
+		report(err)
+	}, nil
+}
+
+// why is what went wrong with Redis lately: the latest error of a Redis
+// call (a refused connection says more than the silence that followed), or
+// else the error of the latest call that failed (a silent Redis).
+func (b *breaker) why() error {
+	if cause := b.cause(); cause != nil {
+		return cause
+	}
+	if f := b.failed.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }
 
 // open reports whether the breaker is open or half-open now.

@@ -143,7 +143,7 @@ func Must(c *Cache, err error) *Cache {
 // right missing), ErrCircuitOpen and ErrRedisTimeout (Redis failing), each
 // wrapped with context.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := c.check(key); err != nil {
+	if err := c.check(ctx, key); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -186,7 +186,7 @@ func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 // refused to publish does not fail Set: the write stood
 // (Stats.NoticesFailed counts it).
 func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := c.check(key); err != nil {
+	if err := c.check(ctx, key); err != nil {
 		return err
 	}
 	if ttl <= 0 {
@@ -218,7 +218,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 // tells waiters to re-check. Deleting a missing key is not an error; the
 // errors are those of Set, but ErrInvalidTTL and ErrValueTooLarge.
 func (c *Cache) Delete(ctx context.Context, key string) error {
-	if err := c.check(key); err != nil {
+	if err := c.check(ctx, key); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -311,8 +311,13 @@ func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
 	}
 }
 
-// check rejects calls with an empty key or on a closed Cache.
-func (c *Cache) check(key string) error {
+// check rejects calls with an empty key or on a closed Cache. A nil ctx is
+// a programming error, and panics with a message that says so (as the
+// standard library does).
+func (c *Cache) check(ctx context.Context, key string) error {
+	if ctx == nil {
+		panic("corral: nil Context")
+	}
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}

@@ -737,11 +737,13 @@ func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
 
 			// Per process: the peek (TIME and HMGET), fetch, the one-time
 			// sharded pub/sub probe, rights check (EVAL) and eviction policy
-			// check (CONFIG GET), subscribe, fetch again, unsubscribe; a
-			// notice, not a poll, ends the wait.
-			if total > 10*processes {
+			// check (CONFIG GET), subscribe, fetch again, unsubscribe (9); a
+			// notice, not a poll, ends the wait. The bound leaves room for a
+			// few re-checks on a busy machine (a subscription confirmed
+			// after 250 ms) and stays far below one command per waiter.
+			if bound := 20 * processes; total > int64(bound) {
 				t.Fatalf("%d waiters in %d processes sent %d Redis commands; want O(processes) (<= %d)",
-					processes*perProcess, processes, total, 10*processes)
+					processes*perProcess, processes, total, bound)
 			}
 			// No command is sent for a waiter after its context ended.
 			<-time.After(300 * time.Millisecond) // an observation window, not synchronisation

@@ -3,7 +3,9 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +42,8 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	rdb.AddHook(sent)
 	opts := failOpts()
 	opts.BreakerCooldown = 2 * time.Second // open for the whole check, even on a busy machine
+	logs := &lockedBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	c := newCache(t, rdb, opts)
 	ctx := context.Background()
 	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
@@ -78,6 +82,17 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		}
 		c.Fetch(ctx, "{K}", time.Minute, value("v"))
 	}
+	// The warning names the server and what went wrong.
+	warning := ""
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "circuit breaker open") {
+			warning = line
+		}
+	}
+	if !strings.Contains(warning, "node="+proxy.Addr) || strings.Contains(warning, "err=<nil>") || !strings.Contains(warning, "err=") {
+		t.Fatalf("breaker warning %q; want the node's address and the cause (logged:\n%s)", warning, logs.String())
+	}
+	t.Log(warning)
 	// No command is sent for the call. (The node's liveness probe, a
 	// connection and a PING for a batch still unanswered, e.g. the
 	// first-use checks' sent as Redis went away, is not the call's.)

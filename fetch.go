@@ -69,7 +69,7 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 
 // validate checks a call's arguments and state.
 func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nilLoader bool) error {
-	if err := c.check(key); err != nil {
+	if err := c.check(ctx, key); err != nil {
 		return err
 	}
 	if ttl <= 0 {

@@ -297,14 +297,14 @@ func (h *health) note(err error) {
 	h.lastMu.Unlock()
 }
 
-// timeoutError is the error of a batch that got no reply within bound. It
+// timeoutError is the error of a batch that got no reply in waited. It
 // names the latest error Redis calls got (lastError): a refused connection
 // explains a silence better than the silence itself.
-func (h *health) timeoutError(bound time.Duration) error {
+func (h *health) timeoutError(waited time.Duration) error {
 	if last := h.lastError(); last != nil {
-		return fmt.Errorf("%w (%v; %w)", ErrRedisTimeout, bound, last)
+		return fmt.Errorf("%w (no reply %v after the call was sent; %w)", ErrRedisTimeout, waited, last)
 	}
-	return fmt.Errorf("%w (%v)", ErrRedisTimeout, bound)
+	return fmt.Errorf("%w (no reply %v after the call was sent)", ErrRedisTimeout, waited)
 }
 
 // lastError describes the latest error Redis calls got, if one came in the

@@ -54,7 +54,9 @@ type Options struct {
 	// So a pause of a live Redis shorter than RedisTimeout costs waiting, never
 	// an extra load. Every call is bounded so whatever the client's own
 	// timeouts; keep the client's ReadTimeout and WriteTimeout long enough for
-	// the largest value's transfer. Default 2s.
+	// the largest value's transfer. A caller whose own deadline comes before
+	// the verdict gets its context's error, not the loader's value: keep
+	// RedisTimeout under about 40% of your request deadlines. Default 2s.
 	RedisTimeout time.Duration
 
 	// MaxValueBytes is the largest value, in bytes, that corral stores

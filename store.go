@@ -79,7 +79,12 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 		if s.hooks.nodeFailed != nil {
 			s.hooks.nodeFailed()
 		}
-	}, func(p *pipeline, node string) *breaker { return newBreaker(o, stats, node, p.lastError) })
+	}, func(p *pipeline, node string) *breaker {
+		if c, ok := rdb.(*redis.Client); ok && node == "" {
+			node = c.Options().Addr // off a Cluster: the server's address, for the warnings
+		}
+		return newBreaker(o, stats, node, p.lastError)
+	})
 	return s
 }
 

@@ -107,10 +107,16 @@ func (r *Report) Summary() string {
 			deletes = fmt.Sprintf("%d deletes (%d failed as Redis restarted, as expected)", r.Deletes, r.DeletesFailed)
 		}
 	}
+	failOpen := fmt.Sprintf("%d fail-open", r.FailOpen)
+	if r.FailOpen > 0 && r.RedisRestarts > 0 {
+		// While Redis is down, and its breaker open, every call loads on
+		// its own: the bound does not count those.
+		failOpen += ", expected while Redis restarted"
+	}
 	return fmt.Sprintf("%s: %v, seed %d, %d processes (%d killed/restarted), %s, %s, %d fetches, %d errors, "+
-		"loads %d (%d leased, bound %d; %d fail-open), violations: %d",
+		"loads %d (%d leased, bound %d; %s), violations: %d",
 		name, r.Duration, r.Seed, r.Processes, r.Killed, restarts, deletes, r.Calls, r.Errors,
-		r.Loads, r.Leased, r.Bound, r.FailOpen, len(r.Violations))
+		r.Loads, r.Leased, r.Bound, failOpen, len(r.Violations))
 }
 
 // WriteViolations writes each violation on a line, at most limit of each
