@@ -65,9 +65,9 @@ type Options struct {
 	// it, and a warning is logged once per key); callers in other processes
 	// then run the loader themselves. Since nothing is stored, every later
 	// Fetch of that key loads again (one load per process at a time): such
-	// a key has no stampede protection across the fleet. Raise the limit,
-	// or enable Compress, for keys that need it. Set returns
-	// ErrValueTooLarge for it. Default 64 MiB.
+	// a key has no stampede protection across the fleet: raise the limit
+	// for keys that need it. Set returns ErrValueTooLarge for it. Default
+	// 64 MiB.
 	MaxValueBytes int
 
 	// Compress stores values of at least CompressMinBytes compressed with S2
