@@ -30,11 +30,11 @@
 // order rotated each round. Latency goes into HDR histograms
 // (github.com/HdrHistogram/hdrhistogram-go); rounds are merged.
 //
-// Systems that do not exist yet (corral-near) and scenarios a system cannot
-// run stay in the tables, saying so.
+// Scenarios a system cannot run stay in the tables, saying so.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +43,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -134,6 +135,7 @@ func run() error {
 		Redis:   srv.version,
 		Command: command,
 		Go:      runtime.Version(),
+		Commit:  commit(),
 		Label:   label,
 		Started: started.UTC().Format(time.RFC3339),
 		LoadAvg: LoadAvg{Start: loadAvg()},
@@ -257,6 +259,20 @@ func countCharts(m map[string][]string) int {
 		n += len(v)
 	}
 	return n
+}
+
+// commit names the git commit of the working tree the run measures, with
+// "+dirty" when it has uncommitted changes; "" outside a git checkout.
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "+dirty"
+	}
+	return c
 }
 
 // machine describes this machine: CPU model and count, memory, OS.

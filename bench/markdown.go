@@ -24,9 +24,13 @@ func markdown(res *Results, charts map[string][]string) string {
 	if res.Label != "" {
 		w("> **%s.** These numbers are not the published ones.\n\n", res.Label)
 	}
-	w("Produced by `%s` on %s, against a private redis-server %s on loopback, with %s, on %s, in %s "+
+	of := ""
+	if res.Commit != "" {
+		of = " at corral commit `" + res.Commit + "`"
+	}
+	w("Produced by `%s`%s on %s, against a private redis-server %s on loopback, with %s, on %s, in %s "+
 		"(load average %.2f at the start, %.2f at the end). The raw numbers are in [bench/results.json](bench/results.json).\n\n",
-		res.Command, res.Machine, res.Redis, res.Go, res.Started, fmtDuration(res.DurationS), res.LoadAvg.Start, res.LoadAvg.End)
+		res.Command, of, res.Machine, res.Redis, res.Go, res.Started, fmtDuration(res.DurationS), res.LoadAvg.Start, res.LoadAvg.End)
 	w("Every system runs in one process, against the same Redis and the same origin; in each scenario the systems' trials are interleaved, " +
 		"round after round, in an order rotated each round. Each app instance has its own Redis client (its own connection pool).\n\n")
 

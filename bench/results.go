@@ -12,8 +12,9 @@ type Results struct {
 	Redis     string           `json:"redis"`
 	Command   string           `json:"command"`
 	Go        string           `json:"go"`
-	Label     string           `json:"label,omitempty"` // e.g. "development run on a busy machine"
-	Started   string           `json:"started"`         // RFC 3339
+	Commit    string           `json:"commit,omitempty"` // corral's git commit, "+dirty" when the tree had changes
+	Label     string           `json:"label,omitempty"`  // e.g. "development run on a busy machine"
+	Started   string           `json:"started"`          // RFC 3339
 	DurationS float64          `json:"duration_s"`
 	LoadAvg   LoadAvg          `json:"load_average"`
 	Scenarios []ScenarioResult `json:"scenarios"`
