@@ -46,6 +46,11 @@ type prober struct {
 // open or being opened. A refusal is recorded on l. mark says the dial is
 // itself a probe, whose silence counts from now.
 func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bool) {
+	if mark {
+		// Counted from now even when a dial begun earlier is still under
+		// way: a node that never completes a connection is silent too.
+		l.unheard.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	pr := &l.prober
 	pr.mu.Lock()
 	if pr.conn != nil || pr.dialing || pr.closed {
@@ -55,9 +60,6 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 	pr.dialing = true
 	pr.started.Store(true)
 	pr.mu.Unlock()
-	if mark {
-		l.unheard.CompareAndSwap(0, time.Now().UnixNano())
-	}
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, maxStalls*p.timeout)
 		defer cancel()
@@ -88,6 +90,10 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 		}
 	}()
 }
+
+// errProbeStuck says a probe connection left its PING unanswered while
+// the node answered other calls.
+var errProbeStuck = errors.New("corral: probe connection stuck")
 
 // errNotProbeable says the client's connections are not plain sockets.
 var errNotProbeable = errors.New("corral: probe connection is not a socket")
@@ -120,7 +126,22 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 	} else {
 		var buf [512]byte
 		var n int
-		if n, err = readNow(conn, buf[:]); n > 0 {
+		n, err = readNow(conn, buf[:])
+		if n == 0 && err == nil {
+			sent := pr.sentAt.UnixNano()
+			if l.heard.Load() > sent && time.Since(pr.sentAt) >= probeAfter {
+				// The node answered other calls since this PING went out,
+				// but not the PING: the probe's own connection is stuck.
+				// A new one is dialled at the next probe.
+				err = errProbeStuck
+			} else {
+				// Nothing heard since the PING went out (a batch answered
+				// before it may have cleared unheard): the silence counts
+				// from the PING.
+				l.unheard.CompareAndSwap(0, sent)
+			}
+		}
+		if n > 0 {
 			// Answered: whatever else is in the socket is the same answer.
 			for n == len(buf) && err == nil {
 				n, err = readNow(conn, buf[:])
