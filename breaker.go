@@ -18,9 +18,9 @@ import (
 // call. Then it lets one call through (half-open): a success closes it, a
 // failure opens it again.
 type breaker struct {
-	cb     *gobreaker.TwoStepCircuitBreaker[any]
-	cause  func() error               // what went wrong with Redis lately, for errors and the warning
-	failed atomic.Pointer[failedCall] // the latest call that failed, when cause knows nothing
+	cb         *gobreaker.TwoStepCircuitBreaker[any]
+	cause      func() error               // what went wrong with Redis lately, for errors and the warning
+	lastFailed atomic.Pointer[failedCall] // the latest call that failed, when cause knows nothing
 }
 
 // failedCall is an error that a call through the breaker failed with.
@@ -69,16 +69,16 @@ func (b *breaker) allow() (done func(error), err error) {
 		}
 		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
 	}
-	if err != nil {
-		return nil, err
+	return done, err
+}
+
+// failed remembers err, when it says Redis failed, as the latest failure of
+// a call through b: the warning names it when nothing else is known (a
+// silent Redis). Called before the call's done.
+func (b *breaker) failed(err error) {
+	if b != nil && redisFailed(err) {
+		b.lastFailed.Store(&failedCall{err})
 	}
-	report := done
-	return func(err error) {
-		if redisFailed(err) {
-			b.failed.Store(&failedCall{err})
-		}
-		report(err)
-	}, nil
 }
 
 // why is what went wrong with Redis lately: the latest error of a Redis
@@ -88,7 +88,7 @@ func (b *breaker) why() error {
 	if cause := b.cause(); cause != nil {
 		return cause
 	}
-	if f := b.failed.Load(); f != nil {
+	if f := b.lastFailed.Load(); f != nil {
 		return f.err
 	}
 	return nil

@@ -284,7 +284,7 @@ func (c *Cache) Close() error {
 	defer stop.Stop()
 	waitUntil(&c.wg, deadline)
 	c.cancelDrain()
-	c.notify.Close(deadline)
+	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))
 	c.store.close()
 	if c.near != nil {
 		c.tracker.close(deadline)

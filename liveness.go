@@ -148,6 +148,7 @@ func (b *batch) settle(err error) bool {
 		b.live.heard.Store(time.Now().UnixNano())
 		b.live.unheard.Store(0)
 	}
+	b.live.breaker.failed(err)
 	b.done(err)
 	return true
 }
@@ -247,6 +248,7 @@ func (p *pipeline) giveUp(b *batch, err error) {
 	if !b.settled.CompareAndSwap(false, true) {
 		return
 	}
+	b.live.breaker.failed(err)
 	b.done(err)
 	if redisFailed(err) {
 		p.failed(err)

@@ -258,9 +258,10 @@ func (s *Subscription) Close() {
 	}
 }
 
-// Close closes every pub/sub connection and waits for the dispatchers and
-// re-subscriptions, until 50 ms past deadline at most.
-func (n *Notifier) Close(deadline time.Time) {
+// Close closes every pub/sub connection. It returns the group of the
+// dispatchers and re-subscriptions still ending, for the caller to wait on
+// as long as its own deadline allows.
+func (n *Notifier) Close() *sync.WaitGroup {
 	n.mu.Lock()
 	n.closed = true
 	close(n.stop)
@@ -268,20 +269,5 @@ func (n *Notifier) Close(deadline time.Time) {
 		n.closeConn(c)
 	}
 	n.mu.Unlock()
-	waitUntil(&n.wg, deadline.Add(50*time.Millisecond))
-}
-
-// waitUntil waits for wg, or until deadline.
-func waitUntil(wg *sync.WaitGroup, deadline time.Time) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	return &n.wg
 }
