@@ -38,14 +38,22 @@ func (p *pipeline) batchFailed(b *batch, g group, err error) {
 // maxStalls RedisTimeouts have passed since it was first sent again. It
 // reports whether it did.
 func (p *pipeline) sendAgain(o *op) bool {
+	return p.requeue(o, &o.resendBy, maxStalls*p.timeout, resendPause)
+}
+
+// requeue queues o again after pause (shortened to what is left of the
+// window), unless its caller left or the window that *by marks has ended;
+// *by is set to now + window at the first requeue. It reports whether it
+// queued o.
+func (p *pipeline) requeue(o *op, by *time.Time, window, pause time.Duration) bool {
 	now := time.Now()
-	if o.resendBy.IsZero() {
-		o.resendBy = now.Add(maxStalls * p.timeout)
+	if by.IsZero() {
+		*by = now.Add(window)
 	}
-	if now.After(o.resendBy) || o.ctx.Err() != nil {
+	if now.After(*by) || o.ctx.Err() != nil {
 		return false
 	}
-	time.AfterFunc(resendPause, func() {
+	time.AfterFunc(min(pause, by.Sub(now)), func() {
 		if !p.enqueue(o) {
 			o.finish(opResult{err: ErrClosed})
 		}
@@ -63,19 +71,7 @@ func dialTimedOut(err error) bool {
 // retryLater queues o again after a short pause, if its RedisTimeout since
 // the first "not now" reply has not run out. It reports whether it did.
 func (p *pipeline) retryLater(o *op) bool {
-	now := time.Now()
-	if o.retryBy.IsZero() {
-		o.retryBy = now.Add(p.timeout)
-	}
-	if now.After(o.retryBy) || o.ctx.Err() != nil {
-		return false
-	}
-	time.AfterFunc(min(50*time.Millisecond, o.retryBy.Sub(now)), func() {
-		if !p.enqueue(o) {
-			o.finish(opResult{err: ErrClosed})
-		}
-	})
-	return true
+	return p.requeue(o, &o.retryBy, p.timeout, 50*time.Millisecond)
 }
 
 // notNow reports whether err is a reply by which a live Redis says "not
