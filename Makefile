@@ -58,7 +58,7 @@ bench: redis-server
 	cd bench && $(GO) run . -out .. -command 'make bench' $(BENCHFLAGS)
 
 # The bench module's own quick checks (results.json shape, BENCHMARKS.md
-# rendering); no Redis needed.
+# rendering, the command count on a real redis-server).
 bench-check:
 	cd bench && $(GO) vet ./... && $(GO) test ./...
 

@@ -15,13 +15,13 @@
 // Each system (systems.go) makes one Instance per app instance, with its
 // own Redis client and connection pool, as separate processes would. A trial
 // is one system's run of a scenario: FLUSHALL, the instances are made and
-// connected, INFO commandstats is read, the scenario's requests run, the
-// instances are closed and INFO commandstats is read again. The difference,
-// less the benchmark's own commands and connection set-up, is the trial's
-// Redis commands. Redis 7 counts the commands a Lua script runs inside in
-// commandstats too (under their own names, besides the EVAL/EVALSHA), so
-// this is the server's work, not the client's round trips; the per-command
-// split is kept in results.json.
+// connected, the scenario's requests run, and the instances are closed.
+// Every client dials through a counting connection (wire.go) that reads the
+// commands it writes: the trial's Redis commands are what the clients sent,
+// less connection set-up, with a script call counting one. INFO
+// commandstats is read before and after the trial too; Redis 7 counts the
+// commands a Lua script runs inside there, so that count (redis_server_calls
+// in results.json) is the server's work, not the clients' requests.
 //
 // Scenarios (scenarios.go) are bursts (every goroutine released at once on
 // cold keys), steady traffic (goroutines loop for a duration), and the hit

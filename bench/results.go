@@ -44,17 +44,19 @@ type SystemResult struct {
 	System string `json:"system"`
 	Status string `json:"status,omitempty"`
 
-	OriginLoads           *int64           `json:"origin_loads,omitempty"` // the most of any round
-	OriginLoadsPerRound   []int64          `json:"origin_loads_per_round,omitempty"`
-	PeakOriginConcurrency *int64           `json:"peak_origin_concurrency,omitempty"`
-	LatencyMS             *Latency         `json:"latency_ms,omitempty"`
-	Requests              *int64           `json:"requests,omitempty"`
-	Answered              *int64           `json:"answered,omitempty"`              // requests that got the origin's value
-	LoadsPer1kRequests    *float64         `json:"loads_per_1k_requests,omitempty"` // steady traffic: origin loads per 1,000 requests
-	RedisCommands         *int64           `json:"redis_commands,omitempty"`        // mean per round
-	RedisCommandsByName   map[string]int64 `json:"redis_commands_by_name,omitempty"`
-	Errors                *int64           `json:"errors,omitempty"`
-	FirstError            string           `json:"first_error,omitempty"`
+	OriginLoads            *int64           `json:"origin_loads,omitempty"` // the most of any round
+	OriginLoadsPerRound    []int64          `json:"origin_loads_per_round,omitempty"`
+	PeakOriginConcurrency  *int64           `json:"peak_origin_concurrency,omitempty"`
+	LatencyMS              *Latency         `json:"latency_ms,omitempty"`
+	Requests               *int64           `json:"requests,omitempty"`
+	Answered               *int64           `json:"answered,omitempty"`              // requests that got the origin's value
+	LoadsPer1kRequests     *float64         `json:"loads_per_1k_requests,omitempty"` // steady traffic: origin loads per 1,000 requests
+	RedisCommands          *int64           `json:"redis_commands,omitempty"`        // sent by the clients, mean per round
+	RedisCommandsByName    map[string]int64 `json:"redis_commands_by_name,omitempty"`
+	RedisServerCalls       *int64           `json:"redis_server_calls,omitempty"` // INFO commandstats: script-internal commands too
+	RedisServerCallsByName map[string]int64 `json:"redis_server_calls_by_name,omitempty"`
+	Errors                 *int64           `json:"errors,omitempty"`
+	FirstError             string           `json:"first_error,omitempty"`
 
 	HitFrom     string   `json:"hit_from,omitempty"` // hit-path: where a hit is answered from
 	NsPerOp     *float64 `json:"ns_per_op,omitempty"`

@@ -57,15 +57,18 @@ func (r *recorder) record(took time.Duration, err error) {
 type trial struct {
 	loads, peak  int64
 	rec          *recorder
-	commands     map[string]int64 // nil when Redis was down
+	commands     map[string]int64 // sent by the clients (wire.go); nil when Redis was down
 	commandTotal int64
+	serverCalls  map[string]int64 // INFO commandstats, script-internal commands included
+	serverTotal  int64
 	elapsed      time.Duration
 }
 
 // instances makes the app instances of a trial, each with its own go-redis
 // client, connected before the trial starts (so connection set-up is not
-// part of the run). close closes them and their clients.
-func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *origin, ns string, n int) (insts []Instance, closeAll func(), err error) {
+// part of the run). close closes them and their clients. wc, when not nil,
+// counts the commands their clients send.
+func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *origin, wc *wireCount, ns string, n int) (insts []Instance, closeAll func(), err error) {
 	var clients []*redis.Client
 	closeAll = func() {
 		for _, in := range insts {
@@ -79,16 +82,19 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 		// ContextTimeoutEnabled, as corral's README recommends: corral then
 		// reads hits in the caller's goroutine. The other go-redis users get
 		// the same client; it changes nothing for calls without a deadline.
-		c := redis.NewClient(&redis.Options{Addr: r.srv.Addr, ContextTimeoutEnabled: true})
+		opts := &redis.Options{Addr: r.srv.Addr, ContextTimeoutEnabled: true}
+		env := Env{Addr: r.srv.Addr, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL, Load: o.load, Logger: r.logger}
+		if wc != nil {
+			opts.Dialer, env.Dial = wc.dial, wc.dialRueidis
+		}
+		c := redis.NewClient(opts)
+		env.Redis = c
 		clients = append(clients, c)
 		if err := c.Ping(ctx).Err(); err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("bench: connect to Redis: %w", err)
 		}
-		in, err := sys.New(Env{
-			Addr: r.srv.Addr, Redis: c, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL,
-			Load: o.load, Logger: r.logger,
-		})
+		in, err := sys.New(env)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("bench: %s: %w", sys.Name, err)
@@ -106,10 +112,12 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		return nil, fmt.Errorf("bench: FLUSHALL: %w", err)
 	}
 	o := &origin{latency: sc.OriginLatency, values: vals}
-	insts, closeAll, err := r.instances(ctx, sc, sys, o, ns, sc.Instances)
+	wc := &wireCount{}
+	insts, closeAll, err := r.instances(ctx, sc, sys, o, wc, ns, sc.Instances)
 	if err != nil {
 		return nil, err
 	}
+	sent := commandStats(wc.snapshot())
 	before, err := r.srv.commandStats(ctx)
 	if err != nil {
 		closeAll()
@@ -138,7 +146,8 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	if err != nil {
 		return nil, err
 	}
-	t.commands, t.commandTotal = after.sub(before)
+	t.serverCalls, t.serverTotal = after.sub(before)
+	t.commands, t.commandTotal = commandStats(wc.snapshot()).sub(sent)
 	return t, nil
 }
 
@@ -299,8 +308,8 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, reqs, errs, cmdTotal, maxUS int64
-	byName := map[string]int64{}
+	var loads, peak, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
 	for _, t := range ts {
 		sr.OriginLoadsPerRound = append(sr.OriginLoadsPerRound, t.loads)
@@ -316,6 +325,10 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		cmdTotal += t.commandTotal
 		for k, v := range t.commands {
 			byName[k] += v
+		}
+		serverTotal += t.serverTotal
+		for k, v := range t.serverCalls {
+			serverByName[k] += v
 		}
 	}
 	n := int64(len(ts))
@@ -342,13 +355,19 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		sr.LoadsPer1kRequests = &per
 	}
 	if !sc.Outage {
-		mean := (cmdTotal + n/2) / n
-		sr.RedisCommands = &mean
-		sr.RedisCommandsByName = map[string]int64{}
-		for k, v := range byName {
-			sr.RedisCommandsByName[k] = (v + n/2) / n
-		}
+		sr.RedisCommands, sr.RedisCommandsByName = meanPerRound(cmdTotal, byName, n)
+		sr.RedisServerCalls, sr.RedisServerCallsByName = meanPerRound(serverTotal, serverByName, n)
 	}
+}
+
+// meanPerRound divides a total and its split over n rounds, rounded.
+func meanPerRound(total int64, byName map[string]int64, n int64) (*int64, map[string]int64) {
+	mean := (total + n/2) / n
+	out := make(map[string]int64, len(byName))
+	for k, v := range byName {
+		out[k] = (v + n/2) / n
+	}
+	return &mean, out
 }
 
 // ms converts µs to ms, rounded to µs.

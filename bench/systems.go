@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/corralhq/corral"
@@ -23,6 +25,10 @@ type Env struct {
 	// Addr is the Redis server's host:port, for systems that bring their
 	// own client (rueidisaside).
 	Addr string
+	// Dial opens a connection whose commands are counted, in the shape of
+	// rueidis.ClientOption.DialCtxFn, for systems that bring their own
+	// client. Env.Redis dials through the same count.
+	Dial func(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error)
 	// Redis is the instance's own go-redis client, connected before the run.
 	Redis *redis.Client
 	// Namespace starts every key the instance uses; it is new for every
@@ -204,7 +210,7 @@ type rueidisAsideInstance struct {
 
 func newRueidisAside(env Env) (Instance, error) {
 	c, err := rueidisaside.NewClient(rueidisaside.ClientOption{
-		ClientOption: rueidis.ClientOption{InitAddress: []string{env.Addr}},
+		ClientOption: rueidis.ClientOption{InitAddress: []string{env.Addr}, DialCtxFn: env.Dial},
 	})
 	if err != nil {
 		return nil, err
