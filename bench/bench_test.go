@@ -239,3 +239,31 @@ func TestCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsGoal checks the p99 goal: a peer with one load beats corral
+// only if it beats corral with and without its near cache.
+func TestTargetsGoal(t *testing.T) {
+	res := fixture(t)
+	rows := res.Scenarios[0].Results
+	one := int64(1)
+	lat := func(p99 float64) *Latency { return &Latency{P50: p99, P99: p99, Max: p99} }
+	rows[0].LatencyMS = lat(40)                                                          // corral
+	rows[1] = SystemResult{System: "corral-near", OriginLoads: &one, LatencyMS: lat(30)} // built here
+	rows[2].OriginLoads, rows[2].LatencyMS = &one, lat(35)                               // naive, as a peer with one load
+	goal := func() string {
+		for _, row := range targets(res) {
+			if strings.Contains(row[0], "lowest p99") {
+				return row[1]
+			}
+		}
+		t.Fatal("no p99 goal row")
+		return ""
+	}
+	if got := goal(); got != "cold-stampede-20ms: met (corral 40.0 ms, corral-near 30.0 ms)" {
+		t.Errorf("a peer between corral and corral-near: %q", got)
+	}
+	rows[2].LatencyMS = lat(20)
+	if got := goal(); got != "cold-stampede-20ms: **missed** (corral 40.0 ms, corral-near 30.0 ms, naive 20.0 ms)" {
+		t.Errorf("a peer below both: %q", got)
+	}
+}
