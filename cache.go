@@ -59,8 +59,8 @@ type Cache struct {
 
 // New returns a Cache that keeps its entries in rdb: a *redis.Client, a
 // failover (Sentinel) client or a *redis.ClusterClient. opts may be nil for
-// all defaults. New does not talk to Redis, so it succeeds while Redis is
-// down; it returns an error wrapping ErrInvalidOptions for options that make
+// all defaults. New does not wait for Redis, so it succeeds while Redis is
+// down (it starts learning what the first calls need in the background); it returns an error wrapping ErrInvalidOptions for options that make
 // no sense. Close the Cache when done; Close does not close rdb.
 func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	if rdb == nil {
@@ -99,6 +99,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		}
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	}
+	c.warmUp()
 	return c, nil
 }
 

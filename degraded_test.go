@@ -638,7 +638,7 @@ func fillUntilEvicted(t *testing.T, rdb *redis.Client, lease string) {
 	}
 }
 
-// D5, the warning: at its first use (not in New), a Cache reads Redis's
+// D5, the warning: soon after New (its warm-up) or at its first use, a Cache reads Redis's
 // maxmemory-policy in the background and warns once when it may evict
 // corral's keys; noeviction logs nothing. A user without the right to
 // CONFIG GET is told once that the policy could not be read, and every
@@ -680,10 +680,7 @@ func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := logged.String(); s != "" {
-				t.Fatalf("New logged before any use:\n%s", s)
-			}
-			manyCalls(t, c)
+			manyCalls(t, c) // the check starts in New's warm-up, or at the first call
 			c.Close()
 			log := logged.String()
 			for _, msg := range []string{warning, unread} {

@@ -77,6 +77,27 @@ func (s *store) probe(ctx context.Context, command string) error {
 	return r.cmd.Err()
 }
 
+// warmUp learns, in the background as soon as the Cache is made, what the
+// first calls would otherwise learn on their way. First the pub/sub mode: a
+// lease token carries its mark, so without it an instance's first miss
+// (often a whole stampede, on an instance that has just started cold) waits
+// one more round trip, for the probe, before its fetch. Then, Redis having
+// answered, it starts the rights and eviction-policy checks the first call
+// would start. New does not wait. While Redis is down or silent the probe
+// fails within RedisTimeout, and the first calls do all of it as before.
+func (c *Cache) warmUp() {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
+		defer cancel()
+		if _, err := c.store.pubsub(ctx); err == nil {
+			c.firstUse()
+			c.checkPolicySoon()
+		}
+	}()
+}
+
 // publishCommand returns the command the scripts publish notices with.
 func (s *store) publishCommand(ctx context.Context) (string, error) {
 	m, err := s.pubsub(ctx)

@@ -10,8 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// This file holds the check corral makes of its rights, once per Cache, the
-// first time it is used (not in New, which must work while Redis is down).
+// This file holds the check corral makes of its rights, once per Cache, once
+// Redis has answered: New's warm-up starts it, or else the first call that
+// gets an answer (New itself never waits for Redis).
 // Nothing here fails a call: a missing right is logged once here, and the
 // calls that need it return ErrPermission (or, for channels, waiters
 // re-check on their own).
