@@ -131,7 +131,7 @@ func (s *store) peek(ctx context.Context, by time.Time, entry string, finish fun
 	args := make([]any, len(wire.PeekFields)+2)
 	args[0], args[1] = "hmget", entry
 	copy(args[2:], wire.PeekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args, readBy: by,
+	o := &op{ctx: ctx, key: entry, clock: true, read: args, readOnly: true, readBy: by,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.Do(ctx, args...)
 		},

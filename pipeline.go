@@ -45,6 +45,7 @@ type op struct {
 	size     int            // bytes the command or its reply carries, when known
 	clock    bool           // the op needs the server's clock: its batch reads TIME first
 	read     []any          // a read-only command's arguments, which may be sent alone (inline.go)
+	readOnly bool           // the command only reads: sent again when a live node's reply came too late (retry.go)
 	readBy   time.Time      // when an inline read of it ends at the latest: its caller's deadline (zero for none)
 	noscript bool           // the server lacked the script: send its source
 	retryBy  time.Time      // a "not now" reply's retries end (retryLater)

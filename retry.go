@@ -16,21 +16,26 @@ import (
 // each kind within its own bound, rather than failed.
 
 // batchFailed answers the ops of b, which the client failed with err:
-// with err, unless nothing was sent because the client did not see a new
-// connection open in time. A client starved of CPU sees it late, so that is
-// no verdict on Redis: the ops go again, and the monitor judges the node on
-// their next batch (a node that drops connections is found silent by its
-// probe).
+// with err, unless the node is not silent and either nothing was sent,
+// because the client did not see a new connection open in time, or the
+// client's ReadTimeout ran out while it read the replies. A client starved
+// of CPU sees a connection open late, and reads a large reply slowly, so
+// neither is a verdict on Redis: the ops go again (after a read timeout,
+// only those that just read: a script that ran may not run twice), and the
+// monitor judges the node on their next batch (a node that drops
+// connections is found silent by its probe).
 func (p *pipeline) batchFailed(b *batch, g group, err error) {
 	p.note(err)
-	again := dialTimedOut(err) && !b.live.silent(p.timeout)
-	if !again && redisFailed(err) {
+	live := !b.live.silent(p.timeout)
+	again, reread := live && dialTimedOut(err), live && readTimedOut(err)
+	if !again && !reread && redisFailed(err) {
 		p.failed(err) // on a Cluster: reload the slot map
 	}
 	for _, o := range g.ops {
-		if !again || !p.sendAgain(o) {
-			o.finish(opResult{err: err})
+		if (again || reread && o.readOnly) && p.sendAgain(o) {
+			continue
 		}
+		o.finish(opResult{err: err})
 	}
 }
 
@@ -66,6 +71,13 @@ func (p *pipeline) requeue(o *op, by *time.Time, window, pause time.Duration) bo
 func dialTimedOut(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial" && op.Timeout()
+}
+
+// readTimedOut reports whether err is the client's read deadline (its
+// ReadTimeout) running out before a reply was read whole.
+func readTimedOut(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "read" && op.Timeout()
 }
 
 // retryLater queues o again after a short pause, if its RedisTimeout since

@@ -1,7 +1,10 @@
 package corral_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"sync"
@@ -137,4 +140,134 @@ func (l *lateReplies) wait() {
 	if d := time.Duration(l.lag.Load()); d > 0 {
 		<-time.After(d)
 	}
+}
+
+// A large reply that the client reads too slowly for its own ReadTimeout
+// (a client starved of CPU reads a 64 MiB value slowly) is no verdict on
+// Redis either: the read is sent again, and the waiter gets the value of
+// the one load without a Redis error (before: the error reached the
+// waiter, which then had to decide again, and at worst failed open). Only
+// commands that just read are sent again this way, never a script. The
+// client's own retries are off: go-redis sends a whole pipeline again
+// after a read timeout, scripts included, unless MaxRetries is -1.
+func TestLoad_LargeReplyReadTooSlowly(t *testing.T) {
+	srv := redistest.Start(t)
+	want := bigValue(4 << 20) // past what a fetch reply or a notice carries
+	holder := newCache(t, srv.Client(), nil)
+	slow := &slowReads{}
+	waiterClient := srv.Client(func(o *redis.Options) {
+		o.ReadTimeout = 300 * time.Millisecond
+		o.MaxRetries = -1 // go-redis would send the pipeline again itself, scripts and all
+		o.Dialer = slow.dial
+	})
+	waiter := newCache(t, waiterClient, nil)
+	ctx := context.Background()
+
+	var loads atomic.Int32
+	release, loading := make(chan struct{}), make(chan struct{})
+	load := func(context.Context) ([]byte, error) {
+		if loads.Add(1) == 1 {
+			close(loading)
+			<-release
+		}
+		return want, nil
+	}
+	got := make(chan error, 2)
+	go func() {
+		_, err := holder.Fetch(ctx, "big", time.Minute, load)
+		got <- err
+	}()
+	<-loading
+	go func() {
+		v, err := waiter.Fetch(ctx, "big", time.Minute, load)
+		if err == nil && !bytes.Equal(v, want) {
+			err = fmt.Errorf("got %d bytes, not the value", len(v))
+		}
+		got <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for waiter.Stats().Waits == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second process never waited for the first one's lease")
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	slow.armed.Store(true) // the waiter's next read of a value times out once
+	close(release)
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads; want 1", n)
+	}
+	if slow.stalled.Load() != 1 {
+		t.Fatalf("%d reads timed out; want 1 (the fault did not happen)", slow.stalled.Load())
+	}
+	noFailOpen(t, []*corral.Cache{holder, waiter})
+	if st := waiter.Stats(); st.RedisErrors != 0 {
+		t.Fatalf("the slow read reached the waiter as a Redis error: %+v", st)
+	}
+}
+
+// slowReads makes a client's connections read one reply too slowly: once
+// armed, the first read after a command that reads an entry (HMGET) waits
+// for the connection's read deadline, as a client that gets the CPU too
+// late to read a large reply in time would, and fails with the real
+// timeout.
+type slowReads struct {
+	armed   atomic.Bool  // the next read of an entry stalls
+	stalled atomic.Int32 // reads stalled
+}
+
+func (s *slowReads) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &slowConn{Conn: conn, s: s}, nil
+}
+
+type slowConn struct {
+	net.Conn
+	s        *slowReads
+	mu       sync.Mutex // guards the fields below
+	deadline time.Time
+	stall    bool
+}
+
+func (c *slowConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *slowConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *slowConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("hmget")) && c.s.armed.CompareAndSwap(true, false) {
+		c.mu.Lock()
+		c.stall = true
+		c.mu.Unlock()
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *slowConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	stall, deadline := c.stall, c.deadline
+	c.stall = false
+	c.mu.Unlock()
+	if stall && !deadline.IsZero() {
+		c.s.stalled.Add(1)
+		time.Sleep(time.Until(deadline)) // the fault: this client reads too late
+	}
+	return c.Conn.Read(b)
 }

@@ -175,7 +175,7 @@ type fetchArgs struct {
 // read reads an entry's payload and flags (HMGET), allowing for size bytes
 // on the wire. ok is false when the entry has no payload.
 func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byte, f wire.Flags, ok bool, err error) {
-	r := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size,
+	r := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size, readOnly: true,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.HMGet(ctx, n.Entry, wire.PayloadFields...)
 		},
