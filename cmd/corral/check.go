@@ -111,6 +111,9 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 		return usageError(cmd, fmt.Errorf("--redis: %w", err))
 	}
 	uo.ContextTimeoutEnabled = true // ctx bounds every call
+	if uo.MaxRetries == 0 {
+		uo.MaxRetries = -1 // a refused connection is the answer; the URL's max_retries otherwise
+	}
 	rdb := redis.NewUniversalClient(&uo)
 	defer rdb.Close()
 	opts := &core.Options{Prefix: o.prefix, DisableShardedPubSub: o.noShard}

@@ -75,12 +75,19 @@ func redacted(err error) error {
 // clusterNode reports whether the one server of opts says it is a Cluster
 // node: HELLO's mode, which any user may ask, or INFO cluster.
 func clusterNode(ctx context.Context, opts redis.UniversalOptions) bool {
-	c := redis.NewClient(opts.Simple())
+	o := opts.Simple()
+	o.MaxRetries = -1 // a look, not a call that must land
+	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
-	if hello, err := c.Do(ctx, "HELLO").Result(); err == nil {
+	hello, err := c.Do(ctx, "HELLO").Result()
+	var reply redis.Error
+	switch {
+	case err == nil:
 		return Field(hello, "mode") == "cluster"
+	case !errors.As(err, &reply):
+		return false // no answer
 	}
 	info, err := c.Info(ctx, "cluster").Result()
 	return err == nil && strings.Contains(info, "cluster_enabled:1")
