@@ -103,15 +103,6 @@ func (r *Report) Err() error {
 	return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
 }
 
-// Worst returns the highest Severity of r's Findings.
-func (r *Report) Worst() Severity {
-	worst := SeverityOK
-	for _, f := range r.Findings {
-		worst = max(worst, f.Severity)
-	}
-	return worst
-}
-
 func (r *Report) add(topic string, s Severity, format string, args ...any) {
 	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
 }

@@ -55,6 +55,19 @@ func finding(t *testing.T, r *corral.Report, topic string, want corral.Severity,
 	return corral.Finding{}
 }
 
+// worstBesidesRTT is r's worst severity, leaving out the round trip: a
+// machine busy enough may take 100 ms for a PING (a warning), and tests
+// make no timed assertions.
+func worstBesidesRTT(r *corral.Report) corral.Severity {
+	worst := corral.SeverityOK
+	for _, f := range r.Findings {
+		if f.Topic != "rtt" {
+			worst = max(worst, f.Severity)
+		}
+	}
+	return worst
+}
+
 // A healthy server, default options: every finding ok, in the documented
 // order, and the facts behind them; the probe key is gone afterwards.
 func TestCheck_Healthy(t *testing.T) {
@@ -64,9 +77,9 @@ func TestCheck_Healthy(t *testing.T) {
 	var topics []string
 	for _, f := range r.Findings {
 		topics = append(topics, f.Topic)
-		if f.Severity != corral.SeverityOK {
-			t.Errorf("%s: %s: %s", f.Topic, f.Severity, f.Detail)
-		}
+	}
+	if w := worstBesidesRTT(r); w != corral.SeverityOK {
+		t.Errorf("worst finding %v; want every one ok", w)
 	}
 	if want := []string{"redis", "mode", "pubsub", "eviction", "rights", "tracking", "rtt"}; !slices.Equal(topics, want) {
 		t.Fatalf("topics %v; want %v", topics, want)
@@ -78,13 +91,15 @@ func TestCheck_Healthy(t *testing.T) {
 	finding(t, r, "mode", corral.SeverityOK, "standalone")
 	finding(t, r, "pubsub", corral.SeverityOK, "sharded (SPUBLISH, SSUBSCRIBE)")
 	finding(t, r, "eviction", corral.SeverityOK, "noeviction")
-	finding(t, r, "rtt", corral.SeverityOK, "ms (median of 10 PINGs)")
+	if f := r.Findings[6]; !strings.Contains(f.Detail, "ms (median of 10 PINGs)") {
+		t.Errorf("rtt: %q", f.Detail) // ok on a quiet machine; a warning past 100 ms
+	}
 	if r.Cluster || r.Masters != 1 || r.PubSub != "sharded" || len(r.Missing) != 0 ||
 		r.Policies[""] != "noeviction" || r.RTT <= 0 || r.RTT > time.Second {
 		t.Fatalf("report %+v", r)
 	}
-	if err := r.Err(); err != nil || r.Worst() != corral.SeverityOK {
-		t.Fatalf("Err() = %v, Worst() = %v; want nil, ok", err, r.Worst())
+	if err := r.Err(); err != nil {
+		t.Fatalf("Err() = %v; want nil", err)
 	}
 	if n := rdb.DBSize(context.Background()).Val(); n != 0 {
 		t.Fatalf("Check left %d keys: %v", n, rdb.Keys(context.Background(), "*").Val())
@@ -129,8 +144,8 @@ func TestCheck_MissingRights(t *testing.T) {
 				}
 			}
 			if tc.missing == nil {
-				if len(r.Missing) != 0 || r.Worst() != corral.SeverityOK {
-					t.Fatalf("Missing %q, worst %v; want nothing missing, all ok", r.Missing, r.Worst())
+				if len(r.Missing) != 0 || worstBesidesRTT(r) != corral.SeverityOK {
+					t.Fatalf("Missing %q, worst %v; want nothing missing, all ok", r.Missing, worstBesidesRTT(r))
 				}
 				return
 			}

@@ -45,7 +45,8 @@
 // until Release, which stops the watchdog before it sends the release. The
 // retry strategies (NoRetry, LinearBackoff, ExponentialBackoff with full
 // jitter, LimitRetry) decide whether Obtain waits for a held lock. Obtain
-// never waits past its context's end.
+// never waits for a lock past its context's end; releasing what a try cut
+// short by it may have taken costs at most a second more.
 //
 // # Mutual exclusion is not enough
 //

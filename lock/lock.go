@@ -77,16 +77,16 @@ const abandonTimeout = time.Second
 // holds). While another holder has the lock, Obtain follows Options.Retry:
 // it waits and tries again, or gives up with an error that wraps
 // ErrNotObtained, also when ctx ends first (the error then matches ctx.Err()
-// too). Redis errors are returned at once, wrapped; the try that failed may
-// have taken the lock, and Obtain then releases it before returning, or it
-// expires after ttl.
+// too). Redis errors are returned at once, wrapped. A try that failed, or
+// that was on its way when ctx ended, may have taken the lock all the same:
+// Obtain then releases it before returning, which takes at most a second
+// more (past ctx's end too), or it expires after ttl.
 //
 // ttl must be at least MinTTL; it is rounded down to whole milliseconds.
 // A key may be any non-empty string, binary included, up to Redis's limit
 // (512 MB), and errors quote at most its first 64 bytes. A nil ctx panics,
-// here and in Lock's methods.
-// Locks are not reentrant: a second Obtain of a held key
-// waits like any other, whoever asks.
+// here and in Lock's methods. Locks are not reentrant: a second Obtain of a
+// held key waits like any other, whoever asks.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	mustContext(ctx)
 	if key == "" {

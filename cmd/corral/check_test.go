@@ -35,6 +35,11 @@ func hasLine(t *testing.T, out, topic, pattern string) {
 	}
 }
 
+// okVerdict is the verdict line of a server without fault: ok, or a warning
+// about the round trip on a machine busy enough (tests make no timed
+// assertions).
+const okVerdict = `ok(, with warnings: rtt)?`
+
 // setUser creates an ACL user with password pw on srv.
 func setUser(t *testing.T, srv *redistest.Server, name, pw string, rules ...string) {
 	t.Helper()
@@ -60,8 +65,8 @@ func TestCheckHealthy(t *testing.T) {
 	hasLine(t, out, "eviction", "noeviction")
 	hasLine(t, out, "rights", `EVAL, EVALSHA and the commands of corral's scripts, on keys corral:\*`)
 	hasLine(t, out, "tracking", "CLIENT TRACKING, CLIENT ID and __redis__:invalidate: .*")
-	hasLine(t, out, "rtt", `\d+\.\d\d ms \(median of 10 PINGs\)`)
-	hasLine(t, out, "verdict", "ok")
+	hasLine(t, out, "rtt", `(warning: )?\d+\.\d\d ms \(median of 10 PINGs\).*`)
+	hasLine(t, out, "verdict", okVerdict)
 }
 
 // An ACL user lacking rights: exit 1, naming what is missing. Its
@@ -121,7 +126,7 @@ func TestCheckCluster(t *testing.T) {
 		hasLine(t, out, "mode", `cluster \(3 masters\)`)
 		hasLine(t, out, "pubsub", `sharded \(SPUBLISH, SSUBSCRIBE\)`)
 		hasLine(t, out, "eviction", "noeviction on every master")
-		hasLine(t, out, "verdict", "ok")
+		hasLine(t, out, "verdict", okVerdict)
 	}
 	out, _, code, _ := runCheckCmd(t, "--redis", "redis://"+a[2], "--json")
 	var doc struct {
