@@ -126,5 +126,6 @@
 // (and the breakers of breaker.go), and inline.go reads hits outside it;
 // internal/notify holds the subscriptions, tracking.go the near cache's
 // invalidations, rights.go and eviction.go the first-use checks of ACL
-// rights and the eviction policy.
+// rights and the eviction policy; Check (check.go) asks all of that at once,
+// graded, for a service's start-up and `corral check`.
 package corral

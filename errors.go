@@ -75,6 +75,11 @@ var (
 	// waiters then re-check on their own (see Options.LeaseTTL).
 	ErrPermission = errors.New("corral: permission denied by Redis ACL")
 
+	// ErrCheckFailed is wrapped by Report.Err when Check found something
+	// that would break a guarantee of corral's (a Finding of
+	// SeverityFailure); the error names each such finding.
+	ErrCheckFailed = errors.New("corral: Redis check failed")
+
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error
 	// text carries the remote error's message; its type is not preserved.

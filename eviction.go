@@ -76,7 +76,7 @@ func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
 	var evicting []string
 	for node, p := range policies {
 		switch {
-		case p == "noeviction":
+		case !evicts(p):
 		case node == "":
 			evicting = append(evicting, p)
 		default:
@@ -148,6 +148,11 @@ func maxmemoryPolicy(ctx context.Context, rdb redis.Cmdable) (string, error) {
 	}
 	return p, nil
 }
+
+// evicts reports whether maxmemory-policy p may evict corral's keys: every
+// policy but noeviction, volatile-* ones too, since all of corral's keys
+// have a TTL.
+func evicts(p string) bool { return p != "noeviction" }
 
 // errNoPolicy is the error of a CONFIG GET whose answer lacks the policy.
 var errNoPolicy = errors.New("corral: CONFIG GET maxmemory-policy answered without it")

@@ -39,24 +39,34 @@ func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
 	if m := s.mode.Load(); m != nil {
 		return *m, nil
 	}
-	m := pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}
+	m, err := detectPubsub(ctx, s.noShard, s.probe)
+	if err != nil {
+		return pubsubMode{}, err
+	}
+	s.mode.Store(&m)
+	return m, nil
+}
+
+// detectPubsub learns the pub/sub mode by publishing with probe: SPUBLISH
+// (unless noShard), then PUBLISH; the first that Redis accepts is the mode,
+// none if it refuses both. A reply that is an error (an unknown or renamed
+// command, one the ACL denies) moves on to the next; any other error (no
+// answer) is returned.
+func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Context, command string) error) (pubsubMode, error) {
 	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
-		if try.mark == wire.AnnounceSharded && s.noShard {
+		if try.mark == wire.AnnounceSharded && noShard {
 			continue
 		}
-		err := s.probe(ctx, try.publish)
+		err := probe(ctx, try.publish)
 		var reply redis.Error
 		if err != nil && !errors.As(err, &reply) {
 			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
 		}
 		if err == nil {
-			m = try
-			break
+			return try, nil
 		}
-		// An unknown or renamed command, or one the ACL denies: try the next.
 	}
-	s.mode.Store(&m)
-	return m, nil
+	return pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}, nil
 }
 
 // probe publishes an empty message with command (SPUBLISH or PUBLISH) on

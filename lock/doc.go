@@ -23,7 +23,7 @@
 // K's 64-bit FNV-1a hash (the rule of the corral package). Both names share
 // one Cluster slot, so every script gets all the keys it touches on one
 // node. The counter outlives every holder on purpose: it stays, a few dozen
-// bytes, for every key ever locked. Deleting it gives up the guarantee below
+// bytes plus the key's length, for every key ever locked. Deleting it gives up the guarantee below
 // for that key.
 //
 // Obtain takes a free lock in one script (obtain.lua), which also hands out
@@ -45,7 +45,8 @@
 // until Release, which stops the watchdog before it sends the release. The
 // retry strategies (NoRetry, LinearBackoff, ExponentialBackoff with full
 // jitter, LimitRetry) decide whether Obtain waits for a held lock. Obtain
-// never waits past its context's end.
+// never waits for a lock past its context's end; releasing what a try cut
+// short by it may have taken costs at most a second more.
 //
 // # Mutual exclusion is not enough
 //
@@ -89,8 +90,11 @@
 // lock, can hand out a token that an earlier holder already had or exceeded.
 // The same events can also lose the lock itself, so two holders may hold K
 // at once, and then only the tokens, resting on the clocks as above, tell
-// them apart. With allkeys-* eviction a held lock may be evicted before its
-// TTL runs out. A server without persistence that stays down for longer
+// them apart. Under any maxmemory-policy but noeviction a held lock may be
+// evicted before its TTL runs out, volatile-* ones included (the lock has a
+// TTL; volatile-ttl evicts the keys closest to expiry first), and another
+// holder may then take it: under volatile-* the counter survives, so the
+// tokens still tell the holders apart. A server without persistence that stays down for longer
 // than the longest lock TTL before it restarts, as the Redis documentation
 // advises, keeps holders apart, though not the counter.
 //

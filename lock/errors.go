@@ -1,6 +1,9 @@
 package lock
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Sentinel errors. Match them with errors.Is: the package wraps them with
 // the lock's key and, where there is one, the cause (the caller's context
@@ -21,9 +24,8 @@ var (
 	// ErrInvalidKey is returned by Obtain for an empty key.
 	ErrInvalidKey = errors.New("lock: invalid key")
 
-	// ErrInvalidTTL is returned by Obtain and Refresh for a TTL below one
-	// millisecond (Redis expiries are whole milliseconds), zero or negative
-	// included.
+	// ErrInvalidTTL is returned by Obtain and Refresh for a TTL below
+	// MinTTL, zero or negative included.
 	ErrInvalidTTL = errors.New("lock: invalid ttl")
 
 	// ErrNilClient is returned by New for a nil Redis client.
@@ -33,3 +35,16 @@ var (
 	// that make no sense (a prefix with braces).
 	ErrInvalidOptions = errors.New("lock: invalid options")
 )
+
+// quotedKeyMax is the most bytes of a key that errors quote.
+const quotedKeyMax = 64
+
+// quote returns key quoted for an error message: whole when short, or its
+// first quotedKeyMax bytes and its length, so that a huge key does not
+// make a huge error.
+func quote(key string) string {
+	if len(key) <= quotedKeyMax {
+		return strconv.Quote(key)
+	}
+	return strconv.Quote(key[:quotedKeyMax]) + "... (" + strconv.Itoa(len(key)) + " bytes)"
+}

@@ -77,19 +77,23 @@ const abandonTimeout = time.Second
 // holds). While another holder has the lock, Obtain follows Options.Retry:
 // it waits and tries again, or gives up with an error that wraps
 // ErrNotObtained, also when ctx ends first (the error then matches ctx.Err()
-// too). Redis errors are returned at once, wrapped; the try that failed may
-// have taken the lock, and Obtain then releases it before returning, or it
-// expires after ttl.
+// too). Redis errors are returned at once, wrapped. A try that failed, or
+// that was on its way when ctx ended, may have taken the lock all the same:
+// Obtain then releases it before returning, which takes at most a second
+// more (past ctx's end too), or it expires after ttl.
 //
-// ttl must be at least a millisecond; it is rounded down to whole
-// milliseconds. Locks are not reentrant: a second Obtain of a held key
-// waits like any other, whoever asks.
+// ttl must be at least MinTTL; it is rounded down to whole milliseconds.
+// A key may be any non-empty string, binary included, up to Redis's limit
+// (512 MB), and errors quote at most its first 64 bytes. A nil ctx panics,
+// here and in Lock's methods. Locks are not reentrant: a second Obtain of a
+// held key waits like any other, whoever asks.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	mustContext(ctx)
 	if key == "" {
 		return nil, ErrInvalidKey
 	}
-	if ttl < time.Millisecond {
-		return nil, fmt.Errorf("%w: %v (at least 1ms)", ErrInvalidTTL, ttl)
+	if ttl < MinTTL {
+		return nil, fmt.Errorf("%w: %v (at least %v)", ErrInvalidTTL, ttl, MinTTL)
 	}
 	n := c.names(key)
 	token := newToken()
@@ -107,14 +111,14 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lo
 			if ctx.Err() != nil {
 				return nil, notObtained(key, tries, ctx.Err())
 			}
-			return nil, fmt.Errorf("lock: obtain %q: %w", key, err)
+			return nil, fmt.Errorf("lock: obtain %s: %w", quote(key), err)
 		}
 		if res[0] == 1 {
 			return c.newLock(key, n, token, res[1], ttl, sent), nil
 		}
 		wait, again := c.opts.Retry(tries)
 		if !again {
-			return nil, fmt.Errorf("%w: %q is held by another holder (%d tries)", ErrNotObtained, key, tries)
+			return nil, fmt.Errorf("%w: %s is held by another holder (%d tries)", ErrNotObtained, quote(key), tries)
 		}
 		if res[1] >= 0 { // the holder's lock expires in res[1] ms (rounded down)
 			wait = min(wait, time.Duration(res[1]+1)*time.Millisecond) // free then, unless refreshed
@@ -129,8 +133,16 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lo
 	}
 }
 
+// mustContext panics on a nil ctx, as the standard library does, with a
+// message that says where.
+func mustContext(ctx context.Context) {
+	if ctx == nil {
+		panic("lock: nil Context")
+	}
+}
+
 func notObtained(key string, tries int, cause error) error {
-	return fmt.Errorf("%w: %q: gave up after %d tries: %w", ErrNotObtained, key, tries, cause)
+	return fmt.Errorf("%w: %s: gave up after %d tries: %w", ErrNotObtained, quote(key), tries, cause)
 }
 
 // abandon releases the lock if a failed try took it after all, so it does
@@ -221,26 +233,27 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // has it. It returns an error wrapping ErrNotHeld when Redis says the lock
 // is no longer this holder's (the lock is left as it is, and the Lock ends),
 // or when the Lock has already ended. A Redis error is returned wrapped and
-// leaves the Lock as it was. ttl must be at least a millisecond. With
+// leaves the Lock as it was. ttl must be at least MinTTL. With
 // Options.Watchdog, the watchdog keeps refreshing to the TTL given to
 // Obtain.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if ttl < time.Millisecond {
-		return fmt.Errorf("%w: %v (at least 1ms)", ErrInvalidTTL, ttl)
+	mustContext(ctx)
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: %v (at least %v)", ErrInvalidTTL, ttl, MinTTL)
 	}
 	if l.isEnded() {
-		return fmt.Errorf("%w: %q: this Lock has ended (released, lost or past its validity)", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s: this Lock has ended (released, lost or past its validity)", ErrNotHeld, quote(l.key))
 	}
 	sent := time.Now()
 	ok, err := l.refresh(ctx, ttl)
 	switch {
 	case err != nil:
-		return fmt.Errorf("lock: refresh %q: %w", l.key, err)
+		return fmt.Errorf("lock: refresh %s: %w", quote(l.key), err)
 	case !ok:
 		l.end()
-		return fmt.Errorf("%w: %q: expired or taken by another holder", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s: expired or taken by another holder", ErrNotHeld, quote(l.key))
 	case !l.extend(sent, ttl):
-		return fmt.Errorf("%w: %q: this Lock ended while the refresh was on its way", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s: this Lock ended while the refresh was on its way", ErrNotHeld, quote(l.key))
 	}
 	return nil
 }
@@ -258,14 +271,15 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 // whose lock is left untouched), and a wrapped Redis error if Redis did not
 // answer (the lock then expires after its TTL).
 func (l *Lock) Release(ctx context.Context) error {
+	mustContext(ctx)
 	l.halt()
 	l.end()
 	n, err := releaseScript.Run(ctx, l.c.rdb, []string{l.n.lock}, l.token).Int64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("lock: release %q: %w", l.key, err)
+		return fmt.Errorf("lock: release %s: %w", quote(l.key), err)
 	case n != 1:
-		return fmt.Errorf("%w: %q: already released, expired or taken by another holder", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s: already released, expired or taken by another holder", ErrNotHeld, quote(l.key))
 	}
 	return nil
 }
@@ -275,15 +289,16 @@ func (l *Lock) Release(ctx context.Context) error {
 // Redis even after the Lock has ended. A negative duration means the lock
 // has no expiry (changed by something other than this package).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	mustContext(ctx)
 	res, err := ttlScript.Run(ctx, l.c.rdb, []string{l.n.lock}, l.token).Int64Slice()
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.key, err)
+		return 0, fmt.Errorf("lock: ttl %s: %w", quote(l.key), err)
 	case len(res) == 0 || res[0] == 1 && len(res) < 2:
-		return 0, fmt.Errorf("lock: ttl %q: unexpected reply %v from ttl.lua", l.key, res)
+		return 0, fmt.Errorf("lock: ttl %s: unexpected reply %v from ttl.lua", quote(l.key), res)
 	case res[0] != 1:
 		l.end()
-		return 0, fmt.Errorf("%w: %q: expired or taken by another holder", ErrNotHeld, l.key)
+		return 0, fmt.Errorf("%w: %s: expired or taken by another holder", ErrNotHeld, quote(l.key))
 	}
 	return time.Duration(res[1]) * time.Millisecond, nil
 }

@@ -342,7 +342,7 @@ func TestBadInput(t *testing.T) {
 	c := newLocks(t, rdb, &lock.Options{}) // zero Options: the defaults
 	_, err = c.Obtain(ctx, "", time.Second)
 	isErr(t, "an empty key", err, lock.ErrInvalidKey)
-	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond - 1} {
+	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond - 1, 2 * time.Millisecond, lock.MinTTL - 1} {
 		_, err = c.Obtain(ctx, "k", ttl)
 		isErr(t, "Obtain with ttl "+ttl.String(), err, lock.ErrInvalidTTL)
 	}
@@ -354,7 +354,7 @@ func TestBadInput(t *testing.T) {
 	if n := rdb.Exists(ctx, "lock:l:{"+fnvTag("k")+"}:k").Val(); n != 1 {
 		t.Fatalf("no lock under the default prefix: keys %v", rdb.Keys(ctx, "*").Val())
 	}
-	for _, ttl := range []time.Duration{0, -time.Second} {
+	for _, ttl := range []time.Duration{0, -time.Second, lock.MinTTL - 1} {
 		isErr(t, "Refresh with ttl "+ttl.String(), l.Refresh(ctx, ttl), lock.ErrInvalidTTL)
 	}
 	notEnded(t, l, "after a refused Refresh")

@@ -3,10 +3,16 @@ package lock
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix is the Prefix used when Options.Prefix is empty.
 const DefaultPrefix = "lock"
+
+// MinTTL is the shortest TTL Obtain and Refresh take. A Lock's validity is
+// its TTL less a clock-drift allowance of 1% and 2 ms (see Lock), so a
+// shorter TTL would leave a Lock that has ended before Obtain returns it.
+const MinTTL = 3 * time.Millisecond
 
 // Options configures a Client. A nil *Options means all defaults, and the
 // zero value of every field means its documented default. Clients are cheap:

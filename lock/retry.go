@@ -57,8 +57,11 @@ func ExponentialBackoff(base, maxWait time.Duration) RetryStrategy {
 }
 
 // LimitRetry makes s give up after tries tries in all (the first one
-// included): LimitRetry(s, 1) never retries.
+// included): LimitRetry(s, 1) never retries, nor does a nil s.
 func LimitRetry(s RetryStrategy, tries int) RetryStrategy {
+	if s == nil {
+		s = NoRetry()
+	}
 	return func(n int) (time.Duration, bool) {
 		if n >= tries {
 			return 0, false

@@ -2,6 +2,7 @@
 //
 //	corral demo    replay a cache stampede and compare strategies
 //	corral soak    hammer corral from many processes under chaos; check invariants
+//	corral check   check a Redis for corral: version, Cluster, pub/sub, eviction, rights, round trip
 //
 // Run `corral help` or `corral demo --help` for the flags.
 package main
@@ -57,7 +58,7 @@ This command demonstrates it. Start with:
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
 	})
-	root.AddCommand(newDemoCmd(), newSoakCmd())
+	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd())
 	return root
 }
 

@@ -3,11 +3,10 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/corralhq/corral/internal/redisurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,11 +23,8 @@ type redisServer struct {
 }
 
 // openRedis starts an embedded Redis when rawURL is empty, or parses rawURL
-// and checks that the server answers. rawURL is a redis:// or rediss:// URL;
-// a Cluster is given by more addresses, either as go-redis's cluster URLs
-// take them (redis://h1:p1?addr=h2:p2&addr=h3:p3) or as a comma-separated
-// list (redis://h1:p1,h2:p2); a single address of a Cluster node is
-// recognised too (INFO cluster).
+// and checks that the server answers. rawURL is a redis:// or rediss:// URL,
+// or a Cluster's addresses, as redisurl.Parse takes them.
 func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 	s := &redisServer{}
 	if rawURL == "" {
@@ -40,11 +36,11 @@ func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 		s.Label, s.mini = "embedded", m
 		s.opts = redis.UniversalOptions{Addrs: []string{m.Addr()}}
 	} else {
-		opts, err := parseRedis(ctx, rawURL)
+		opts, err := redisurl.Parse(ctx, rawURL)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("demo: --redis: %w", err)
 		}
-		s.Label = redactURL(rawURL)
+		s.Label = redisurl.Redact(rawURL)
 		s.opts = opts
 	}
 	c := redis.NewUniversalClient(&s.opts)
@@ -56,88 +52,6 @@ func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 		return nil, fmt.Errorf("demo: cannot reach Redis at %s: %w", s.Label, err)
 	}
 	return s, nil
-}
-
-// parseRedis turns --redis into client options, for one server or a Cluster.
-func parseRedis(ctx context.Context, raw string) (redis.UniversalOptions, error) {
-	first, rest, _ := strings.Cut(raw, ",")
-	var opts redis.UniversalOptions
-	if u, err := url.Parse(first); err == nil && u.Query().Has("addr") {
-		co, err := redis.ParseClusterURL(first)
-		if err != nil {
-			return opts, fmt.Errorf("demo: --redis: %w", err)
-		}
-		o := &redis.Options{Username: co.Username, Password: co.Password, TLSConfig: co.TLSConfig}
-		opts = universalOptions(o)
-		opts.Addrs = co.Addrs
-	} else {
-		o, err := redis.ParseURL(first)
-		if err != nil {
-			return opts, fmt.Errorf("demo: --redis: %w", err)
-		}
-		opts = universalOptions(o)
-	}
-	for _, a := range strings.Split(rest, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
-		if strings.Contains(a, "://") { // a URL: take its host:port
-			o, err := redis.ParseURL(a)
-			if err != nil {
-				return opts, fmt.Errorf("demo: --redis: %w", err)
-			}
-			a = o.Addr
-		}
-		opts.Addrs = append(opts.Addrs, a)
-	}
-	if len(opts.Addrs) == 1 { // one address: maybe a Cluster node
-		c := redis.NewClient(opts.Simple())
-		defer c.Close()
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if info, err := c.Info(pctx, "cluster").Result(); err == nil && strings.Contains(info, "cluster_enabled:1") {
-			opts.IsClusterMode = true
-		}
-	}
-	return opts, nil
-}
-
-// universalOptions carries what redis.ParseURL understood over to the
-// options of redis.NewUniversalClient, which also take Cluster and Sentinel
-// addresses.
-func universalOptions(o *redis.Options) redis.UniversalOptions {
-	return redis.UniversalOptions{
-		Addrs:           []string{o.Addr},
-		ClientName:      o.ClientName,
-		DB:              o.DB,
-		Protocol:        o.Protocol,
-		Username:        o.Username,
-		Password:        o.Password,
-		TLSConfig:       o.TLSConfig,
-		MaxRetries:      o.MaxRetries,
-		MinRetryBackoff: o.MinRetryBackoff,
-		MaxRetryBackoff: o.MaxRetryBackoff,
-		DialTimeout:     o.DialTimeout,
-		ReadTimeout:     o.ReadTimeout,
-		WriteTimeout:    o.WriteTimeout,
-		PoolFIFO:        o.PoolFIFO,
-		PoolSize:        o.PoolSize,
-		PoolTimeout:     o.PoolTimeout,
-		MinIdleConns:    o.MinIdleConns,
-		MaxIdleConns:    o.MaxIdleConns,
-		MaxActiveConns:  o.MaxActiveConns,
-		ConnMaxIdleTime: o.ConnMaxIdleTime,
-		ConnMaxLifetime: o.ConnMaxLifetime,
-	}
-}
-
-// redactURL hides the password of a Redis URL, for reports.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // newClient returns a new client of the server, with its own connection

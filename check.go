@@ -1,0 +1,242 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds Check: what a Cache learns about its Redis at its first
+// use (rights.go, pubsub.go, eviction.go, tracking.go), asked all at once
+// and graded, for a service's start-up or `corral check`. The probes are in
+// check_probe.go.
+
+// Severity grades a Finding of Check.
+type Severity int
+
+const (
+	// SeverityOK: as corral needs it.
+	SeverityOK Severity = iota
+	// SeverityWarning: corral works and keeps its guarantees, doing less
+	// than it could (the Finding says what: waiters that poll, a near
+	// cache that serves nothing, a policy it could not read).
+	SeverityWarning
+	// SeverityFailure: a guarantee of corral's would break (the Finding
+	// says which), or nothing would be cached at all.
+	SeverityFailure
+)
+
+var severityNames = [...]string{"ok", "warning", "failure"}
+
+// String returns "ok", "warning" or "failure".
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("Severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// MarshalText encodes s as its String, for JSON.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Finding is one thing Check looked at.
+type Finding struct {
+	// Topic is what was looked at: "redis" (the version), "mode" (a single
+	// server or a Cluster), "pubsub", "eviction", "rights", "tracking"
+	// (the near cache's rights) or "rtt" (the round-trip time).
+	Topic    string   `json:"topic"`
+	Severity Severity `json:"severity"`
+	// Detail says what was found, and for a warning or a failure what it
+	// costs, in one line.
+	Detail string `json:"detail"`
+}
+
+// Report is what Check found: one Finding per topic, in the order of
+// Finding.Topic, and the facts behind them.
+type Report struct {
+	// Version is the server's redis_version: the oldest of a Cluster's
+	// masters. Empty when the user may read neither HELLO nor INFO.
+	Version string `json:"version"`
+	// Cluster is true for a Redis Cluster; Masters is how many masters
+	// serve its slots (1 for a single server).
+	Cluster bool `json:"cluster"`
+	Masters int  `json:"masters"`
+	// PubSub is how a Cache would send its notices: "sharded" (SPUBLISH),
+	// "plain" (PUBLISH) or "none" (no channel rights: waiters re-check on
+	// their own).
+	PubSub string `json:"pubsub"`
+	// Policies is the maxmemory-policy of each master, by address (under
+	// "" for a single server); nil when it could not be read.
+	Policies map[string]string `json:"policies,omitempty"`
+	// Missing lists the rights corral uses that the user lacks: commands
+	// ("EVALSHA", "CONFIG GET"), or "keys P:*", "channels P:*" and
+	// "channel __redis__:invalidate". The Findings say which of them
+	// matter.
+	Missing []string `json:"missing"`
+	// RTT is the median round-trip time of CheckPings PINGs.
+	RTT time.Duration `json:"rtt_ns"`
+
+	Findings []Finding `json:"findings"`
+}
+
+// CheckPings is how many PINGs Check sends, one after another, to measure
+// the round-trip time.
+const CheckPings = 10
+
+// Err returns nil when no Finding is a failure, and otherwise an error
+// wrapping ErrCheckFailed that names each failure.
+func (r *Report) Err() error {
+	var failed []string
+	for _, f := range r.Findings {
+		if f.Severity == SeverityFailure {
+			failed = append(failed, f.Topic+": "+f.Detail)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
+}
+
+func (r *Report) add(topic string, s Severity, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *Report) missing(rights ...string) {
+	for _, right := range rights {
+		if right != "" && !contains(r.Missing, right) {
+			r.Missing = append(r.Missing, right)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Check asks Redis, as the user rdb logs in as, what a Cache made with
+// New(rdb, opts) would meet there (opts may be nil), and grades each
+// finding. A service can call it at start-up and refuse to start on
+// report.Err(); `corral check` prints it.
+//
+// It does in the foreground, at once, what a Cache does in the background
+// at its first use, and a little more: it reads the server's version, mode
+// and role (HELLO, or INFO), learns the pub/sub mode (publishing an empty
+// message on the channel Prefix:probe) and tries to subscribe, reads
+// maxmemory-policy and maxmemory (CONFIG GET), runs scripts/rights.lua by
+// EVAL and EVALSHA on the key Prefix:probe (which it deletes again), tries
+// CLIENT ID, CLIENT TRACKING (turned off again) and a subscription to
+// __redis__:invalidate, and times CheckPings PINGs. On a Cluster, version
+// and policy are read from every master; the rest is tried on the master
+// that serves Prefix:probe (each node keeps its own ACL users: keep them
+// alike).
+//
+// Failures (SeverityFailure; report.Err() is not nil):
+//   - Redis older than 5.0: corral's scripts write after TIME, which needs
+//     effects replication.
+//   - A replica, a Sentinel, or a Cluster node reached with a client for a
+//     single server: corral's writes would be refused or redirected, and
+//     nothing would be cached.
+//   - A missing key or command right (EVALSHA, SET, keys Prefix:*, ...):
+//     the calls that need it return ErrPermission, uncached.
+//   - A maxmemory-policy that evicts, with maxmemory set: an evicted
+//     revocation marker lets a load begun before a Delete or Set store its
+//     older value after it returned (see the README's "Eviction policy").
+//   - A median round trip of RedisTimeout or more: calls would fail as
+//     silent Redis, and Fetch fail open.
+//
+// Warnings (SeverityWarning): Redis 5 (no near cache) or a version that
+// could not be read; masters of different versions; notices that cannot be
+// published or heard (waiters re-check on their own, within 250 ms of a
+// commit), or plain pub/sub where sharded was refused; an evicting policy
+// while maxmemory is 0, or a policy that could not be read; the near
+// cache's rights missing while opts.NearCache is on; a median round trip of
+// 100 ms or more (hits read inline give up, and nodes are probed).
+//
+// Check returns an error, and no Report, for invalid opts (wrapping
+// ErrInvalidOptions), or when Redis cannot be checked: a PING that fails
+// (unreachable, or the login refused), a command that gets no reply, or
+// ctx's end. ctx bounds it only with a client that bounds its I/O by the
+// context (ContextTimeoutEnabled); otherwise the client's own timeouts do.
+func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Report, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := rdb.Ping(ctx).Err(); isReplyError(err) {
+		return nil, fmt.Errorf("corral: check: Redis refused the connection: %w", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("corral: check: Redis unreachable: %w", err)
+	}
+	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
+	for _, step := range []func(context.Context) error{
+		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, fmt.Errorf("corral: check: %w", err)
+		}
+	}
+	return k.r, nil
+}
+
+// checker runs Check's steps.
+type checker struct {
+	rdb   redis.UniversalClient
+	o     Options
+	probe string // Prefix's probe key and channel
+	r     *Report
+
+	masters map[string]checkNode // by address; "" for a single server
+	node    *redis.Client        // the server of probe; nil for a client of another kind
+	version version              // the oldest master's
+}
+
+// checkNode is what Check asks of a server's client.
+type checkNode interface {
+	redis.Cmdable
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// nodes finds the masters, and the node that serves the probe key.
+func (k *checker) nodes(ctx context.Context) error {
+	switch c := k.rdb.(type) {
+	case *redis.ClusterClient:
+		k.r.Cluster = true
+		var mu sync.Mutex
+		k.masters = map[string]checkNode{}
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			k.masters[m.Options().Addr] = m
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("the Cluster's masters: %w", err)
+		}
+		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
+			return fmt.Errorf("the master of %s: %w", k.probe, err)
+		}
+	case *redis.Client:
+		k.masters, k.node = map[string]checkNode{"": c}, c
+	default:
+		k.masters = map[string]checkNode{"": k.rdb}
+	}
+	k.r.Masters = len(k.masters)
+	return nil
+}
