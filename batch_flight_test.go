@@ -151,3 +151,41 @@ func TestFetchMany_Close(t *testing.T) {
 		t.Fatalf("FetchMany after Close = %v", err)
 	}
 }
+
+// With the near cache on, FetchMany keeps and serves copies as Fetch does:
+// values and "not found" alike, and decoded values per type for the typed
+// form.
+func TestFetchMany_NearCache(t *testing.T) {
+	e := newEnv(t, &corral.Options{NearCache: corral.NearCacheOptions{Size: 100, TTL: time.Minute}})
+	ctx := context.Background()
+	keys := keyRange("near:", 0, 10)
+	o := batchOrigin{absent: map[string]bool{"near:9": true}}
+	eventually(t, 5*time.Second, "every key from the near cache", func() bool {
+		before := e.c.Stats().NearHits
+		vals, err := e.c.FetchMany(ctx, keys, time.Minute, o.load)
+		if err != nil || len(vals) != 9 || string(vals["near:8"]) != "v:near:8" {
+			t.Fatalf("FetchMany = %q, %v", vals, err)
+		}
+		return e.c.Stats().NearHits-before == 10
+	})
+	if calls := o.called(); len(calls) != 1 {
+		t.Fatalf("loadMany calls %v; want 1", calls)
+	}
+
+	typed := keyRange("near:typed:", 0, 3)
+	load := func(ctx context.Context, missing []string) (map[string]string, error) {
+		vals := map[string]string{}
+		for _, k := range missing {
+			vals[k] = "t:" + k
+		}
+		return vals, nil
+	}
+	eventually(t, 5*time.Second, "every typed key from the near cache", func() bool {
+		before := e.c.Stats().NearHits
+		vals, err := corral.FetchMany(ctx, e.c, typed, time.Minute, load)
+		if err != nil || len(vals) != 3 || vals["near:typed:2"] != "t:near:typed:2" {
+			t.Fatalf("FetchMany[string] = %q, %v", vals, err)
+		}
+		return e.c.Stats().NearHits-before == 3
+	})
+}
