@@ -189,3 +189,28 @@ func TestFetchMany_NearCache(t *testing.T) {
 		return e.c.Stats().NearHits-before == 3
 	})
 }
+
+// A loadMany still running at LoadTimeout fails each of its keys with
+// ErrLoadTimeout; their leases go back, so the next call loads them.
+func TestFetchMany_LoadTimeout(t *testing.T) {
+	e := newEnv(t, &corral.Options{LoadTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	keys := keyRange("timeout:", 0, 3)
+	stuck := batchOrigin{gate: make(chan struct{})} // never opened: waits for its context
+	_, err := e.c.FetchMany(ctx, keys, time.Minute, stuck.load)
+	var be *corral.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != 3 {
+		t.Fatalf("FetchMany = %v", err)
+	}
+	for k, err := range be.Errs {
+		if !errors.Is(err, corral.ErrLoadTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%q: %v; want ErrLoadTimeout", k, err)
+		}
+	}
+	var o batchOrigin
+	vals, err := e.c.FetchMany(ctx, keys, time.Minute, o.load)
+	if err != nil || len(o.called()) != 1 {
+		t.Fatalf("after the timeout: %v, loadMany calls %v", err, o.called())
+	}
+	wantValues(t, vals, keys)
+}

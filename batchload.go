@@ -154,7 +154,8 @@ func (b *loadBatch) call(r *loadRound) {
 // run calls loadMany for r's keys under context.WithoutCancel of the
 // FetchMany caller's context, bounded by LoadTimeout and cancelled by
 // Close, as runLoader runs a single key's loader. A panic becomes a
-// *PanicError, and runtime.Goexit errLoaderExited, for every key of r.
+// *PanicError, and runtime.Goexit errLoaderExited, for every key of r; an
+// error once the context ended, ErrClosed or ErrLoadTimeout.
 // The flights' own loaders stop waiting at their deadline (runLoader): a
 // loadMany that ignores its context is abandoned, not waited for.
 func (b *loadBatch) run(r *loadRound) {
@@ -175,6 +176,12 @@ func (b *loadBatch) run(r *loadRound) {
 	keys := append([]string(nil), r.keys...) // loadMany may keep or change its slice
 	r.vals, r.failed, r.err = b.load(ctx, keys)
 	returned = true
+	if r.err != nil && ctx.Err() != nil {
+		// Most likely the context's error: say which end it met, as
+		// runLoader does (ErrClosed makes the leases go back with a
+		// notice to re-check, not a failure).
+		r.err = c.loadEnded()
+	}
 }
 
 // result is key's part of r's answer: its value, its own error, the
