@@ -70,13 +70,13 @@ func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration,
 }
 
 // FetchMany is the typed form of Cache.FetchMany, as Fetch[T] is of
-// Cache.Fetch: values are encoded with the Cache's Codec (JSON by default),
-// a cached entry that does not decode as T is reloaded once (under its
-// lease, with the keys of its kind in one more call of loadMany), and a
-// value loadMany returned that does not encode, or does not decode, fails
-// its key alone, with the codec's error, wrapped. The result and its errors
-// are those of Cache.FetchMany; treat its values as read-only when the near
-// cache is on, as with Fetch[T].
+// Cache.Fetch: values are encoded with the Cache's Codec (JSON by default).
+// A cached entry that does not decode as T is taken as missing and
+// reloaded once, under its lease (such keys make one more call of
+// loadMany); a value loadMany returned that does not encode, or does not
+// decode, fails its key alone, with the codec's error, wrapped. The result
+// and its errors are those of Cache.FetchMany; treat its values as
+// read-only when the near cache is on, as with Fetch[T].
 func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string]T, error)) (map[string]T, error) {
 	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
 		return nil, err
