@@ -87,6 +87,17 @@
 // heard (without channel rights, waiters re-check after 25 ms, doubling to
 // 200 ms): each caller's wait ends with its own context.
 //
+// # Many keys
+//
+// FetchMany fetches many keys as Fetch fetches one, each with its own
+// entry, lease and notices: their peeks go out together, one pipelined
+// round trip per node (each command touches one key, so none spans two
+// Cluster slots); keys under way in this process join their flights; every
+// other key gets a flight of its own, and once each has taken its lease or
+// found another process holding it, loadMany is called once with the keys
+// this process won. Keys loadMany leaves out are cached as not found;
+// errors are per key, in a *BatchError.
+//
 // # Failure
 //
 // Loads run detached from their callers (context.WithoutCancel of the first
@@ -124,6 +135,7 @@
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
 // (and the breakers of breaker.go), and inline.go reads hits outside it;
+// batch.go and batchload.go hold FetchMany;
 // internal/notify holds the subscriptions, tracking.go the near cache's
 // invalidations, rights.go and eviction.go the first-use checks of ACL
 // rights and the eviction policy; Check (check.go) asks all of that at once,

@@ -21,13 +21,15 @@ var (
 	// calls that Close interrupted.
 	ErrClosed = errors.New("corral: cache closed")
 
-	// ErrInvalidKey is returned for an empty key.
+	// ErrInvalidKey is returned for an empty key (by FetchMany, in its
+	// *BatchError, for that key alone).
 	ErrInvalidKey = errors.New("corral: invalid key")
 
 	// ErrInvalidTTL is returned for a ttl that is zero or negative.
 	ErrInvalidTTL = errors.New("corral: invalid ttl")
 
-	// ErrNilLoader is returned by Fetch when load is nil.
+	// ErrNilLoader is returned by Fetch when load is nil, and by FetchMany
+	// when loadMany is nil.
 	ErrNilLoader = errors.New("corral: nil loader")
 
 	// ErrInvalidOptions is wrapped by the error New returns for options

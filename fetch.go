@@ -100,25 +100,11 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 		c.leave(f)
 	}
 	pc, perr := c.peek(ctx, key)
-	switch {
-	case perr == nil:
-		c.firstUse()
-		if a, ok := c.fromPeek(pc.r, h); ok {
-			c.count(a.out)
-			if c.near != nil && (a.out == outHit || a.out == outNegative) {
-				return a, &peekCopy{reply: pc.r, seq: pc.seq}
-			}
-			return a, nil
-		}
-	case ctx.Err() != nil:
-		return answer{err: ctx.Err()}, nil
-	case c.ctx.Err() != nil:
-		return answer{err: ErrClosed}, nil
-	case !redisFailed(perr):
-		c.firstUse() // Redis answered
-		perr = nil   // not Redis failing: fetch.lua decides
+	a, keep, done, perr := c.afterPeek(ctx, pc, perr, h)
+	if done {
+		return a, keep
 	}
-	f, joined, ok := c.join(ctx, key, ttl, load, h, perr)
+	f, joined, ok := c.join(ctx, key, ttl, load, h, perr, nil)
 	if !ok {
 		return answer{err: ErrClosed}, nil
 	}
@@ -126,6 +112,33 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 		c.stats.coalesced.Add(1)
 	}
 	return c.await(ctx, f), nil
+}
+
+// afterPeek answers a call from its peek (pc, or the peek's error perr)
+// when it can: done, with keep as for fetch. Otherwise the call goes on to
+// a flight, and failed is the peek's error when Redis failed (the flight
+// then fails open at once), nil when fetch.lua is to decide.
+func (c *Cache) afterPeek(ctx context.Context, pc *peekCall, perr error, h how) (a answer, keep *peekCopy, done bool, failed error) {
+	switch {
+	case perr == nil:
+		c.firstUse()
+		if a, ok := c.fromPeek(pc.r, h); ok {
+			c.count(a.out)
+			if c.near != nil && (a.out == outHit || a.out == outNegative) {
+				return a, &peekCopy{reply: pc.r, seq: pc.seq}, true, nil
+			}
+			return a, nil, true, nil
+		}
+		return answer{}, nil, false, nil
+	case ctx.Err() != nil:
+		return answer{err: ctx.Err()}, nil, true, nil
+	case c.ctx.Err() != nil:
+		return answer{err: ErrClosed}, nil, true, nil
+	case !redisFailed(perr):
+		c.firstUse() // Redis answered: not Redis failing, fetch.lua decides
+		return answer{}, nil, false, nil
+	}
+	return answer{}, nil, false, perr
 }
 
 // Fetch is the typed form of Cache.Fetch: values are encoded with the

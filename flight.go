@@ -32,6 +32,10 @@ type flight struct {
 
 	how     how   // how the first caller reads (its XFetch draw, codec version, skip)
 	peekErr error // the peek that started the flight found Redis failing
+	// decided, for a flight a FetchMany started, tells its batch that the
+	// flight will not ask to load for now: it waits for another process's
+	// load, or it ended (batchload.go). nil for other flights.
+	decided func()
 
 	// guarded by Cache.mu:
 	callers int  // callers still waiting
@@ -63,9 +67,10 @@ const (
 	outFailOpen                    // the loader ran directly: Redis failed
 )
 
-// join returns the key's flight, starting one if there is none. ok is false
-// when the Cache is closed.
-func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), h how, peekErr error) (f *flight, joined, ok bool) {
+// join returns the key's flight, starting one if there is none, with
+// decided as its hook (nil but for FetchMany's). ok is false when the Cache
+// is closed.
+func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -79,7 +84,7 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	f = &flight{
 		key: key, names: wire.NewNames(c.opts.Prefix, key), ttl: ttl, load: load,
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-		how: h, peekErr: peekErr, callers: 1, done: make(chan struct{}),
+		how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
 	}
 	c.flights[key] = f
 	c.wg.Add(1)
@@ -104,10 +109,18 @@ func (c *Cache) joinRunning(key string) (*flight, bool) {
 // what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
+	defer f.settled()
 	a, then := c.resolve(f)
 	c.finish(f, a)
 	if then != nil {
 		then()
+	}
+}
+
+// settled tells f's batch, if any, that f does not ask to load for now.
+func (f *flight) settled() {
+	if f.decided != nil {
+		f.decided()
 	}
 }
 

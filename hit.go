@@ -33,34 +33,47 @@ type peekCall struct {
 // peek reads key's entry, joining a peek of it under way. It returns
 // ctx.Err() when ctx ends first.
 func (c *Cache) peek(ctx context.Context, key string) (*peekCall, error) {
-	c.peekMu.Lock()
-	pc := c.peeks[key]
-	if pc == nil {
-		pc = &peekCall{done: make(chan struct{})}
-		if c.near != nil {
-			pc.seq = c.near.snapshot()
-		}
-		c.peeks[key] = pc
-		c.peekMu.Unlock()
-		// The read is the Cache's (c.ctx), not this caller's: others may
-		// join it. Read inline, it runs in this goroutine, so it ends by
-		// this caller's deadline (then it goes on through the pipeline).
-		by, _ := ctx.Deadline()
-		c.store.peek(c.ctx, by, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
-			if c.near != nil {
-				r.arrived = nearClock()
-			}
-			pc.r, pc.err = r, err
-			c.peekMu.Lock()
-			if c.peeks[key] == pc {
-				delete(c.peeks, key)
-			}
-			c.peekMu.Unlock()
-			close(pc.done)
-		})
-	} else {
-		c.peekMu.Unlock()
+	pc, o := c.startPeek(key)
+	if o != nil {
+		// Read inline, the peek runs in this goroutine, so it ends by this
+		// caller's deadline (then it goes on through the pipeline).
+		o.readBy, _ = ctx.Deadline()
+		c.store.send(o)
 	}
+	return c.awaitPeek(ctx, pc)
+}
+
+// startPeek returns key's peek under way, or a new one with o, its read,
+// for the caller to send (store.send, or the pipeline with others).
+func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
+	c.peekMu.Lock()
+	defer c.peekMu.Unlock()
+	if pc = c.peeks[key]; pc != nil {
+		return pc, nil
+	}
+	pc = &peekCall{done: make(chan struct{})}
+	if c.near != nil {
+		pc.seq = c.near.snapshot()
+	}
+	c.peeks[key] = pc
+	// The read is the Cache's (c.ctx), not a caller's: others may join it.
+	o = c.store.peekOp(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
+		if c.near != nil {
+			r.arrived = nearClock()
+		}
+		pc.r, pc.err = r, err
+		c.peekMu.Lock()
+		if c.peeks[key] == pc {
+			delete(c.peeks, key)
+		}
+		c.peekMu.Unlock()
+		close(pc.done)
+	})
+	return pc, o
+}
+
+// awaitPeek waits for pc's reply, or returns ctx.Err() when ctx ends first.
+func (c *Cache) awaitPeek(ctx context.Context, pc *peekCall) (*peekCall, error) {
 	select {
 	case <-pc.done:
 		return pc, pc.err
@@ -121,17 +134,18 @@ type peekReply struct {
 	version int     // the codec version it was written with (0 when absent)
 }
 
-// peek reads an entry's fields and the server's clock in one round trip,
-// without the script and without writing (the hit path): finish gets the
-// reply, in the calling goroutine when the read goes inline (inline.go),
-// otherwise from a pipeline goroutine. ctx ends the op only if it has not
-// been sent yet; an inline read ends by the time by (the caller's deadline;
-// zero for none), and then goes on through the pipeline.
-func (s *store) peek(ctx context.Context, by time.Time, entry string, finish func(peekReply, error)) {
+// peekOp is the read of an entry's fields and the server's clock in one
+// round trip, without the script and without writing (the hit path):
+// finish gets the reply, in the calling goroutine when the read goes inline
+// (inline.go), otherwise from a pipeline goroutine. ctx ends the op only if
+// it has not been sent yet. Set its readBy (the caller's deadline) before
+// sending it, for an inline read to end by then and go on through the
+// pipeline.
+func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply, error)) *op {
 	args := make([]any, len(wire.PeekFields)+2)
 	args[0], args[1] = "hmget", entry
 	copy(args[2:], wire.PeekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args, readOnly: true, readBy: by,
+	o := &op{ctx: ctx, key: entry, clock: true, read: args, readOnly: true,
 		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.Do(ctx, args...)
 		},
@@ -152,11 +166,17 @@ func (s *store) peek(ctx context.Context, by time.Time, entry string, finish fun
 		pr, err := s.peeked(e, r.now)
 		finish(pr, err)
 	}
+	return o
+}
+
+// send sends the read o inline when it may (inline.go), otherwise through
+// the pipeline.
+func (s *store) send(o *op) {
 	if s.pipe.inline(o) {
 		return
 	}
 	if !s.pipe.enqueue(o) {
-		finish(peekReply{}, ErrClosed)
+		o.finish(opResult{err: ErrClosed})
 	}
 }
 

@@ -45,17 +45,23 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 	case r := <-done:
 		val, err = r.val, r.err
 	case <-ctx.Done():
-		if c.ctx.Err() != nil {
-			err = ErrClosed
-		} else {
-			err = errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
-		}
+		err = c.loadEnded()
 	}
 	took = time.Since(start)
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.loadErrors.Add(1)
 	}
 	return val, took, err
+}
+
+// loadEnded is the error of a load whose context ended: ErrClosed when
+// Close ended it, otherwise ErrLoadTimeout (joined with
+// context.DeadlineExceeded).
+func (c *Cache) loadEnded() error {
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
 }
 
 // isNotFound reports whether a loader said "no such record": it returned

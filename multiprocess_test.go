@@ -63,6 +63,8 @@ func runChild(role string) int {
 		return childStampede(c, rdb, key, n)
 	case "swr":
 		return childSteady(c, rdb, key, n)
+	case "batch":
+		return childBatch(c, rdb)
 	case "reader", "setter", "deleter":
 		d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
 		return childCoherence(c, role, key, n, d)

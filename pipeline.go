@@ -121,12 +121,18 @@ func (p *pipeline) do(o *op) opResult {
 // enqueue queues o, starting a sender when fewer than maxBatches run, or
 // reports false when the pipeline is closed.
 func (p *pipeline) enqueue(o *op) bool {
+	return p.enqueueAll([]*op{o})
+}
+
+// enqueueAll queues ops together, so that a sender takes them in one batch
+// (up to maxBatchOps and maxBatchLen), as enqueue does one op.
+func (p *pipeline) enqueueAll(ops []*op) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return false
 	}
-	p.queue = append(p.queue, o)
+	p.queue = append(p.queue, ops...)
 	wake, start := p.idle > 0, false
 	switch {
 	case wake:

@@ -75,6 +75,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
 			c.stats.waits.Add(1)
+			f.settled() // a FetchMany's batch need not wait for this key
 			w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
 			continue
 		}

@@ -2,9 +2,11 @@ package corral
 
 import "sync/atomic"
 
-// Stats are a Cache's counters since New. "Calls" are Fetch calls; one
-// flight (the in-process coalescing of concurrent calls for a key) may
-// answer many calls with one Redis conversation.
+// Stats are a Cache's counters since New. "Calls" are Fetch calls, and
+// each key of a FetchMany call counts as one; one flight (the in-process
+// coalescing of concurrent calls for a key) may answer many calls with one
+// Redis conversation. A key loaded by FetchMany's loadMany counts as one
+// loader run.
 type Stats struct {
 	Hits         uint64 // calls answered with a fresh value from Redis
 	NearHits     uint64 // calls answered from the near cache, without Redis

@@ -1,0 +1,365 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FetchMany is Fetch for many keys at once: it returns the value of each of
+// keys, from Redis where an entry is there, else from loadMany, which this
+// process calls once with the keys whose leases it won. Each key behaves as
+// if fetched alone, with the same entries, leases, notices, negative
+// caching, stale-while-revalidate, near cache, fail-open and circuit
+// breaker; only the round trips and the loads are shared:
+//
+//   - Every key is read at once: one pipelined round trip per Redis node
+//     (per master on a Cluster), each command touching one key, so no
+//     command ever spans two slots (no CROSSSLOT).
+//   - A key whose flight is already under way in this process (a
+//     concurrent Fetch or FetchMany of it) joins that flight and gets its
+//     load's result. Every other missing, stale or early-refreshed key gets
+//     a flight of its own, which asks fetch.lua, as Fetch does: it takes
+//     the key's lease, or waits for the process that holds it.
+//   - Once each of those flights has taken its lease or not, loadMany is
+//     called once with the keys whose leases this process took (missing:
+//     never a key another process loads, nor one served from Redis). Each
+//     key is then committed under its own lease, renewed while loadMany
+//     runs, and waiters elsewhere are told of it key by key. A lease this
+//     process takes later (taking over from a holder that died, or after a
+//     holder's load failed) makes one more call of loadMany for its keys.
+//
+// loadMany returns the values of the keys it found. A key missing from its
+// map was not found: cached as a negative entry for NegativeTTL, like a
+// loader's ErrNotFound, and absent from FetchMany's result (keys it returns
+// that it was not asked for are ignored). An error from loadMany fails
+// every key of that call, each with that error, and is not cached (unless
+// ErrorTTL); if it wraps ErrNotFound, none of those keys exists. loadMany
+// runs detached from ctx, like Fetch's loader: under context.WithoutCancel
+// of ctx, bounded by LoadTimeout, cancelled by Close; a panic becomes a
+// *PanicError for each of its keys. It must be safe to call from several
+// goroutines at once when keys are taken over while it runs.
+//
+// The result maps each key that has a value to it; the values are shared
+// with other callers, as with Fetch: read them, do not modify them. A key
+// found not to exist (a negative entry, or missing from loadMany's map) is
+// neither in the result nor in the error. Every other key is in the error,
+// a *BatchError listing each with its own cause, just as Fetch of that key
+// would have returned it (ErrInvalidKey, ErrLoadTimeout, ErrRemoteLoad,
+// *PanicError, loadMany's error, ctx.Err() for keys still waiting when ctx
+// ended, ...); match it with errors.As, and any cause with errors.Is. Keys
+// may repeat (each is fetched once) and may be empty (an empty list returns
+// an empty map and nil).
+//
+// The call as a whole fails, with a nil map and no *BatchError, for
+// ErrInvalidTTL (ttl <= 0), ErrNilLoader, ErrClosed, or ctx ended before it
+// began. ttl is the soft TTL of what loadMany returns, as for Fetch.
+func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
+	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
+		return nil, err
+	}
+	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
+		vals, err := loadMany(ctx, keys)
+		return vals, nil, err
+	}
+	return fetchMany(ctx, c, keys, ttl, load, batchCodec[[]byte]{})
+}
+
+// FetchMany is the typed form of Cache.FetchMany, as Fetch[T] is of
+// Cache.Fetch: values are encoded with the Cache's Codec (JSON by default).
+// A cached entry that does not decode as T is taken as missing and
+// reloaded once, under its lease (such keys make one more call of
+// loadMany); a value loadMany returned that does not encode, or does not
+// decode, fails its key alone, with the codec's error, wrapped. The result
+// and its errors are those of Cache.FetchMany; treat its values as
+// read-only when the near cache is on, as with Fetch[T].
+func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string]T, error)) (map[string]T, error) {
+	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
+		return nil, err
+	}
+	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
+		found, err := loadMany(ctx, keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		vals, failed := make(map[string][]byte, len(found)), map[string]error{}
+		for _, k := range keys {
+			if v, ok := found[k]; ok {
+				if vals[k], err = c.opts.Codec.Marshal(v); err != nil {
+					delete(vals, k)
+					failed[k] = fmt.Errorf("corral: encode %T: %w", v, err)
+				}
+			}
+		}
+		return vals, failed, nil
+	}
+	bc := batchCodec[T]{version: strconv.Itoa(c.opts.CodecVersion), decode: func(b []byte) (T, error) {
+		var v T
+		err := c.opts.Codec.Unmarshal(b, &v)
+		return v, err
+	}}
+	if c.near != nil {
+		bc.typ = reflect.TypeFor[T]()
+	}
+	return fetchMany(ctx, c, keys, ttl, load, bc)
+}
+
+// validateMany checks a FetchMany's arguments and state, as validate does
+// a Fetch's (its keys are checked one by one).
+func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader bool) error {
+	if ctx == nil {
+		panic("corral: nil Context")
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+	}
+	if nilLoader {
+		return ErrNilLoader
+	}
+	c.checkPolicySoon()
+	return ctx.Err()
+}
+
+// batchCodec says how a FetchMany returns values of type V.
+type batchCodec[V any] struct {
+	version string                    // the how.version of its calls ("" for any)
+	typ     reflect.Type              // the type of its near copies (nil for []byte)
+	decode  func(b []byte) (V, error) // nil when V is []byte, returned as is
+}
+
+// fetchMany is FetchMany for values of type V: the near cache first, then
+// Redis and loads (fetchCalls), then the values decoded, where an entry
+// that does not decode is fetched once more as missing, as Fetch[T] does.
+func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, load manyLoader, bc batchCodec[V]) (map[string]V, error) {
+	out, errs := make(map[string]V, len(keys)), map[string]error{}
+	calls := c.batchCalls(keys, bc.version, errs)
+	calls = slices.DeleteFunc(calls, func(k keyCall) bool { return bc.near(c, k, out, errs) })
+	c.fetchCalls(ctx, calls, ttl, load)
+	var again []keyCall
+	for i := range calls {
+		if !bc.collect(c, &calls[i], out, errs, false) {
+			again = append(again, calls[i])
+		}
+	}
+	if len(again) > 0 {
+		c.fetchCalls(ctx, again, ttl, load)
+		for i := range again {
+			bc.collect(c, &again[i], out, errs, true)
+		}
+	}
+	if len(errs) > 0 {
+		return out, &BatchError{Errs: errs}
+	}
+	return out, nil
+}
+
+// keyCall is one key of a FetchMany, and its answer.
+type keyCall struct {
+	key  string
+	how  how
+	pc   *peekCall // its peek, until it is read
+	f    *flight   // the flight that answers it, until it does
+	a    answer
+	keep *peekCopy // as for fetch: what the near cache may keep of a
+}
+
+// batchCalls returns a call for each distinct key of keys, each with its
+// own XFetch draw; an empty key gets ErrInvalidKey in errs instead.
+func (c *Cache) batchCalls(keys []string, version string, errs map[string]error) []keyCall {
+	calls := make([]keyCall, 0, len(keys))
+	seen := make(map[string]struct{}, len(keys))
+	for _, key := range keys {
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		if key == "" {
+			errs[key] = fmt.Errorf("%w: empty key", ErrInvalidKey)
+			continue
+		}
+		calls = append(calls, keyCall{key: key, how: how{x: c.earlyFactor(), version: version}})
+	}
+	return calls
+}
+
+// near answers k from the near cache, as Fetch would, and reports whether
+// it did.
+func (bc batchCodec[V]) near(c *Cache, k keyCall, out map[string]V, errs map[string]error) bool {
+	if c.near == nil {
+		return false
+	}
+	e, ok := c.near.get(nearKey{k.key, bc.typ}, k.how.x)
+	if !ok {
+		return false
+	}
+	c.stats.nearHits.Add(1)
+	switch {
+	case e.err == nil:
+		out[k.key], _ = e.val.(V)
+	case !isNotFound(e.err):
+		errs[k.key] = e.err
+	}
+	return true
+}
+
+// collect puts k's answer into out or errs (a key not found into neither),
+// and keeps a near copy of it as Fetch would. It reports false, leaving
+// them alone, for a cached entry that does not decode as V, unless last:
+// k is then to be fetched again, as missing.
+func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map[string]error, last bool) bool {
+	a := k.a
+	var v V
+	if a.err == nil && bc.decode == nil {
+		v, _ = any(a.val).(V)
+	} else if a.err == nil {
+		var err error
+		if v, err = bc.decode(a.val); err != nil && a.soft != 0 && !last {
+			c.decodeFailed(k.key, fmt.Sprintf("%T", v))
+			k.how.skip, k.a, k.keep = a.soft, answer{}, nil
+			return false
+		} else if err != nil {
+			a.err = fmt.Errorf("corral: decode %q as %T: %w", k.key, v, err)
+		}
+	}
+	switch {
+	case a.err == nil:
+		out[k.key] = v
+		if k.keep != nil {
+			c.near.use(bc.typ)
+			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(v, nil, len(a.val)), k.keep.seq)
+		}
+	case isNotFound(a.err):
+		if k.keep != nil {
+			c.near.use(bc.typ)
+			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(nil, a.err, 0), k.keep.seq)
+		}
+	default:
+		errs[k.key] = a.err
+	}
+	return true
+}
+
+// fetchCalls answers each of calls as fetch would answer it alone: the
+// keys whose flight is under way join it; the others are peeked all at
+// once, and those the peeks do not answer get flights, whose loads go to
+// calls of load (batchload.go). It returns when every call has its answer.
+func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
+	c.peekAll(ctx, calls)
+	b := c.newBatch(ctx, load)
+	for i := range calls {
+		if k := &calls[i]; k.pc != nil {
+			c.startFlight(ctx, k, ttl, b)
+		}
+	}
+	b.started()
+	for i := range calls {
+		if k := &calls[i]; k.f != nil {
+			k.a, k.f = c.await(ctx, k.f), nil
+		}
+	}
+}
+
+// peekAll joins the flights under way of calls' keys, and sends peeks of
+// the others together: the pipeline takes them in one batch, one round trip
+// per node. A lone peek may be read inline, as Fetch's is.
+func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
+	var ops []*op
+	for i := range calls {
+		k := &calls[i]
+		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
+			c.stats.coalesced.Add(1)
+			k.f = f
+			continue
+		} else if ok {
+			c.leave(f)
+		}
+		var o *op
+		if k.pc, o = c.startPeek(k.key); o != nil {
+			ops = append(ops, o)
+		}
+	}
+	switch {
+	case len(ops) == 1:
+		ops[0].readBy, _ = ctx.Deadline()
+		c.store.send(ops[0])
+	case len(ops) > 1 && !c.store.pipe.enqueueAll(ops):
+		for _, o := range ops {
+			o.finish(opResult{err: ErrClosed})
+		}
+	}
+}
+
+// startFlight answers k from its peek, or joins or starts its key's flight,
+// whose loads go to b.
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *loadBatch) {
+	pc, perr := c.awaitPeek(ctx, k.pc)
+	k.pc = nil
+	var failed error
+	var done bool
+	if k.a, k.keep, done, failed = c.afterPeek(ctx, pc, perr, k.how); done {
+		return
+	}
+	b.expect(k.key)
+	f, joined, ok := c.join(ctx, k.key, ttl, b.loader(k.key), k.how, failed, b.decider(k.key))
+	switch {
+	case !ok:
+		k.a = answer{err: ErrClosed}
+	case joined:
+		c.stats.coalesced.Add(1)
+	}
+	if !ok || joined {
+		b.decided(k.key) // not b's flight
+	}
+	k.f = f
+}
+
+// BatchError is the error of FetchMany when some of its keys got neither a
+// value nor "not found": Errs maps each such key to its own error, the one
+// Fetch of that key alone would have returned. Match it with errors.As;
+// errors.Is matches any key's error through it (Unwrap).
+type BatchError struct {
+	Errs map[string]error // by key; never empty
+}
+
+// Error summarises: how many keys failed, and the first few (in key order)
+// with the first line of their error.
+func (e *BatchError) Error() string {
+	keys := e.keys()
+	var b strings.Builder
+	fmt.Fprintf(&b, "corral: %d of the keys failed", len(keys))
+	const shown = 3
+	for _, k := range keys[:min(shown, len(keys))] {
+		msg, _, _ := strings.Cut(e.Errs[k].Error(), "\n")
+		fmt.Fprintf(&b, "; %q: %s", k, msg)
+	}
+	if len(keys) > shown {
+		fmt.Fprintf(&b, "; and %d more", len(keys)-shown)
+	}
+	return b.String()
+}
+
+// Unwrap returns each key's error, in key order.
+func (e *BatchError) Unwrap() []error {
+	keys := e.keys()
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = e.Errs[k]
+	}
+	return errs
+}
+
+func (e *BatchError) keys() []string {
+	keys := make([]string, 0, len(e.Errs))
+	for k := range e.Errs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,142 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// peekRounds is a go-redis hook that counts, per node, the pipelines that
+// read entries (HMGET): the round trips of peeks.
+type peekRounds struct {
+	addr   string
+	mu     *sync.Mutex
+	rounds map[string]int // by node address
+	cmds   map[string]int // HMGETs by node address
+}
+
+func (h peekRounds) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h peekRounds) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h peekRounds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if c.Name() == "hmget" {
+				n++
+			}
+		}
+		if n > 0 {
+			h.mu.Lock()
+			h.rounds[h.addr]++
+			h.cmds[h.addr] += n
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On a 3-master Cluster, a FetchMany of keys spread over many slots works
+// (no command spans two slots: no CROSSSLOT), cold and warm, and reads the
+// warm keys in one round trip per master.
+func TestFetchMany_Cluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	var mu sync.Mutex
+	rounds, cmds := map[string]int{}, map[string]int{}
+	cc.OnNewNode(func(rdb *redis.Client) {
+		rdb.AddHook(peekRounds{addr: rdb.Options().Addr, mu: &mu, rounds: rounds, cmds: cmds})
+	})
+	c := newCache(t, cc, nil)
+	ctx := context.Background()
+	keys := keyRange("cl:", 0, 150)
+	for i := range 50 { // and keys that share slots through their hash tags
+		keys = append(keys, "{user"+strconv.Itoa(i%5)+"}:"+strconv.Itoa(i))
+	}
+	var o batchOrigin
+	vals, err := c.FetchMany(ctx, keys, time.Minute, o.load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValues(t, vals, keys)
+	if calls := o.called(); len(calls) != 1 || len(calls[0]) != len(keys) {
+		t.Fatalf("%d loadMany calls; want one with all %d keys", len(calls), len(keys))
+	}
+
+	mu.Lock()
+	clear(rounds)
+	clear(cmds)
+	mu.Unlock()
+	vals, err = c.FetchMany(ctx, keys, time.Minute, o.load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValues(t, vals, keys)
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, n := range cmds {
+		total += n
+	}
+	if len(o.called()) != 1 || len(rounds) != 3 || total != len(keys) || slices.Max(mapValues(rounds)) != 1 {
+		t.Fatalf("warm: %d loadMany calls; peek round trips by master %v (HMGETs %v); want one round trip to each of 3 masters for %d keys",
+			len(o.called()), rounds, cmds, len(keys))
+	}
+	if st := c.Stats(); st.Hits != uint64(len(keys)) || st.RedisErrors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func mapValues(m map[string]int) []int {
+	vs := make([]int, 0, len(m))
+	for _, v := range m {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// With Redis down, FetchMany fails open as Fetch does: one loadMany call
+// for all the keys, its values returned, nothing cached.
+func TestFetchMany_FailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout = 100 * time.Millisecond })
+	c := newCache(t, rdb, failOpts())
+	ctx := context.Background()
+	srv.Kill()
+	keys := keyRange("down:", 0, 20)
+	// Each FetchMany is one failed exchange with Redis: the breaker opens
+	// after BreakerThreshold of them; one more round runs with it open.
+	for round, open := 1, 0; open < 2; round++ {
+		if c.Stats().BreakerOpen {
+			open++
+		}
+		var o batchOrigin
+		vals, err := c.FetchMany(ctx, keys, time.Minute, o.load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValues(t, vals, keys)
+		if calls := o.called(); len(calls) != 1 || len(calls[0]) != len(keys) {
+			t.Fatalf("round %d: loadMany calls %v; want one with every key", round, calls)
+		}
+		if st := c.Stats(); st.FailOpens != uint64(round*len(keys)) || round == 10 {
+			t.Fatalf("round %d: %+v; want %d fail-opens, and the breaker open before round 10", round, st, round*len(keys))
+		}
+	}
+	var be *corral.BatchError
+	if _, err := c.FetchMany(ctx, keys, time.Minute, (&batchOrigin{err: errors.New("origin down")}).load); !errors.As(err, &be) || len(be.Errs) != len(keys) {
+		t.Fatalf("a failing loadMany while Redis is down: %v", err)
+	}
+}
