@@ -48,14 +48,19 @@ import (
 // loader is not called), ctx.Err(), the loader's own errors, and with
 // DisableFailOpen the Redis errors, wrapped: ErrRedisTimeout, ErrCircuitOpen,
 // ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
-func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) (_ []byte, err error) {
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
+	}
+	if c.tracer != nil {
+		start := time.Now()
+		ctx = c.beginCall(ctx, key)
+		defer c.endCall(ctx, key, start, &err)
 	}
 	h := how{x: c.earlyFactor()}
 	if c.near != nil {
 		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
-			c.stats.nearHits.Add(1)
+			c.nearHit(ctx, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
@@ -94,7 +99,7 @@ type how struct {
 // and the near cache (when on) may keep a copy of it.
 func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
-		c.stats.coalesced.Add(1)
+		c.coalesced(ctx, key)
 		return c.await(ctx, f), nil
 	} else if ok {
 		c.leave(f)
@@ -104,7 +109,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	case perr == nil:
 		c.firstUse()
 		if a, ok := c.fromPeek(pc.r, h); ok {
-			c.count(a.out)
+			c.count(ctx, key, a.out)
 			if c.near != nil && (a.out == outHit || a.out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}
 			}
@@ -123,7 +128,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.stats.coalesced.Add(1)
+		c.coalesced(ctx, key)
 	}
 	return c.await(ctx, f), nil
 }
@@ -139,17 +144,22 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 // key and per type T, so a near hit does not decode again: treat the value
 // returned as read-only, as it may be shared with other callers (its slices,
 // maps and pointers).
-func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (_ T, err error) {
 	var zero T
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return zero, err
+	}
+	if c.tracer != nil {
+		start := time.Now()
+		ctx = c.beginCall(ctx, key)
+		defer c.endCall(ctx, key, start, &err)
 	}
 	h := how{x: c.earlyFactor(), version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
 		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
-			c.stats.nearHits.Add(1)
+			c.nearHit(ctx, key)
 			if e.err != nil {
 				return zero, e.err
 			}

@@ -124,7 +124,7 @@ func (c *Cache) await(ctx context.Context, f *flight) answer {
 		}
 	}
 	a := f.answer
-	c.count(a.out)
+	c.count(ctx, f.key, a.out)
 	if a.err != nil {
 		a.val = nil
 	}
@@ -169,7 +169,8 @@ func (c *Cache) finish(f *flight, a answer) {
 	f.stop()
 }
 
-func (c *Cache) count(out outcome) {
+// count counts a call's outcome, and tells the Observer (observe.go).
+func (c *Cache) count(ctx context.Context, key string, out outcome) {
 	switch out {
 	case outHit:
 		c.stats.hits.Add(1)
@@ -186,5 +187,20 @@ func (c *Cache) count(out outcome) {
 		c.stats.misses.Add(1)
 	case outFailOpen:
 		c.stats.failOpens.Add(1)
+	default:
+		return
 	}
+	c.observe(ctx, outcomeEvents[out], key)
+}
+
+// nearHit counts a call answered from the near cache.
+func (c *Cache) nearHit(ctx context.Context, key string) {
+	c.stats.nearHits.Add(1)
+	c.observe(ctx, EventNearHit, key)
+}
+
+// coalesced counts a call that joined another call's flight.
+func (c *Cache) coalesced(ctx context.Context, key string) {
+	c.stats.coalesced.Add(1)
+	c.observe(ctx, EventCoalesced, key)
 }

@@ -189,6 +189,16 @@ type Options struct {
 	// one way are not heard by waiters subscribed the other way.
 	DisableShardedPubSub bool
 
+	// Observer, when set, is told of each call's outcome, of loads and
+	// waits with their durations, and of lost leases, rejected commits and
+	// the circuit breaker's changes of state, at the points where Stats
+	// counts them (see Observer and EventKind). A Tracer is also told where
+	// each Fetch call and each load begin and end, and gives them their
+	// contexts. Adapters: corralprom (Prometheus), corralotel
+	// (OpenTelemetry); MultiObserver combines several. Default nil: nothing
+	// is told, and the hit path pays a nil check.
+	Observer Observer
+
 	// NearCache turns on, and configures, an in-process cache in front of
 	// Redis: hits served from memory, kept coherent across the fleet by
 	// Redis's server-assisted client-side caching (see the package doc).
