@@ -3,7 +3,9 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,6 +196,20 @@ func TestObservedHitAllocs(t *testing.T) {
 			}
 		}); n != 0 {
 			t.Errorf("a near hit with Observer %T: %v allocations; want 0", obs, n)
+		}
+	}
+}
+
+// TestCoreImportsNoAdapter: the core package depends on neither adapter,
+// nor on Prometheus or OpenTelemetry.
+func TestCoreImportsNoAdapter(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for dep := range strings.Lines(string(out)) {
+		if strings.Contains(dep, "prometheus") || strings.Contains(dep, "opentelemetry") || strings.Contains(dep, "corralprom") || strings.Contains(dep, "corralotel") {
+			t.Errorf("the core depends on %s", strings.TrimSpace(dep))
 		}
 	}
 }
