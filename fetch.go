@@ -60,7 +60,8 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 	h := how{x: c.earlyFactor()}
 	if c.near != nil {
 		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
-			c.nearHit(ctx, key)
+			c.stats.nearHits.Add(1)
+			c.observe(ctx, EventNearHit, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
@@ -99,7 +100,8 @@ type how struct {
 // and the near cache (when on) may keep a copy of it.
 func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
-		c.coalesced(ctx, key)
+		c.stats.coalesced.Add(1)
+		c.observe(ctx, EventCoalesced, key)
 		return c.await(ctx, f), nil
 	} else if ok {
 		c.leave(f)
@@ -128,7 +130,8 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.coalesced(ctx, key)
+		c.stats.coalesced.Add(1)
+		c.observe(ctx, EventCoalesced, key)
 	}
 	return c.await(ctx, f), nil
 }
@@ -159,7 +162,8 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
 		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
-			c.nearHit(ctx, key)
+			c.stats.nearHits.Add(1)
+			c.observe(ctx, EventNearHit, key)
 			if e.err != nil {
 				return zero, e.err
 			}

@@ -192,15 +192,3 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 	}
 	c.observe(ctx, outcomeEvents[out], key)
 }
-
-// nearHit counts a call answered from the near cache.
-func (c *Cache) nearHit(ctx context.Context, key string) {
-	c.stats.nearHits.Add(1)
-	c.observe(ctx, EventNearHit, key)
-}
-
-// coalesced counts a call that joined another call's flight.
-func (c *Cache) coalesced(ctx context.Context, key string) {
-	c.stats.coalesced.Add(1)
-	c.observe(ctx, EventCoalesced, key)
-}

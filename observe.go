@@ -20,7 +20,8 @@ import (
 // called on the goroutine where the event happens: the caller's, for a
 // call's outcome (a hit included), so it must be quick, must not block, and
 // must be safe for concurrent use. It must not call the Cache back (breaker
-// events are told under the breaker's lock). ctx is the context of what the
+// events are told under the breaker's lock), and a panic in it is not
+// recovered. ctx is the context of what the
 // event belongs to: the call's for outcomes, the load's for LoadStart and
 // LoadEnd, the flight's (its first caller's values) for waits, leases and
 // commits, context.Background() for breaker events. See EventKind for
@@ -217,11 +218,20 @@ func (t multiTracer) Start(ctx context.Context, e Event) context.Context {
 	return ctx
 }
 
-// observe tells the Observer, if any, of an event of kind about key.
+// observe tells the Observer, if any, of an event of kind about key. It
+// is inlined: without an Observer, a nil check is all it costs.
 func (c *Cache) observe(ctx context.Context, kind EventKind, key string) {
 	if c.opts.Observer != nil {
-		c.opts.Observer.Observe(ctx, Event{Kind: kind, Prefix: c.opts.Prefix, Key: key})
+		c.tell(ctx, kind, key)
 	}
+}
+
+// tell tells the Observer of an event of kind about key. Kept out of line,
+// so that observe stays small enough to inline.
+//
+//go:noinline
+func (c *Cache) tell(ctx context.Context, kind EventKind, key string) {
+	c.opts.Observer.Observe(ctx, Event{Kind: kind, Prefix: c.opts.Prefix, Key: key})
 }
 
 // beginCall tells the Tracer that a Fetch call of key begins; the context

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/observetest"
+	"github.com/corralhq/corral/internal/redistest"
 )
 
 // recorder is an Observer that counts events by prefix and kind, and
@@ -211,6 +212,16 @@ func TestCoreImportsNoAdapter(t *testing.T) {
 		if strings.Contains(dep, "prometheus") || strings.Contains(dep, "opentelemetry") || strings.Contains(dep, "corralprom") || strings.Contains(dep, "corralotel") {
 			t.Errorf("the core depends on %s", strings.TrimSpace(dep))
 		}
+	}
+}
+
+// TestNilObserver: an Observer that is a nil pointer is an error of New,
+// not a panic at the first call.
+func TestNilObserver(t *testing.T) {
+	var r *recorder
+	rdb := redistest.Start(t).Client()
+	if _, err := corral.New(rdb, &corral.Options{Observer: r}); !errors.Is(err, corral.ErrInvalidOptions) {
+		t.Fatalf("New with a nil *recorder as Observer: %v; want ErrInvalidOptions", err)
 	}
 }
 

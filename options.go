@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -254,6 +255,9 @@ func (o *Options) withDefaults() (Options, error) {
 	case n.Size > 0 && n.TTL == 0:
 		n.TTL = DefaultNearCacheTTL
 	}
+	if nilInside(r.Observer) {
+		return Options{}, invalid("Observer is a nil %T", r.Observer)
+	}
 	if r.Codec == nil {
 		r.Codec = JSONCodec{}
 	}
@@ -264,6 +268,19 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Rand = rand.Float64
 	}
 	return r, nil
+}
+
+// nilInside reports whether v is an interface holding a nil pointer (or
+// func, map, ...): not nil, yet any call of its methods would fail.
+func nilInside(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // invalid is the error of options that make no sense.

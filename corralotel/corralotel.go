@@ -107,38 +107,62 @@ func New(opts *Options) (*Observer, error) {
 	return obs, nil
 }
 
-// The context keys of an Observer's scopes: a call's state, a load's span.
+// scope is the context of a call or a load this Observer opened: the
+// context the tracer returned, the span, and the call's state, in one
+// allocation. The state changes only on the caller's goroutine, where a
+// call's outcome events and its end are told.
+type scope struct {
+	context.Context
+	key       any // callKey or loadKey: pointer-shaped, so boxing them allocates nothing
+	span      trace.Span
+	outcome   corral.EventKind // a call's; 0 until it has one
+	coalesced bool
+}
+
+// The keys of an Observer's scopes in a context.
 type (
 	callKey struct{ o *Observer }
 	loadKey struct{ o *Observer }
 )
 
-// call is the state of a Fetch call's span, changed only on the caller's
-// goroutine (its outcome events and its end are told there).
-type call struct {
-	span      trace.Span
-	outcome   corral.EventKind // 0 until the call has one
-	coalesced bool
+func (s *scope) Value(key any) any {
+	if key == s.key {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// callOf and loadOf return the scope of a call, or of a load, this Observer
+// opened in ctx, or nil.
+func (o *Observer) callOf(ctx context.Context) *scope {
+	s, _ := ctx.Value(callKey{o}).(*scope)
+	return s
+}
+
+func (o *Observer) loadOf(ctx context.Context) *scope {
+	s, _ := ctx.Value(loadKey{o}).(*scope)
+	return s
 }
 
 // Start opens the span of a Fetch call (corral.EventFetchStart) or of a load
 // (corral.EventLoadStart) (corral.Tracer).
 func (o *Observer) Start(ctx context.Context, e corral.Event) context.Context {
-	attrs := []attribute.KeyValue{attrPrefix.String(e.Prefix)}
+	load := e.Kind == corral.EventLoadStart
+	if !load && e.Kind != corral.EventFetchStart {
+		o.Observe(ctx, e)
+		return ctx
+	}
+	p := o.prefixed(e.Prefix)
+	name, opts, key := "corral.fetch", p.start, any(callKey{o})
+	if load {
+		o.m.loads.Add(ctx, 1, p.add...)
+		name, key = "corral.load", loadKey{o}
+	}
 	if o.recordKeys {
-		attrs = append(attrs, attrKey.String(e.Key))
+		opts = []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(e.Prefix), attrKey.String(e.Key))}
 	}
-	switch e.Kind {
-	case corral.EventFetchStart:
-		ctx, span := o.tracer.Start(ctx, "corral.fetch", trace.WithAttributes(attrs...))
-		return context.WithValue(ctx, callKey{o}, &call{span: span})
-	case corral.EventLoadStart:
-		o.m.loads.Add(ctx, 1, o.prefixed(e.Prefix).add...)
-		ctx, span := o.tracer.Start(ctx, "corral.load", trace.WithAttributes(attrs...))
-		return context.WithValue(ctx, loadKey{o}, span)
-	}
-	o.Observe(ctx, e)
-	return ctx
+	ctx, span := o.tracer.Start(ctx, name, opts...)
+	return &scope{Context: ctx, key: key, span: span}
 }
 
 // Observe records e (corral.Observer).
@@ -149,10 +173,10 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 		o.endCall(ctx, p, e)
 	case corral.EventCoalesced:
 		o.m.coalesced.Add(ctx, 1, p.add...)
-		if c, ok := ctx.Value(callKey{o}).(*call); ok {
+		if c := o.callOf(ctx); c != nil {
 			c.coalesced = true
 		}
-	case corral.EventLoadStart: // told here when this Observer sits in a plain MultiObserver
+	case corral.EventLoadStart: // from a caller that did not take this for a Tracer (a wrapper's)
 		o.m.loads.Add(ctx, 1, p.add...)
 	case corral.EventLoadEnd:
 		o.endLoad(ctx, p, e)
@@ -160,8 +184,11 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 		o.m.waits.Add(ctx, 1, p.add...)
 	case corral.EventWaitEnd:
 		o.m.waitSeconds.Record(ctx, e.Duration.Seconds(), p.record...)
-		_, span := o.tracer.Start(ctx, "corral.wait", trace.WithTimestamp(time.Now().Add(-e.Duration)),
-			trace.WithAttributes(attrPrefix.String(e.Prefix)))
+		opts := append([]trace.SpanStartOption{trace.WithTimestamp(time.Now().Add(-e.Duration))}, p.start...)
+		if o.recordKeys {
+			opts = append(opts, trace.WithAttributes(attrKey.String(e.Key)))
+		}
+		_, span := o.tracer.Start(ctx, "corral.wait", opts...)
 		failed(span, e.Err)
 		span.End()
 	case corral.EventLeaseLost:
@@ -175,7 +202,7 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 	default:
 		if e.Kind.Outcome() {
 			o.m.fetches.Add(ctx, 1, p.outcomes[e.Kind].add...)
-			if c, ok := ctx.Value(callKey{o}).(*call); ok {
+			if c := o.callOf(ctx); c != nil {
 				c.outcome = e.Kind
 			}
 		}
@@ -184,12 +211,17 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 
 // endCall ends a call's span, and records its duration.
 func (o *Observer) endCall(ctx context.Context, p *prefixed, e corral.Event) {
-	c, ok := ctx.Value(callKey{o}).(*call)
-	if !ok {
+	c := o.callOf(ctx)
+	if c == nil {
 		return
 	}
-	o.m.fetchSeconds.Record(ctx, e.Duration.Seconds(), p.outcomes[c.outcome].record...)
-	c.span.SetAttributes(attrOutcome.String(outcomeName(c.outcome)), attrCoalesced.Bool(c.coalesced))
+	end := &p.outcomes[c.outcome]
+	o.m.fetchSeconds.Record(ctx, e.Duration.Seconds(), end.record...)
+	if c.coalesced {
+		c.span.SetAttributes(end.spanCoalesced...)
+	} else {
+		c.span.SetAttributes(end.span...)
+	}
 	if !errors.Is(e.Err, corral.ErrNotFound) {
 		failed(c.span, e.Err)
 	}
@@ -202,11 +234,11 @@ func (o *Observer) endLoad(ctx context.Context, p *prefixed, e corral.Event) {
 	if e.LoadFailed() {
 		o.m.loadErrors.Add(ctx, 1, p.add...)
 	}
-	if span, ok := ctx.Value(loadKey{o}).(trace.Span); ok {
+	if l := o.loadOf(ctx); l != nil {
 		if e.LoadFailed() {
-			failed(span, e.Err)
+			failed(l.span, e.Err)
 		}
-		span.End()
+		l.span.End()
 	}
 }
 
@@ -239,20 +271,26 @@ func outcomeName(k corral.EventKind) string {
 	return "none"
 }
 
-// prefixed holds one prefix's metric options, made once, so that recording
-// allocates nothing.
+// prefixed holds what one prefix's spans and metrics are given, made once,
+// so that a call allocates no attributes.
 type prefixed struct {
 	prefix   string
+	start    []trace.SpanStartOption // of a call's or a load's span
 	add      []metric.AddOption
 	record   []metric.RecordOption
-	outcomes [corral.EventFailOpen + 1]struct {
-		add    []metric.AddOption
-		record []metric.RecordOption
-	} // by outcome; [0] is none
+	outcomes [corral.EventFailOpen + 1]outcomeAttrs // by outcome; [0] is none
 }
 
-// prefixed returns prefix's options, making them the first time. The list
-// is short (one entry per prefix) and only read here.
+// outcomeAttrs are the attributes of an outcome: the metrics' options, and
+// the attributes a call's span ends with, coalesced or not.
+type outcomeAttrs struct {
+	add                 []metric.AddOption
+	record              []metric.RecordOption
+	span, spanCoalesced []attribute.KeyValue
+}
+
+// prefixed returns prefix's attributes, making them the first time. The
+// list is short (one entry per prefix) and only read here.
 func (o *Observer) prefixed(prefix string) *prefixed {
 	for _, p := range *o.attrs.Load() {
 		if p.prefix == prefix {
@@ -268,10 +306,13 @@ func (o *Observer) prefixed(prefix string) *prefixed {
 		}
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix)))
-	p := &prefixed{prefix: prefix, add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+	p := &prefixed{prefix: prefix, add: []metric.AddOption{set}, record: []metric.RecordOption{set},
+		start: []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(prefix))}}
 	for k := range p.outcomes {
-		set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix), attrOutcome.String(outcomeName(corral.EventKind(k)))))
-		p.outcomes[k].add, p.outcomes[k].record = []metric.AddOption{set}, []metric.RecordOption{set}
+		outcome := attrOutcome.String(outcomeName(corral.EventKind(k)))
+		set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix), outcome))
+		p.outcomes[k] = outcomeAttrs{add: []metric.AddOption{set}, record: []metric.RecordOption{set},
+			span: []attribute.KeyValue{outcome, attrCoalesced.Bool(false)}, spanCoalesced: []attribute.KeyValue{outcome, attrCoalesced.Bool(true)}}
 	}
 	list = append(slices.Clip(list), p)
 	o.attrs.Store(&list)

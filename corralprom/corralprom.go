@@ -67,7 +67,7 @@ var ErrInvalidOptions = errors.New("corralprom: invalid options")
 // Collector collects the metrics of the Caches it observes. It is safe for
 // concurrent use; create it with New.
 type Collector struct {
-	fetches                            *prometheus.CounterVec
+	fetches                            *prometheus.Desc // counted in series.outcomes, collected as constant metrics
 	coalesced, loads, loadErrors       *prometheus.CounterVec
 	waits, leasesLost, commitsRejected *prometheus.CounterVec
 	loadSeconds, waitSeconds           *prometheus.HistogramVec
@@ -81,7 +81,7 @@ type Collector struct {
 // series are the children of one prefix, resolved once.
 type series struct {
 	prefix                                              string
-	outcomes                                            [corral.EventFailOpen + 1]prometheus.Counter
+	outcomes                                            [corral.EventFailOpen + 1]atomic.Uint64
 	coalesced, loads, loadErrors, waits, lost, rejected prometheus.Counter
 	loadSeconds, waitSeconds                            prometheus.Observer
 }
@@ -115,7 +115,8 @@ func New(opts *Options) (*Collector, error) {
 			ConstLabels: o.ConstLabels, Buckets: buckets}, []string{"prefix"})
 	}
 	c := &Collector{
-		fetches:         counter("fetches_total", "Fetch calls answered, by outcome.", "outcome"),
+		fetches: prometheus.NewDesc("corral_fetches_total", "Fetch calls answered, by outcome.",
+			[]string{"prefix", "outcome"}, o.ConstLabels),
 		coalesced:       counter("coalesced_total", "Fetch calls that joined another call's flight in this process."),
 		loads:           counter("loads_total", "Loader runs started: foreground, background refreshes and fail-open."),
 		loadErrors:      counter("load_errors_total", "Loader runs that failed: an error other than not found, a panic, or the load timeout."),
@@ -147,7 +148,7 @@ func increasing(b []float64) bool {
 // Observe counts e. It is what a Cache calls (corral.Observer).
 func (c *Collector) Observe(_ context.Context, e corral.Event) {
 	if e.Kind.Outcome() { // the hit path first
-		c.seriesOf(e.Prefix).outcomes[e.Kind].Inc()
+		c.seriesOf(e.Prefix).outcomes[e.Kind].Add(1)
 		return
 	}
 	switch e.Kind {
@@ -213,23 +214,19 @@ func (c *Collector) seriesOf(prefix string) *series {
 		loadSeconds: c.loadSeconds.WithLabelValues(prefix),
 		waitSeconds: c.waitSeconds.WithLabelValues(prefix),
 	}
-	for k := range s.outcomes {
-		if kind := corral.EventKind(k); kind.Outcome() {
-			s.outcomes[k] = c.fetches.WithLabelValues(prefix, kind.String())
-		}
-	}
 	list = append(slices.Clip(list), s)
 	c.series.Store(&list)
 	return s
 }
 
 func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.fetches, c.coalesced, c.loads, c.loadErrors, c.loadSeconds,
+	return []prometheus.Collector{c.coalesced, c.loads, c.loadErrors, c.loadSeconds,
 		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.breakerOpens, c.breakerOpen}
 }
 
 // Describe sends the descriptions of every metric (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.fetches
 	for _, v := range c.vecs() {
 		v.Describe(ch)
 	}
@@ -237,6 +234,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current value of every series (prometheus.Collector).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range *c.series.Load() {
+		for k := range s.outcomes {
+			if kind := corral.EventKind(k); kind.Outcome() {
+				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(s.outcomes[k].Load()), s.prefix, kind.String())
+			}
+		}
+	}
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
