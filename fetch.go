@@ -48,14 +48,17 @@ import (
 // loader is not called), ctx.Err(), the loader's own errors, and with
 // DisableFailOpen the Redis errors, wrapped: ErrRedisTimeout, ErrCircuitOpen,
 // ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
-func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) (_ []byte, err error) {
+func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchBytes(ctx, key, ttl, load) })
+	}
+	return c.fetchBytes(ctx, key, ttl, load)
+}
+
+// fetchBytes is Cache.Fetch, without a Tracer's scope.
+func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
-	}
-	if c.tracer != nil {
-		start := time.Now()
-		ctx = c.beginCall(ctx, key)
-		defer c.endCall(ctx, key, start, &err)
 	}
 	h := how{x: c.earlyFactor()}
 	if c.near != nil {
@@ -147,15 +150,18 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 // key and per type T, so a near hit does not decode again: treat the value
 // returned as read-only, as it may be shared with other callers (its slices,
 // maps and pointers).
-func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (_ T, err error) {
+func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) (T, error) { return fetchTyped(ctx, c, key, ttl, load) })
+	}
+	return fetchTyped(ctx, c, key, ttl, load)
+}
+
+// fetchTyped is Fetch[T], without a Tracer's scope.
+func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return zero, err
-	}
-	if c.tracer != nil {
-		start := time.Now()
-		ctx = c.beginCall(ctx, key)
-		defer c.endCall(ctx, key, start, &err)
 	}
 	h := how{x: c.earlyFactor(), version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type

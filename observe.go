@@ -32,8 +32,9 @@ type Observer interface {
 
 // A Tracer is an Observer that also opens a scope (a span, say) around each
 // Fetch call and each load. Start is called, instead of Observe, with an
-// event that begins one: EventFetchStart, as a call begins (after its
-// arguments were checked), and EventLoadStart, as a loader run begins. It
+// event that begins one: EventFetchStart, as a call begins (before its
+// arguments are checked: a call refused for them ends with its error), and
+// EventLoadStart, as a loader run begins. It
 // returns the context the scope runs under: ctx, or a context derived from
 // it. The call, or the loader, runs under that context from then on, its
 // events are observed with it, and its end (EventFetchEnd, EventLoadEnd)
@@ -234,16 +235,19 @@ func (c *Cache) tell(ctx context.Context, kind EventKind, key string) {
 	c.opts.Observer.Observe(ctx, Event{Kind: kind, Prefix: c.opts.Prefix, Key: key})
 }
 
-// beginCall tells the Tracer that a Fetch call of key begins; the context
-// it returns is the call's from then on. Called only with a Tracer.
-func (c *Cache) beginCall(ctx context.Context, key string) context.Context {
-	return c.tracer.Start(ctx, Event{Kind: EventFetchStart, Prefix: c.opts.Prefix, Key: key})
-}
-
-// endCall tells the Tracer that the call of key begun at start returned
-// *err. Deferred, after beginCall.
-func (c *Cache) endCall(ctx context.Context, key string, start time.Time, err *error) {
-	c.tracer.Observe(ctx, Event{Kind: EventFetchEnd, Prefix: c.opts.Prefix, Key: key, Duration: time.Since(start), Err: *err})
+// traced runs call, a Fetch of key, in the Tracer's scope of it: the
+// Tracer is told that the call begins (its context is the call's from
+// then on) and how it ended. Without a Tracer, Fetch calls call directly:
+// a call's scope costs nothing then, not even a defer.
+func traced[T any](c *Cache, ctx context.Context, key string, call func(context.Context) (T, error)) (T, error) {
+	if ctx == nil {
+		return call(ctx) // which panics, saying so
+	}
+	start := time.Now()
+	ctx = c.tracer.Start(ctx, Event{Kind: EventFetchStart, Prefix: c.opts.Prefix, Key: key})
+	v, err := call(ctx)
+	c.tracer.Observe(ctx, Event{Kind: EventFetchEnd, Prefix: c.opts.Prefix, Key: key, Duration: time.Since(start), Err: err})
+	return v, err
 }
 
 // loadStarted tells the Observer that a load of key begins, under ctx; the

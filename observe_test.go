@@ -110,6 +110,9 @@ func (tr *tracer) Observe(ctx context.Context, e corral.Event) {
 	defer tr.mu.Unlock()
 	scope, _ := ctx.Value(scopeKey{}).(string)
 	tr.told = append(tr.told, e.Kind.String()+" in "+scope)
+	if e.Kind == corral.EventFetchEnd && e.Key == "" && !errors.Is(e.Err, corral.ErrInvalidKey) {
+		tr.told = append(tr.told, "the call's error is missing")
+	}
 }
 
 // TestTracerScopes checks what a Tracer is told, and in which context: a
@@ -132,6 +135,10 @@ func TestTracerScopes(t *testing.T) {
 	if s, err := corral.Fetch(ctx, e.c, "k", time.Minute, func(context.Context) (string, error) { return "s", nil }); err != nil || s != "s" {
 		t.Fatalf("Fetch[string] = %q, %v", s, err)
 	}
+	// A call refused for its arguments is a scope that ends with the error.
+	if _, err := e.c.Fetch(ctx, "", time.Minute, value("v")); !errors.Is(err, corral.ErrInvalidKey) {
+		t.Fatalf("Fetch of an empty key: %v", err)
+	}
 	want := []string{
 		"start fetch_start#1",
 		"start fetch_start#1/load_start#2",
@@ -145,6 +152,8 @@ func TestTracerScopes(t *testing.T) {
 		"load_end in fetch_start#3/load_start#4",
 		"miss in fetch_start#3",
 		"fetch_end in fetch_start#3",
+		"start fetch_start#5",
+		"fetch_end in fetch_start#5",
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
