@@ -35,10 +35,11 @@
 //
 // The counters agree with corral.Stats. Keys are never metric attributes.
 //
-// Cost: a span per call is what a tracer costs (with the OpenTelemetry SDK,
-// a few microseconds and allocations: see the README's benchmarks); with
-// no TracerProvider set, the global one does nothing, and the metrics
-// alone are counted.
+// Cost: a span per call is what tracing costs. With the OpenTelemetry SDK,
+// every span sampled, it added about 2 µs and 3 allocations to a call
+// (1.12-1.18x a hit from Redis); with a TracerProvider that records
+// nothing, the metrics alone added about 0.65 µs and 1 allocation
+// (BenchmarkObserverCost in the corral package).
 package corralotel
 
 import (
