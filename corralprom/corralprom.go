@@ -26,8 +26,9 @@
 //
 // The counters agree with corral.Stats: corral_fetches_total{outcome="hit"}
 // is Stats.Hits, {outcome="stale_hit"} plus {outcome="stale_if_error"} is
-// Stats.StaleHits, and so on. Counting a hit costs an increment: a lookup
-// of the prefix's series in a short list, without a lock or a map.
+// Stats.StaleHits, and so on. Counting a hit costs one atomic increment, of
+// a counter found in a short list by the prefix, without a lock or a map;
+// the README's "Metrics with Prometheus" gives what that costs a hit.
 package corralprom
 
 import (
