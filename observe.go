@@ -21,11 +21,11 @@ import (
 // call's outcome (a hit included), so it must be quick, must not block, and
 // must be safe for concurrent use. It must not call the Cache back (breaker
 // events are told under the breaker's lock), and a panic in it is not
-// recovered. ctx is the context of what the
-// event belongs to: the call's for outcomes, the load's for LoadStart and
-// LoadEnd, the flight's (its first caller's values) for waits, leases and
-// commits, context.Background() for breaker events. See EventKind for
-// which fields each event sets.
+// recovered. ctx is the context of what the event belongs to: the call's
+// for outcomes, the load's for LoadStart and LoadEnd, the flight's (its
+// first caller's values) for waits, leases and commits,
+// context.Background() for breaker events. See EventKind for which fields
+// each event sets.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -34,13 +34,13 @@ type Observer interface {
 // Fetch call and each load. Start is called, instead of Observe, with an
 // event that begins one: EventFetchStart, as a call begins (before its
 // arguments are checked: a call refused for them ends with its error), and
-// EventLoadStart, as a loader run begins. It
-// returns the context the scope runs under: ctx, or a context derived from
-// it. The call, or the loader, runs under that context from then on, its
-// events are observed with it, and its end (EventFetchEnd, EventLoadEnd)
-// too; so a load started by a call runs, and is observed, inside that
-// call's scope. A Tracer finds its scope in the context by a key of its
-// own: another Tracer (MultiObserver) may have wrapped the context further.
+// EventLoadStart, as a loader run begins. It returns the context the scope
+// runs under: ctx, or a context derived from it. The call, or the loader,
+// runs under that context from then on, its events are observed with it,
+// and its end (EventFetchEnd, EventLoadEnd) too; so a load started by a
+// call runs, and is observed, inside that call's scope. A Tracer finds its
+// scope in the context by a key of its own: another Tracer (MultiObserver)
+// may have wrapped the context further.
 //
 // Only Tracers are told of EventFetchStart and EventFetchEnd: a plain
 // Observer learns of a call through its outcome, so that a hit costs it one
