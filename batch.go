@@ -275,6 +275,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 		k := &calls[i]
 		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
 			c.stats.coalesced.Add(1)
+			c.observe(ctx, EventCoalesced, k.key)
 			k.f = f
 			continue
 		} else if ok {
@@ -303,7 +304,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 	k.pc = nil
 	var failed error
 	var done bool
-	if k.a, k.keep, done, failed = c.afterPeek(ctx, pc, perr, k.how); done {
+	if k.a, k.keep, done, failed = c.afterPeek(ctx, k.key, pc, perr, k.how); done {
 		return
 	}
 	b.expect(k.key)
@@ -313,6 +314,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 		k.a = answer{err: ErrClosed}
 	case joined:
 		c.stats.coalesced.Add(1)
+		c.observe(ctx, EventCoalesced, k.key)
 	}
 	if !ok || joined {
 		b.decided(k.key) // not b's flight

@@ -180,7 +180,7 @@ func (b *loadBatch) run(r *loadRound) {
 		// Most likely the context's error: say which end it met, as
 		// runLoader does (ErrClosed makes the leases go back with a
 		// notice to re-check, not a failure).
-		r.err = c.loadEnded()
+		r.err = c.loadCut()
 	}
 }
 

@@ -44,6 +44,7 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 			return errors.As(err, &gone) || dialTimedOut(err) // sent again (pipeline.go)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			observeBreaker(o, node, to)
 			switch to {
 			case gobreaker.StateOpen:
 				stats.breakerOpens.Add(1)

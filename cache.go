@@ -25,6 +25,7 @@ type Cache struct {
 	near    *nearCache                      // nil when off (near.go)
 	newer   *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
 	tracker *tracker                        // keeps near coherent (tracking.go)
+	tracer  Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
 
 	rdb        redis.UniversalClient // for checkEvictionPolicy and nodeFailed: every other command goes through store
 	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
@@ -83,6 +84,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		flights:      make(map[string]*flight),
 		peeks:        make(map[string]*peekCall),
 	}
+	c.tracer, _ = o.Observer.(Tracer)
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
 	})

@@ -132,6 +132,14 @@
 // through the pipeline. With other clients, it goes through the pipeline,
 // with a TIME. See the README's "How it works".
 //
+// # Observation
+//
+// Options.Observer is told each call's outcome, loads and waits with their
+// durations, lost leases, rejected commits and the circuit breaker's
+// changes, where Stats counts them; a Tracer also scopes each call and each
+// load. Subpackages corralprom (Prometheus) and corralotel (OpenTelemetry)
+// adapt it; the core imports neither.
+//
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
 // (and the breakers of breaker.go), and inline.go reads hits outside it;

@@ -49,6 +49,14 @@ import (
 // DisableFailOpen the Redis errors, wrapped: ErrRedisTimeout, ErrCircuitOpen,
 // ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
 func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchBytes(ctx, key, ttl, load) })
+	}
+	return c.fetchBytes(ctx, key, ttl, load)
+}
+
+// fetchBytes is Cache.Fetch, without a Tracer's scope.
+func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
 	}
@@ -56,6 +64,7 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 	if c.near != nil {
 		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
 			c.stats.nearHits.Add(1)
+			c.observe(ctx, EventNearHit, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
@@ -95,12 +104,13 @@ type how struct {
 func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
 		c.stats.coalesced.Add(1)
+		c.observe(ctx, EventCoalesced, key)
 		return c.await(ctx, f), nil
 	} else if ok {
 		c.leave(f)
 	}
 	pc, perr := c.peek(ctx, key)
-	a, keep, done, perr := c.afterPeek(ctx, pc, perr, h)
+	a, keep, done, perr := c.afterPeek(ctx, key, pc, perr, h)
 	if done {
 		return a, keep
 	}
@@ -110,6 +120,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	}
 	if joined {
 		c.stats.coalesced.Add(1)
+		c.observe(ctx, EventCoalesced, key)
 	}
 	return c.await(ctx, f), nil
 }
@@ -118,12 +129,12 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 // when it can: done, with keep as for fetch. Otherwise the call goes on to
 // a flight, and failed is the peek's error when Redis failed (the flight
 // then fails open at once), nil when fetch.lua is to decide.
-func (c *Cache) afterPeek(ctx context.Context, pc *peekCall, perr error, h how) (a answer, keep *peekCopy, done bool, failed error) {
+func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr error, h how) (a answer, keep *peekCopy, done bool, failed error) {
 	switch {
 	case perr == nil:
 		c.firstUse()
 		if a, ok := c.fromPeek(pc.r, h); ok {
-			c.count(a.out)
+			c.count(ctx, key, a.out)
 			if c.near != nil && (a.out == outHit || a.out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}, true, nil
 			}
@@ -153,6 +164,14 @@ func (c *Cache) afterPeek(ctx context.Context, pc *peekCall, perr error, h how) 
 // returned as read-only, as it may be shared with other callers (its slices,
 // maps and pointers).
 func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) (T, error) { return fetchTyped(ctx, c, key, ttl, load) })
+	}
+	return fetchTyped(ctx, c, key, ttl, load)
+}
+
+// fetchTyped is Fetch[T], without a Tracer's scope.
+func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return zero, err
@@ -163,6 +182,7 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 		typ = reflect.TypeFor[T]()
 		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
 			c.stats.nearHits.Add(1)
+			c.observe(ctx, EventNearHit, key)
 			if e.err != nil {
 				return zero, e.err
 			}

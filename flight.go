@@ -137,7 +137,7 @@ func (c *Cache) await(ctx context.Context, f *flight) answer {
 		}
 	}
 	a := f.answer
-	c.count(a.out)
+	c.count(ctx, f.key, a.out)
 	if a.err != nil {
 		a.val = nil
 	}
@@ -182,7 +182,8 @@ func (c *Cache) finish(f *flight, a answer) {
 	f.stop()
 }
 
-func (c *Cache) count(out outcome) {
+// count counts a call's outcome, and tells the Observer (observe.go).
+func (c *Cache) count(ctx context.Context, key string, out outcome) {
 	switch out {
 	case outHit:
 		c.stats.hits.Add(1)
@@ -199,5 +200,8 @@ func (c *Cache) count(out outcome) {
 		c.stats.misses.Add(1)
 	case outFailOpen:
 		c.stats.failOpens.Add(1)
+	default:
+		return
 	}
+	c.observe(ctx, outcomeEvents[out], key)
 }

@@ -42,8 +42,8 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 // callers have their answer: that is then, nil when nothing remains to do.
 func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, err error, then func()) {
 	n := f.names
-	w := c.watch(n, l)
-	val, took, err := c.runLoader(f.ctx, f.load)
+	w := c.watch(f, l)
+	val, took, err := c.runLoader(f)
 	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
@@ -74,12 +74,12 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 	}
 	e := c.entry(val, kind, f.ttl, took)
 	if kept {
-		then = c.commit(n, holder{token: l.token, deadline: ends, seen: l.seen}, e, renewed)
+		then = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen}, e, renewed)
 	} else {
 		// The watchdog found the lease held by another, or revoked: the
 		// commit would be rejected, or, should the lease be missing by now,
 		// taken for an evicted lease's and stored after a Delete.
-		c.rejected(n, false)
+		c.rejected(f, false)
 	}
 	if kind != wire.Value {
 		return nil, err, then
@@ -87,10 +87,11 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 	return val, nil, then
 }
 
-// commit stores a load's result under its lease (commit.lua). renewed is
-// when the lease was last granted or renewed (local clock). then is a
-// commit to send again, once the callers have their answer, or nil.
-func (c *Cache) commit(n wire.Names, h holder, e entryWrite, renewed time.Time) (then func()) {
+// commit stores the result of f's load under its lease (commit.lua).
+// renewed is when the lease was last granted or renewed (local clock). then
+// is a commit to send again, once the callers have their answer, or nil.
+func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) (then func()) {
+	n := f.names
 	res, err := c.store.commitHeld(c.drain, n, h, e)
 	switch {
 	case errors.Is(err, ErrWriteRefused):
@@ -101,13 +102,13 @@ func (c *Cache) commit(n wire.Names, h holder, e entryWrite, renewed time.Time) 
 		// land while the lease lives, and is precious, since waiters in other
 		// processes are owed it.
 		c.stats.redisErrors.Add(1)
-		return func() { c.recommit(n, h, e, renewed.Add(c.opts.LeaseTTL)) }
+		return func() { c.recommit(f, h, e, renewed.Add(c.opts.LeaseTTL)) }
 	case err != nil:
 		c.commitFailed(n, h.token, err)
 	case res == wire.CommitEvicted:
 		c.evictionSeen(n, "commit")
 	case res == wire.CommitRejected:
-		c.rejected(n, true)
+		c.rejected(f, true)
 	}
 	return nil
 }
@@ -122,13 +123,17 @@ func (c *Cache) evictionSeen(n wire.Names, by string) {
 	c.opts.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", n.Lease, "by", by)
 }
 
-// rejected counts and logs a commit rejected because its lease was gone.
-func (c *Cache) rejected(n wire.Names, kept bool) {
-	c.stats.commitsRejected.Add(1)
+// rejected counts and logs a commit of f's load rejected because its lease
+// was gone. kept says the watchdog had not seen the lease lost, so the
+// lease counts as lost now.
+func (c *Cache) rejected(f *flight, kept bool) {
 	if kept {
 		c.stats.leasesLost.Add(1)
+		c.observe(f.ctx, EventLeaseLost, f.key)
 	}
-	c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", n.Entry)
+	c.stats.commitsRejected.Add(1)
+	c.observe(f.ctx, EventCommitRejected, f.key)
+	c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", f.names.Entry)
 }
 
 // commitFailed hands the lease back after a commit failed: the load worked,
@@ -149,8 +154,9 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 // that landed although its reply was lost (the entry keeps the token). A
 // commit whose connection keeps failing (a server that drops a value over
 // its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
-func (c *Cache) recommit(n wire.Names, h holder, e entryWrite, until time.Time) {
+func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 	const maxBrokenCommits = 3
+	n := f.names
 	pause := 50 * time.Millisecond
 	var err error
 	for broken := 1; time.Now().Before(until) && broken < maxBrokenCommits; {
@@ -172,7 +178,7 @@ func (c *Cache) recommit(n wire.Names, h holder, e entryWrite, until time.Time) 
 		case err == nil && res == wire.CommitStored:
 			return
 		case err == nil:
-			c.rejected(n, false)
+			c.rejected(f, false)
 			return
 		case errors.Is(err, ErrWriteRefused):
 			return
@@ -248,7 +254,8 @@ type watchdog struct {
 	ends int64
 }
 
-func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
+func (c *Cache) watch(f *flight, l *lease) *watchdog {
+	n := f.names
 	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{}), renewed: l.at,
 		ends: l.serverNow + c.opts.LeaseTTL.Milliseconds()}
 	go func() {
@@ -277,6 +284,7 @@ func (c *Cache) watch(n wire.Names, l *lease) *watchdog {
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)
+				c.observe(f.ctx, EventLeaseLost, f.key)
 				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
 				return
 			case res == wire.RenewLate:

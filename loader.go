@@ -13,11 +13,12 @@ import (
 // LoadTimeout, ends it with Close, and turns a panic or runtime.Goexit into an
 // error, so that a loader can neither hang nor crash the flight.
 
-// runLoader runs load under context.WithoutCancel(parent), bounded by
-// LoadTimeout and cancelled by Close. A panic becomes a *PanicError. A loader
-// still running at the deadline is abandoned: its late result is dropped.
-func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]byte, error)) (val []byte, took time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.opts.LoadTimeout)
+// runLoader runs f's load under context.WithoutCancel(f.ctx), bounded by
+// LoadTimeout and cancelled by Close (and within a Tracer's scope). A panic
+// becomes a *PanicError. A loader still running at the deadline is
+// abandoned: its late result is dropped.
+func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), c.opts.LoadTimeout)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
 
@@ -28,6 +29,7 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 	done := make(chan result, 1)
 	start := time.Now()
 	c.stats.loads.Add(1)
+	lctx := c.loadStarted(ctx, f.key) // the loader's: a Tracer's scope in ctx
 	go func() {
 		returned := false
 		defer func() {
@@ -37,7 +39,7 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 				done <- result{err: errLoaderExited}
 			}
 		}()
-		v, err := load(ctx)
+		v, err := f.load(lctx)
 		returned = true
 		done <- result{v, err}
 	}()
@@ -45,19 +47,20 @@ func (c *Cache) runLoader(parent context.Context, load func(context.Context) ([]
 	case r := <-done:
 		val, err = r.val, r.err
 	case <-ctx.Done():
-		err = c.loadEnded()
+		err = c.loadCut()
 	}
 	took = time.Since(start)
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.loadErrors.Add(1)
 	}
+	c.loadEnded(lctx, f.key, took, err)
 	return val, took, err
 }
 
-// loadEnded is the error of a load whose context ended: ErrClosed when
+// loadCut is the error of a load whose context ended: ErrClosed when
 // Close ended it, otherwise ErrLoadTimeout (joined with
 // context.DeadlineExceeded).
-func (c *Cache) loadEnded() error {
+func (c *Cache) loadCut() error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}

@@ -34,7 +34,7 @@ func (c *Cache) overNewer(f *flight, soft int64) answer {
 	if cp, ok := c.newer.GetIfPresent(f.key); ok && cp.soft == soft {
 		return answer{val: cp.val, out: outHit}
 	}
-	val, _, err := c.runLoader(f.ctx, f.load)
+	val, _, err := c.runLoader(f)
 	if err == nil {
 		c.newer.Set(f.key, newerCopy{soft: soft, val: val})
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -189,6 +190,16 @@ type Options struct {
 	// one way are not heard by waiters subscribed the other way.
 	DisableShardedPubSub bool
 
+	// Observer, when set, is told of each call's outcome, of loads and
+	// waits with their durations, and of lost leases, rejected commits and
+	// the circuit breaker's changes of state, at the points where Stats
+	// counts them (see Observer and EventKind). A Tracer is also told where
+	// each Fetch call and each load begin and end, and gives them their
+	// contexts. Adapters: corralprom (Prometheus), corralotel
+	// (OpenTelemetry); MultiObserver combines several. Default nil: nothing
+	// is told, and the hit path pays a nil check.
+	Observer Observer
+
 	// NearCache turns on, and configures, an in-process cache in front of
 	// Redis: hits served from memory, kept coherent across the fleet by
 	// Redis's server-assisted client-side caching (see the package doc).
@@ -244,6 +255,9 @@ func (o *Options) withDefaults() (Options, error) {
 	case n.Size > 0 && n.TTL == 0:
 		n.TTL = DefaultNearCacheTTL
 	}
+	if nilInside(r.Observer) {
+		return Options{}, invalid("Observer is a nil %T", r.Observer)
+	}
 	if r.Codec == nil {
 		r.Codec = JSONCodec{}
 	}
@@ -254,6 +268,19 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Rand = rand.Float64
 	}
 	return r, nil
+}
+
+// nilInside reports whether v is an interface holding a nil pointer (or
+// func, map, ...): not nil, yet any call of its methods would fail.
+func nilInside(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // invalid is the error of options that make no sense.

@@ -23,7 +23,10 @@ import (
 func (c *Cache) resolve(f *flight) (a answer, then func()) {
 	token := c.leaseToken()
 	var w waiting
-	defer w.close()
+	defer func() {
+		c.waitEnded(f, &w, a.err)
+		w.close()
+	}()
 	// Callers leaving do not abandon a fetch (it may take the lease, which
 	// must then be handed back); Close does.
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
@@ -65,8 +68,10 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			// No entry, and Redis refuses writes, so nobody can hold the
 			// lease: load here (one load per key in this process).
 			c.refusedWrite(r.RefusedBy)
+			c.waitEnded(f, &w, nil)
 			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		case wire.Load:
+			c.waitEnded(f, &w, nil) // the holder gave its lease up: load here
 			return c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip})
 		}
 		// WAIT: another process holds the lease.
@@ -74,7 +79,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 		if w.sub == nil {
 			// Subscribe, then fetch again: the notice may have gone out
 			// between the first fetch and the subscription.
-			c.stats.waits.Add(1)
+			c.waitStarted(f, &w)
 			f.settled() // a FetchMany's batch need not wait for this key
 			w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
 			continue
@@ -92,6 +97,8 @@ type waiting struct {
 	leaseEnds time.Time            // when the holder's lease would expire
 	holder    byte                 // how the holder announces (wire.Announces)
 	polls     int                  // re-checks made without a notice to wait for
+	began     time.Time            // when the wait began
+	ended     bool                 // the Observer was told of its end
 }
 
 // close stops listening, if w ever did.
@@ -122,6 +129,7 @@ func (c *Cache) fetchFailed(f *flight, w *waiting, token string, err error) (a a
 		a, done = c.awaitNotice(f, w, min(left, waiterRecheck))
 		return a, nil, done
 	}
+	c.waitEnded(f, w, err)
 	a, then = c.failOpen(f, token, err)
 	return a, then, true
 }
@@ -201,7 +209,8 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
 		case wire.NoticeTooLarge:
 			// Loaded elsewhere but too large to store: load it here, uncached.
-			val, _, err := c.runLoader(f.ctx, f.load)
+			c.waitEnded(f, w, nil)
+			val, _, err := c.runLoader(f)
 			return answer{val: val, err: err, out: outMiss}, true
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
@@ -261,7 +270,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	} else {
 		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	}
-	val, took, err := c.runLoader(f.ctx, f.load)
+	val, took, err := c.runLoader(f)
 	a := answer{val: val, err: err, out: outFailOpen}
 	if token == "" || unreachable(redisErr) || errors.Is(redisErr, ErrCircuitOpen) {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran

@@ -1,0 +1,244 @@
+package corralotel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/corralotel"
+	"github.com/corralhq/corral/internal/observetest"
+	"github.com/corralhq/corral/internal/redistest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// telemetry is an Observer on the SDK with in-memory exporters.
+type telemetry struct {
+	obs    *corralotel.Observer
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+}
+
+func newTelemetry(t *testing.T, recordKeys bool) *telemetry {
+	tel := &telemetry{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(tel.reader))
+	t.Cleanup(func() {
+		tel.tp.Shutdown(context.Background())
+		mp.Shutdown(context.Background())
+	})
+	var err error
+	tel.obs, err = corralotel.New(&corralotel.Options{TracerProvider: tel.tp, MeterProvider: mp, RecordKeys: recordKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tel
+}
+
+// metrics collects the metrics: each data point's value (a histogram's
+// count) by instrument name and attributes ("name{k=v,...}").
+func (tel *telemetry) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	name := func(m metricdata.Metrics, set attribute.Set) string {
+		return m.Name + "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					got[name(m, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					got[name(m, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					got[name(m, p.Attributes)] = float64(p.Count)
+				}
+			default:
+				t.Errorf("metric %s of type %T", m.Name, m.Data)
+			}
+		}
+	}
+	return got
+}
+
+// attr returns span s's attribute k as a string ("" when absent).
+func attr(s sdktrace.ReadOnlySpan, k string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == k {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// TestAfterScript runs observetest's scripted calls with an Observer on the
+// SDK and checks the spans and the metrics against the Caches' Stats (which
+// the script checks against its exact counts).
+func TestAfterScript(t *testing.T) {
+	tel := newTelemetry(t, false)
+	stats := observetest.Run(t, tel.obs)
+	ended := tel.spans.Ended()
+	fetches := map[trace.SpanID]bool{}
+	type count struct{ prefix, what string }
+	n := map[count]uint64{}
+	for _, s := range ended {
+		if s.Name() == "corral.fetch" {
+			fetches[s.SpanContext().SpanID()] = true
+		}
+	}
+	for _, s := range ended {
+		prefix := attr(s, "corral.prefix")
+		n[count{prefix, s.Name()}]++
+		switch s.Name() {
+		case "corral.fetch":
+			n[count{prefix, "outcome " + attr(s, "corral.outcome")}]++
+			if attr(s, "corral.coalesced") == "true" {
+				n[count{prefix, "coalesced"}]++
+			}
+			for _, e := range s.Events() {
+				n[count{prefix, e.Name}]++
+			}
+			if attr(s, "corral.key") != "" {
+				t.Errorf("span %s has the key %q without RecordKeys", s.Name(), attr(s, "corral.key"))
+			}
+		case "corral.load", "corral.wait":
+			if s.Status().Code == codes.Error {
+				n[count{prefix, s.Name() + " failed"}]++
+			}
+			if !fetches[s.Parent().SpanID()] {
+				t.Errorf("span %s of %s: its parent is not a call's span", s.Name(), prefix)
+			}
+		default:
+			t.Errorf("unexpected span %s", s.Name())
+		}
+	}
+	metrics := tel.metrics(t)
+	for prefix, st := range stats {
+		want := map[count]uint64{
+			{prefix, "corral.load"}: st.Loads, {prefix, "corral.load failed"}: st.LoadErrors,
+			{prefix, "corral.wait"}: st.Waits, {prefix, "coalesced"}: st.Coalesced,
+			{prefix, "corral.lease_lost"}: st.LeasesLost, {prefix, "corral.commit_rejected"}: st.CommitsRejected,
+		}
+		if prefix == observetest.Prefix {
+			want[count{prefix, "corral.fetch"}] = observetest.Calls(st) // every call answered
+		}
+		p := fmt.Sprintf("corral.prefix=%s", prefix)
+		wantMetrics := map[string]uint64{
+			"corral.coalesced{" + p + "}": st.Coalesced, "corral.loads{" + p + "}": st.Loads,
+			"corral.load.errors{" + p + "}": st.LoadErrors, "corral.load.duration{" + p + "}": st.Loads,
+			"corral.waits{" + p + "}": st.Waits, "corral.wait.duration{" + p + "}": st.Waits,
+			"corral.leases.lost{" + p + "}": st.LeasesLost, "corral.commits.rejected{" + p + "}": st.CommitsRejected,
+		}
+		for kind, k := range observetest.Events(st) {
+			if kind.Outcome() {
+				want[count{prefix, "outcome " + kind.String()}] = k
+				wantMetrics[fmt.Sprintf("corral.fetches{corral.outcome=%s,%s}", kind, p)] = k
+				wantMetrics[fmt.Sprintf("corral.fetch.duration{corral.outcome=%s,%s}", kind, p)] = k // each call once
+			}
+		}
+		for c, k := range want {
+			if n[c] != k {
+				t.Errorf("%s: %d %s; Stats say %d", c.prefix, n[c], c.what, k)
+			}
+		}
+		for m, k := range wantMetrics {
+			if v, ok := metrics[m]; (ok || k != 0) && v != float64(k) {
+				t.Errorf("%s = %v; Stats say %d", m, v, k)
+			}
+		}
+	}
+	opens, open := 0.0, 0.0
+	for m, v := range metrics {
+		if len(m) > len("corral.breaker.opens{") && m[:len("corral.breaker.opens{")] == "corral.breaker.opens{" {
+			opens += v
+		} else if len(m) > len("corral.breaker.open{") && m[:len("corral.breaker.open{")] == "corral.breaker.open{" {
+			open += v
+		}
+	}
+	if opens != float64(stats[observetest.PrefixFailOpen].BreakerOpens) || open != 0 {
+		t.Errorf("breaker opens %v, open now %v; want %d and 0", opens, open, stats[observetest.PrefixFailOpen].BreakerOpens)
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("metrics: %v", metrics)
+	}
+}
+
+// TestSpansNest: a call's span is a child of the caller's, its load's a
+// child of it, and the loader's context holds the load's span. A hit is
+// one span. Errors set the error status; ErrNotFound does not. RecordKeys
+// adds the key.
+func TestSpansNest(t *testing.T) {
+	tel := newTelemetry(t, true)
+	srv := redistest.Start(t)
+	c, err := corral.New(srv.Client(), &corral.Options{Prefix: "nest", Observer: tel.obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, root := tel.tp.Tracer("test").Start(context.Background(), "request")
+	var inLoader trace.SpanContext
+	for range 2 {
+		if _, err := c.Fetch(ctx, "k", time.Minute, func(ctx context.Context) ([]byte, error) {
+			inLoader = trace.SpanContextFromContext(ctx)
+			return []byte("v"), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := c.Fetch(ctx, "bad", time.Minute, func(context.Context) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if _, err := c.Fetch(ctx, "nf", time.Minute, func(context.Context) ([]byte, error) { return nil, corral.ErrNotFound }); !errors.Is(err, corral.ErrNotFound) {
+		t.Fatal(err)
+	}
+	root.End()
+
+	type span struct{ name, parent, outcome, key, status string }
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range tel.spans.Ended() {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	var got []span
+	for _, s := range tel.spans.Ended() {
+		parent := ""
+		if p, ok := byID[s.Parent().SpanID()]; ok {
+			parent = p.Name()
+		}
+		got = append(got, span{s.Name(), parent, attr(s, "corral.outcome"), attr(s, "corral.key"), s.Status().Code.String()})
+		if s.Name() == "corral.load" && attr(s, "corral.key") == "k" && !s.SpanContext().Equal(inLoader) {
+			t.Errorf("the loader's context holds span %v; want the load's, %v", inLoader, s.SpanContext())
+		}
+	}
+	want := []span{
+		{"corral.load", "corral.fetch", "", "k", "Unset"},
+		{"corral.fetch", "request", "miss", "k", "Unset"},
+		{"corral.fetch", "request", "hit", "k", "Unset"},
+		{"corral.load", "corral.fetch", "", "bad", "Error"},
+		{"corral.fetch", "request", "miss", "bad", "Error"},
+		{"corral.load", "corral.fetch", "", "nf", "Unset"},
+		{"corral.fetch", "request", "miss", "nf", "Unset"},
+		{"request", "", "", "", "Unset"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("spans (name, parent, outcome, key, status):\n%v\nwant\n%v", got, want)
+	}
+}

@@ -1,0 +1,65 @@
+package corralotel
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The attributes of corral's spans and metrics.
+const (
+	attrPrefix    = attribute.Key("corral.prefix")
+	attrOutcome   = attribute.Key("corral.outcome")
+	attrCoalesced = attribute.Key("corral.coalesced")
+	attrKey       = attribute.Key("corral.key")
+	attrNode      = attribute.Key("corral.node")
+)
+
+// durationBuckets are the histograms' bucket boundaries, in seconds: from a
+// millisecond to corral's default LoadTimeout, and beyond.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// instruments are an Observer's metrics.
+type instruments struct {
+	fetches, coalesced, loads, loadErrors, waits metric.Int64Counter
+	leasesLost, commitsRejected, breakerOpens    metric.Int64Counter
+	fetchSeconds, loadSeconds, waitSeconds       metric.Float64Histogram
+	breakerOpen                                  metric.Int64Gauge
+}
+
+func newInstruments(m metric.Meter) (instruments, error) {
+	var i instruments
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	histogram := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBuckets...))
+		errs = append(errs, err)
+		return h
+	}
+	i.fetches = counter("corral.fetches", "{call}", "Fetch calls answered, by outcome.")
+	i.fetchSeconds = histogram("corral.fetch.duration", "How long Fetch calls took, by outcome.")
+	i.coalesced = counter("corral.coalesced", "{call}", "Fetch calls that joined another call's flight in this process.")
+	i.loads = counter("corral.loads", "{load}", "Loader runs started: foreground, background refreshes and fail-open.")
+	i.loadErrors = counter("corral.load.errors", "{load}", "Loader runs that failed: an error other than not found, a panic, or the load timeout.")
+	i.loadSeconds = histogram("corral.load.duration", "How long loader runs took.")
+	i.waits = counter("corral.waits", "{wait}", "Waits for another process's load of a key (its lease).")
+	i.waitSeconds = histogram("corral.wait.duration", "How long waits for another process's load took.")
+	i.leasesLost = counter("corral.leases.lost", "{lease}", "Loads whose lease was revoked or expired while they ran.")
+	i.commitsRejected = counter("corral.commits.rejected", "{commit}", "Loaded values not stored because their lease was gone.")
+	i.breakerOpens = counter("corral.breaker.opens", "{open}", "Times the circuit breaker of a Redis node opened.")
+	var err error
+	i.breakerOpen, err = m.Int64Gauge("corral.breaker.open", metric.WithUnit("{state}"),
+		metric.WithDescription("1 while the circuit breaker of a Redis node is open or half-open, else 0."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return instruments{}, fmt.Errorf("corralotel: creating the instruments: %w", err)
+	}
+	return i, nil
+}

@@ -1,0 +1,12 @@
+package corralotel_test
+
+import (
+	"testing"
+
+	"github.com/corralhq/corral/internal/observetest"
+)
+
+// TestReadme: the README's "Tracing with OpenTelemetry" program is Example.
+func TestReadme(t *testing.T) {
+	observetest.SameAsExample(t, "../README.md", "Tracing with OpenTelemetry", "example_test.go")
+}

@@ -1,0 +1,248 @@
+// Package corralprom exports what corral Caches do as Prometheus metrics.
+// A Collector is both a prometheus.Collector, to register, and a
+// corral.Observer, to set as Options.Observer of one Cache or of several:
+//
+//	metrics, err := corralprom.New(nil)
+//	prometheus.MustRegister(metrics)
+//	cache, err := corral.New(rdb, &corral.Options{Prefix: "shop", Observer: metrics})
+//
+// Every series has a prefix label, the Cache's Options.Prefix (Caches with
+// one prefix add up); cache keys are never labels. The metrics, under the
+// namespace corral:
+//
+//	corral_fetches_total{prefix,outcome}     counter    Fetch calls answered, by outcome: hit, near_hit,
+//	                                                    stale_hit, stale_if_error, negative_hit,
+//	                                                    failure_hit, miss, fail_open (corral.EventKind)
+//	corral_coalesced_total{prefix}           counter    calls that joined another call's flight
+//	corral_loads_total{prefix}               counter    loader runs started
+//	corral_load_errors_total{prefix}         counter    loader runs that failed (corral.Event.LoadFailed)
+//	corral_load_duration_seconds{prefix}     histogram  loader runs' durations
+//	corral_waits_total{prefix}               counter    waits for another process's load (lease)
+//	corral_wait_duration_seconds{prefix}     histogram  those waits' durations
+//	corral_leases_lost_total{prefix}         counter    leases revoked or expired during their load
+//	corral_commits_rejected_total{prefix}    counter    loaded values not stored: their lease was gone
+//	corral_breaker_opens_total{prefix,node}  counter    times a node's circuit breaker opened
+//	corral_breaker_open{prefix,node}         gauge      1 while it is open or half-open, else 0
+//
+// The counters agree with corral.Stats: corral_fetches_total{outcome="hit"}
+// is Stats.Hits, {outcome="stale_hit"} plus {outcome="stale_if_error"} is
+// Stats.StaleHits, and so on. Counting a hit costs one atomic increment, of
+// a counter found in a short list by the prefix, without a lock or a map;
+// the README's "Metrics with Prometheus" gives what that costs a hit.
+package corralprom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/corralhq/corral"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a Collector. A nil *Options means all defaults.
+type Options struct {
+	// LoadBuckets are the upper bounds, in seconds, of the buckets of
+	// corral_load_duration_seconds, increasing. Default DefaultBuckets.
+	LoadBuckets []float64
+
+	// WaitBuckets are those of corral_wait_duration_seconds. Default
+	// DefaultBuckets.
+	WaitBuckets []float64
+
+	// ConstLabels are added to every series (a service's name, say).
+	ConstLabels prometheus.Labels
+}
+
+// DefaultBuckets are the default histogram buckets, in seconds: from a
+// millisecond to corral's default LoadTimeout, and beyond.
+var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// ErrInvalidOptions is wrapped by New's error for buckets that do not
+// increase.
+var ErrInvalidOptions = errors.New("corralprom: invalid options")
+
+// Collector collects the metrics of the Caches it observes. It is safe for
+// concurrent use; create it with New.
+type Collector struct {
+	fetches                            *prometheus.Desc // counted in series.outcomes, collected as constant metrics
+	coalesced, loads, loadErrors       *prometheus.CounterVec
+	waits, leasesLost, commitsRejected *prometheus.CounterVec
+	loadSeconds, waitSeconds           *prometheus.HistogramVec
+	breakerOpens                       *prometheus.CounterVec
+	breakerOpen                        *prometheus.GaugeVec
+
+	mu     sync.Mutex                // serialises adding to series
+	series atomic.Pointer[[]*series] // one per prefix seen; replaced, never changed
+}
+
+// series are the children of one prefix, resolved once.
+type series struct {
+	prefix                                              string
+	outcomes                                            [corral.EventFailOpen + 1]atomic.Uint64
+	coalesced, loads, loadErrors, waits, lost, rejected prometheus.Counter
+	loadSeconds, waitSeconds                            prometheus.Observer
+}
+
+var (
+	_ corral.Observer      = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)
+
+// New returns a Collector. Register it (prometheus.Registerer.Register) and
+// set it as the Observer of the Caches to watch.
+func New(opts *Options) (*Collector, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	for _, b := range []*[]float64{&o.LoadBuckets, &o.WaitBuckets} {
+		if *b == nil {
+			*b = DefaultBuckets
+		}
+		if !increasing(*b) {
+			return nil, fmt.Errorf("%w: buckets %v do not increase", ErrInvalidOptions, *b)
+		}
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "corral", Name: name, Help: help, ConstLabels: o.ConstLabels},
+			append([]string{"prefix"}, labels...))
+	}
+	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "corral", Name: name, Help: help,
+			ConstLabels: o.ConstLabels, Buckets: buckets}, []string{"prefix"})
+	}
+	c := &Collector{
+		fetches: prometheus.NewDesc("corral_fetches_total", "Fetch calls answered, by outcome.",
+			[]string{"prefix", "outcome"}, o.ConstLabels),
+		coalesced:       counter("coalesced_total", "Fetch calls that joined another call's flight in this process."),
+		loads:           counter("loads_total", "Loader runs started: foreground, background refreshes and fail-open."),
+		loadErrors:      counter("load_errors_total", "Loader runs that failed: an error other than not found, a panic, or the load timeout."),
+		waits:           counter("waits_total", "Waits for another process's load of a key (its lease)."),
+		leasesLost:      counter("leases_lost_total", "Loads whose lease was revoked or expired while they ran."),
+		commitsRejected: counter("commits_rejected_total", "Loaded values not stored because their lease was gone."),
+		loadSeconds:     histogram("load_duration_seconds", "How long loader runs took.", o.LoadBuckets),
+		waitSeconds:     histogram("wait_duration_seconds", "How long waits for another process's load took.", o.WaitBuckets),
+		breakerOpens:    counter("breaker_opens_total", "Times the circuit breaker of a Redis node opened.", "node"),
+		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "corral", Name: "breaker_open",
+			Help: "1 while the circuit breaker of a Redis node is open or half-open, else 0.", ConstLabels: o.ConstLabels},
+			[]string{"prefix", "node"}),
+	}
+	c.series.Store(&[]*series{})
+	return c, nil
+}
+
+// increasing reports whether b holds at least one bound, each larger than
+// the one before.
+func increasing(b []float64) bool {
+	for i := 1; i < len(b); i++ {
+		if !(b[i] > b[i-1]) {
+			return false
+		}
+	}
+	return len(b) > 0 && b[0] == b[0] // not NaN
+}
+
+// Observe counts e. It is what a Cache calls (corral.Observer).
+func (c *Collector) Observe(_ context.Context, e corral.Event) {
+	if e.Kind.Outcome() { // the hit path first
+		c.seriesOf(e.Prefix).outcomes[e.Kind].Add(1)
+		return
+	}
+	switch e.Kind {
+	case corral.EventBreakerOpen:
+		c.breakerOpens.WithLabelValues(e.Prefix, e.Node).Inc()
+		c.breakerOpen.WithLabelValues(e.Prefix, e.Node).Set(1)
+		return
+	case corral.EventBreakerHalfOpen:
+		c.breakerOpen.WithLabelValues(e.Prefix, e.Node).Set(1)
+		return
+	case corral.EventBreakerClosed:
+		c.breakerOpen.WithLabelValues(e.Prefix, e.Node).Set(0)
+		return
+	}
+	s := c.seriesOf(e.Prefix)
+	switch e.Kind {
+	case corral.EventCoalesced:
+		s.coalesced.Inc()
+	case corral.EventLoadStart:
+		s.loads.Inc()
+	case corral.EventLoadEnd:
+		s.loadSeconds.Observe(e.Duration.Seconds())
+		if e.LoadFailed() {
+			s.loadErrors.Inc()
+		}
+	case corral.EventWaitStart:
+		s.waits.Inc()
+	case corral.EventWaitEnd:
+		s.waitSeconds.Observe(e.Duration.Seconds())
+	case corral.EventLeaseLost:
+		s.lost.Inc()
+	case corral.EventCommitRejected:
+		s.rejected.Inc()
+	}
+}
+
+// seriesOf returns prefix's series, resolving them the first time. The
+// list is short (one entry per prefix) and only read here: a prefix's
+// string is the same Options.Prefix on every event, so the comparison
+// usually ends at its pointer.
+func (c *Collector) seriesOf(prefix string) *series {
+	for _, s := range *c.series.Load() {
+		if s.prefix == prefix {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := *c.series.Load()
+	for _, s := range list {
+		if s.prefix == prefix {
+			return s
+		}
+	}
+	s := &series{
+		prefix:      prefix,
+		coalesced:   c.coalesced.WithLabelValues(prefix),
+		loads:       c.loads.WithLabelValues(prefix),
+		loadErrors:  c.loadErrors.WithLabelValues(prefix),
+		waits:       c.waits.WithLabelValues(prefix),
+		lost:        c.leasesLost.WithLabelValues(prefix),
+		rejected:    c.commitsRejected.WithLabelValues(prefix),
+		loadSeconds: c.loadSeconds.WithLabelValues(prefix),
+		waitSeconds: c.waitSeconds.WithLabelValues(prefix),
+	}
+	list = append(slices.Clip(list), s)
+	c.series.Store(&list)
+	return s
+}
+
+func (c *Collector) vecs() []prometheus.Collector {
+	return []prometheus.Collector{c.coalesced, c.loads, c.loadErrors, c.loadSeconds,
+		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.breakerOpens, c.breakerOpen}
+}
+
+// Describe sends the descriptions of every metric (prometheus.Collector).
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.fetches
+	for _, v := range c.vecs() {
+		v.Describe(ch)
+	}
+}
+
+// Collect sends the current value of every series (prometheus.Collector).
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range *c.series.Load() {
+		for k := range s.outcomes {
+			if kind := corral.EventKind(k); kind.Outcome() {
+				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(s.outcomes[k].Load()), s.prefix, kind.String())
+			}
+		}
+	}
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
+}

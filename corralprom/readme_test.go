@@ -1,0 +1,12 @@
+package corralprom_test
+
+import (
+	"testing"
+
+	"github.com/corralhq/corral/internal/observetest"
+)
+
+// TestReadme: the README's "Metrics with Prometheus" program is Example.
+func TestReadme(t *testing.T) {
+	observetest.SameAsExample(t, "../README.md", "Metrics with Prometheus", "example_test.go")
+}

@@ -1,0 +1,325 @@
+// Package observetest runs one scripted set of Fetch calls against private
+// redis-servers with a given corral.Observer, for the tests of corral's
+// observation and of its adapters (corralprom, corralotel): every outcome of
+// a call, loads and failed loads, a coalesced call, a wait for another
+// process's load, a lost lease and a rejected commit, near hits, fail-open,
+// and a circuit breaker that opens and closes again. Run checks the Caches'
+// Stats against the script's exact counts where they are deterministic and
+// returns them, one Stats per prefix, for the caller to compare with what
+// its Observer recorded (Events says what each Stats implies).
+package observetest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// The prefixes of the script's Caches. Two Caches share Prefix, as two
+// processes of one service would: one waits for the other's load.
+const (
+	Prefix         = "obs"
+	PrefixNear     = "obs-near"
+	PrefixFailOpen = "obs-failopen"
+)
+
+// Want is what the script's two Caches of Prefix count, summed: the
+// deterministic part of the run.
+var Want = corral.Stats{
+	Hits: 1, Misses: 8, NegativeHits: 1, FailureHits: 1, StaleHits: 2, StaleIfError: 1, Coalesced: 1,
+	Loads: 7, LoadErrors: 2, Waits: 1, Refreshes: 1, RefreshErrors: 1, LeasesLost: 1, CommitsRejected: 1,
+}
+
+// errBoom is the script's failing loader's error.
+var errBoom = errors.New("boom")
+
+// within bounds every wait of the script.
+const within = 30 * time.Second
+
+// Run runs the script with obs on every Cache, closes the Caches, and
+// returns their Stats by prefix (summed over the Caches of a prefix).
+func Run(t *testing.T, obs corral.Observer) map[string]corral.Stats {
+	t.Helper()
+	srv := redistest.Start(t)
+	opts := func(prefix string) *corral.Options {
+		return &corral.Options{
+			Prefix: prefix, Observer: obs, StaleTTL: time.Minute, ErrorTTL: time.Minute,
+			DisableJitter: true, DisableEarlyRefresh: true, LeaseTTL: 30 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+	}
+	a := newCache(t, srv.Client(), opts(Prefix))
+	b := newCache(t, srv.Client(), opts(Prefix))
+	calls(t, a, srv.Client())
+	waitForOther(t, a, b)
+
+	nearOpts := opts(PrefixNear)
+	nearOpts.NearCache = corral.NearCacheOptions{Size: 100, TTL: time.Hour}
+	n := newCache(t, srv.Client(), nearOpts)
+	nearHits(t, n)
+
+	down := redistest.Start(t)
+	failOpts := opts(PrefixFailOpen)
+	failOpts.BreakerCooldown = 50 * time.Millisecond
+	f := newCache(t, down.Client(func(o *redis.Options) { o.DialTimeout = 200 * time.Millisecond }), failOpts)
+	failOpen(t, f, down)
+
+	// Close waits for flights and background refreshes: every event has
+	// been told once it returns.
+	got := map[string]corral.Stats{}
+	for _, c := range []struct {
+		prefix string
+		c      *corral.Cache
+	}{{Prefix, a}, {Prefix, b}, {PrefixNear, n}, {PrefixFailOpen, f}} {
+		if err := c.c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got[c.prefix] = add(got[c.prefix], c.c.Stats())
+	}
+	if st := Counted(got[Prefix]); st != Want {
+		t.Fatalf("the script's Stats of %q:\n%+v\nwant\n%+v", Prefix, st, Want)
+	}
+	if st := got[PrefixNear]; st.NearHits == 0 || st.Misses != 1 || st.Loads != 1 {
+		t.Fatalf("the near cache's Stats: %+v; want near hits after 1 miss and 1 load", st)
+	}
+	if st := got[PrefixFailOpen]; st.FailOpens == 0 || st.Loads != st.FailOpens+st.Misses || st.BreakerOpens == 0 || st.BreakerOpen {
+		t.Fatalf("the fail-open Stats: %+v; want fail-opens, a breaker that opened and closed", st)
+	}
+	return got
+}
+
+// calls runs one Cache's part of the script: each outcome, a coalesced
+// call, a lost lease.
+func calls(t *testing.T, c *corral.Cache, rdb *redis.Client) {
+	ctx := context.Background()
+	fetch := func(key string, load func(context.Context) ([]byte, error), want string, wantErr error) {
+		t.Helper()
+		v, err := c.Fetch(ctx, key, time.Hour, load)
+		if string(v) != want || !errors.Is(err, wantErr) {
+			t.Fatalf("Fetch(%q) = %q, %v; want %q, %v", key, v, err, want, wantErr)
+		}
+	}
+	fetch("k", value("v"), "v", nil) // miss, load
+	fetch("k", value("x"), "v", nil) // hit
+	notFound := func(context.Context) ([]byte, error) { return nil, corral.ErrNotFound }
+	fetch("nf", notFound, "", corral.ErrNotFound) // miss, load
+	fetch("nf", notFound, "", corral.ErrNotFound) // negative hit
+	fail := func(context.Context) ([]byte, error) { return nil, errBoom }
+	fetch("bad", fail, "", errBoom)                 // miss, failed load, cached (ErrorTTL)
+	fetch("bad", fail, "", corral.ErrCachedFailure) // failure hit
+
+	// Stale: an entry past its soft expiry, served while its refresh
+	// fails in the background; then served as stale-if-error.
+	if err := c.Set(ctx, "st", []byte("old"), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	pastSoftExpiry(t, rdb, wire.EntryName(Prefix, "st"))
+	fetch("st", fail, "old", nil) // stale hit, refresh (failed load)
+	poll(t, "the failed refresh", func() bool { return c.Stats().RefreshErrors == 1 })
+	fetch("st", fail, "old", nil) // stale-if-error (ErrorTTL holds refreshes off)
+
+	// Coalesced: a second call joins the first's flight.
+	release, done := hold(t, c, "co", "v")
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Fetch(ctx, "co", time.Hour, value("x"))
+		second <- err
+	}()
+	poll(t, "the coalesced call", func() bool { return c.Stats().Coalesced == 1 })
+	release()
+	if err := errors.Join(<-done, <-second); err != nil {
+		t.Fatal(err)
+	}
+
+	// A lease revoked by Delete during the load: the commit is rejected.
+	release, done = hold(t, c, "lost", "v")
+	if err := c.Delete(ctx, "lost"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForOther has other wait for c's load of a key: a wait, and a miss
+// for each.
+func waitForOther(t *testing.T, c, other *corral.Cache) {
+	release, done := hold(t, c, "w", "v")
+	waited := make(chan error, 1)
+	go func() {
+		v, err := other.Fetch(context.Background(), "w", time.Hour, value("x"))
+		if err == nil && string(v) != "v" {
+			err = errors.New("the waiter got " + strconv.Quote(string(v)))
+		}
+		waited <- err
+	}()
+	poll(t, "the wait", func() bool { return other.Stats().Waits == 1 })
+	release()
+	if err := errors.Join(<-done, <-waited); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nearHits fetches a key until the near cache serves it.
+func nearHits(t *testing.T, c *corral.Cache) {
+	poll(t, "a near hit", func() bool {
+		if _, err := c.Fetch(context.Background(), "n", time.Hour, value("v")); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().NearHits > 0
+	})
+}
+
+// failOpen kills srv under c: calls fail open until the breaker opens; then
+// srv comes back and the breaker closes.
+func failOpen(t *testing.T, c *corral.Cache, srv *redistest.Server) {
+	srv.Kill()
+	poll(t, "the breaker opening", func() bool {
+		if v, err := c.Fetch(context.Background(), "f", time.Hour, value("v")); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch with Redis down = %q, %v; want the loader's value", v, err)
+		}
+		return c.Stats().BreakerOpen
+	})
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the breaker closing", func() bool {
+		c.Fetch(context.Background(), "f", time.Hour, value("v"))
+		return !c.Stats().BreakerOpen
+	})
+}
+
+// Counted returns the counters of st that the script checks (Want's),
+// the others zero.
+func Counted(st corral.Stats) corral.Stats {
+	return corral.Stats{
+		Hits: st.Hits, NearHits: st.NearHits, StaleHits: st.StaleHits, NegativeHits: st.NegativeHits,
+		FailureHits: st.FailureHits, StaleIfError: st.StaleIfError, Misses: st.Misses, Coalesced: st.Coalesced,
+		Loads: st.Loads, LoadErrors: st.LoadErrors, Waits: st.Waits, EarlyRefreshes: st.EarlyRefreshes,
+		Refreshes: st.Refreshes, RefreshErrors: st.RefreshErrors, LeasesLost: st.LeasesLost,
+		CommitsRejected: st.CommitsRejected, FailOpens: st.FailOpens, BreakerOpens: st.BreakerOpens,
+	}
+}
+
+// Events returns how many events of each kind an Observer of the Caches
+// that counted st is told: what the Stats imply (LoadStart and LoadEnd are
+// both Loads; the failed LoadEnds are LoadErrors). Breaker events other
+// than EventBreakerOpen are left out: Stats does not count them.
+func Events(st corral.Stats) map[corral.EventKind]uint64 {
+	return map[corral.EventKind]uint64{
+		corral.EventHit:            st.Hits,
+		corral.EventNearHit:        st.NearHits,
+		corral.EventStaleHit:       st.StaleHits - st.StaleIfError,
+		corral.EventStaleIfError:   st.StaleIfError,
+		corral.EventNegativeHit:    st.NegativeHits,
+		corral.EventFailureHit:     st.FailureHits,
+		corral.EventMiss:           st.Misses,
+		corral.EventFailOpen:       st.FailOpens,
+		corral.EventCoalesced:      st.Coalesced,
+		corral.EventLoadStart:      st.Loads,
+		corral.EventLoadEnd:        st.Loads,
+		corral.EventWaitStart:      st.Waits,
+		corral.EventWaitEnd:        st.Waits,
+		corral.EventLeaseLost:      st.LeasesLost,
+		corral.EventCommitRejected: st.CommitsRejected,
+		corral.EventBreakerOpen:    st.BreakerOpens,
+	}
+}
+
+// Calls is how many calls the Caches that counted st answered: the sum of
+// their outcomes.
+func Calls(st corral.Stats) uint64 {
+	return st.Hits + st.NearHits + st.StaleHits + st.NegativeHits + st.FailureHits + st.Misses + st.FailOpens
+}
+
+func newCache(t *testing.T, rdb redis.UniversalClient, o *corral.Options) *corral.Cache {
+	t.Helper()
+	c, err := corral.New(rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func value(s string) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) { return []byte(s), nil }
+}
+
+// hold starts a Fetch of key on c whose load returns val once release is
+// called, and returns when that load has started; done gets the Fetch's
+// error (or a wrong value's).
+func hold(t *testing.T, c *corral.Cache, key, val string) (release func(), done <-chan error) {
+	started, unblock, result := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		v, err := c.Fetch(context.Background(), key, time.Hour, func(context.Context) ([]byte, error) {
+			close(started)
+			<-unblock
+			return []byte(val), nil
+		})
+		if err == nil && string(v) != val {
+			err = errors.New("the holder got " + strconv.Quote(string(v)))
+		}
+		result <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(within):
+		t.Fatalf("the load of %q did not start", key)
+	}
+	return func() { close(unblock) }, result
+}
+
+// pastSoftExpiry waits until the server's clock is past the soft expiry of
+// the entry named entry.
+func pastSoftExpiry(t *testing.T, rdb *redis.Client, entry string) {
+	ctx := context.Background()
+	soft, err := rdb.HGet(ctx, entry, "s").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the soft expiry", func() bool {
+		now, err := rdb.Time(ctx).Result()
+		return err == nil && now.UnixMilli() > soft
+	})
+}
+
+// poll calls cond until it holds, every millisecond, for up to within.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("not within %v: %s", within, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// add returns the sum of a and b's counters (BreakerOpen: either's).
+func add(a, b corral.Stats) corral.Stats {
+	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
+	for i := range va.NumField() {
+		switch f := va.Field(i); f.Kind() {
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + vb.Field(i).Uint())
+		case reflect.Bool:
+			f.SetBool(f.Bool() || vb.Field(i).Bool())
+		}
+	}
+	return a
+}
