@@ -18,14 +18,15 @@ import (
 // Cache is a stampede-safe read-through cache over Redis. It is safe for
 // concurrent use. Create it with New and stop it with Close.
 type Cache struct {
-	opts    Options
-	store   *store
-	notify  *notify.Notifier
-	stats   counters
-	near    *nearCache                      // nil when off (near.go)
-	newer   *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
-	tracker *tracker                        // keeps near coherent (tracking.go)
-	tracer  Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
+	opts     Options
+	store    *store
+	notify   *notify.Notifier
+	stats    counters
+	near     *nearCache                      // nil when off (near.go)
+	newer    *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
+	tracker  *tracker                        // keeps near coherent (tracking.go)
+	tracer   Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
+	outcomes bool                            // opts.Observer is told the outcomes of calls: set, and not a StatsReader
 
 	rdb        redis.UniversalClient // for checkEvictionPolicy and nodeFailed: every other command goes through store
 	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
@@ -84,7 +85,6 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		flights:      make(map[string]*flight),
 		peeks:        make(map[string]*peekCall),
 	}
-	c.tracer, _ = o.Observer.(Tracer)
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
 	})
@@ -101,6 +101,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		}
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	}
+	c.observing(o.Observer)
 	c.warmUp()
 	return c, nil
 }

@@ -64,7 +64,7 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 	if c.near != nil {
 		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
 			c.stats.nearHits.Add(1)
-			c.observe(ctx, EventNearHit, key)
+			c.observeOutcome(ctx, EventNearHit, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
@@ -182,7 +182,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		typ = reflect.TypeFor[T]()
 		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
 			c.stats.nearHits.Add(1)
-			c.observe(ctx, EventNearHit, key)
+			c.observeOutcome(ctx, EventNearHit, key)
 			if e.err != nil {
 				return zero, e.err
 			}

@@ -203,5 +203,5 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 	default:
 		return
 	}
-	c.observe(ctx, outcomeEvents[out], key)
+	c.observeOutcome(ctx, outcomeEvents[out], key)
 }

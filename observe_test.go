@@ -256,3 +256,65 @@ func TestEventKindNames(t *testing.T) {
 		t.Fatal("LoadFailed disagrees with Stats.LoadErrors")
 	}
 }
+
+// statsReader is a recorder that reads the outcomes of calls from Stats.
+type statsReader struct {
+	*recorder
+	mu      sync.Mutex
+	sources map[string]func() corral.Stats
+}
+
+func (s *statsReader) ReadStats(prefix string, stats func() corral.Stats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sources[prefix] != nil {
+		s.t.Errorf("ReadStats(%q) called twice", prefix)
+	}
+	s.sources[prefix] = stats
+}
+
+// TestStatsReader: a StatsReader is given each Cache's Stats by New and is
+// told no outcome of a call (so a hit costs it nothing), but every other
+// event; in a MultiObserver beside a plain Observer, the plain one is still
+// told the outcomes.
+func TestStatsReader(t *testing.T) {
+	srv := redistest.Start(t)
+	alone := &statsReader{recorder: newRecorder(t), sources: map[string]func() corral.Stats{}}
+	multi := &statsReader{recorder: newRecorder(t), sources: map[string]func() corral.Stats{}}
+	plain := newRecorder(t)
+	ctx := context.Background()
+	for _, o := range []struct {
+		prefix string
+		obs    corral.Observer
+	}{{"alone", alone}, {"multi", corral.MultiObserver(multi, plain)}, {"traced", corral.MultiObserver(&tracer{}, multi)}} {
+		c := newCache(t, srv.Client(), &corral.Options{Prefix: o.prefix, Observer: o.obs})
+		for range 2 { // a miss and its load, then a hit
+			if v, err := c.Fetch(ctx, "k", time.Minute, value("v")); err != nil || string(v) != "v" {
+				t.Fatalf("Fetch = %q, %v", v, err)
+			}
+		}
+	}
+	for _, r := range []struct {
+		sr     *statsReader
+		prefix string
+	}{{alone, "alone"}, {multi, "multi"}, {multi, "traced"}} {
+		stats := r.sr.sources[r.prefix]
+		if stats == nil {
+			t.Fatalf("%s: ReadStats was not called", r.prefix)
+		}
+		if st := stats(); st.Hits != 1 || st.Misses != 1 {
+			t.Errorf("%s: the Stats given say %d hits, %d misses; want 1, 1", r.prefix, st.Hits, st.Misses)
+		}
+		for kind, n := range r.sr.counts[r.prefix] {
+			if kind.Outcome() {
+				t.Errorf("%s: the StatsReader was told %d %v", r.prefix, n, kind)
+			}
+		}
+		if n := r.sr.counts[r.prefix][corral.EventLoadStart]; n != 1 {
+			t.Errorf("%s: the StatsReader was told %d load starts; want 1", r.prefix, n)
+		}
+	}
+	if got := plain.counts["multi"]; got[corral.EventHit] != 1 || got[corral.EventMiss] != 1 {
+		t.Errorf("the plain Observer beside it was told %v; want a hit and a miss", got)
+	}
+}

@@ -26,9 +26,12 @@
 //
 // The counters agree with corral.Stats: corral_fetches_total{outcome="hit"}
 // is Stats.Hits, {outcome="stale_hit"} plus {outcome="stale_if_error"} is
-// Stats.StaleHits, and so on. Counting a hit costs one atomic increment, of
-// a counter found in a short list by the prefix, without a lock or a map;
-// the README's "Metrics with Prometheus" gives what that costs a hit.
+// Stats.StaleHits, and so on. corral_fetches_total is read from the Stats
+// of each Cache observed when it is collected (a Collector is a
+// corral.StatsReader), so a hit costs the Collector nothing at all; the
+// other metrics are counted as their events come. A Collector keeps each
+// Cache it observes (its Stats method) for as long as it lives: a closed
+// Cache's counts stay in the totals.
 package corralprom
 
 import (
@@ -75,8 +78,15 @@ type Collector struct {
 	breakerOpens                       *prometheus.CounterVec
 	breakerOpen                        *prometheus.GaugeVec
 
-	mu     sync.Mutex                // serialises adding to series
-	series atomic.Pointer[[]*series] // one per prefix seen; replaced, never changed
+	mu      sync.Mutex                // serialises adding to series; guards sources
+	series  atomic.Pointer[[]*series] // one per prefix seen; replaced, never changed
+	sources []source                  // the Caches whose Stats give their calls' outcomes
+}
+
+// source is an observed Cache's Stats, under its prefix.
+type source struct {
+	prefix string
+	stats  func() corral.Stats
 }
 
 // series are the children of one prefix, resolved once.
@@ -88,7 +98,7 @@ type series struct {
 }
 
 var (
-	_ corral.Observer      = (*Collector)(nil)
+	_ corral.StatsReader   = (*Collector)(nil)
 	_ prometheus.Collector = (*Collector)(nil)
 )
 
@@ -146,7 +156,17 @@ func increasing(b []float64) bool {
 	return len(b) > 0 && b[0] == b[0] // not NaN
 }
 
-// Observe counts e. It is what a Cache calls (corral.Observer).
+// ReadStats keeps stats, an observed Cache's, to read the outcomes of its
+// calls from at each collection (corral.StatsReader): New calls it.
+func (c *Collector) ReadStats(prefix string, stats func() corral.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sources = append(c.sources, source{prefix, stats})
+}
+
+// Observe counts e. It is what a Cache calls (corral.Observer). Outcome
+// events reach it only through an Observer of the caller's own that passes
+// them on: a Cache reads them from Stats instead (ReadStats).
 func (c *Collector) Observe(_ context.Context, e corral.Event) {
 	if e.Kind.Outcome() { // the hit path first
 		c.seriesOf(e.Prefix).outcomes[e.Kind].Add(1)
@@ -235,14 +255,46 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current value of every series (prometheus.Collector).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	totals := map[string]*[corral.EventFailOpen + 1]uint64{}
+	total := func(prefix string) *[corral.EventFailOpen + 1]uint64 {
+		if totals[prefix] == nil {
+			totals[prefix] = new([corral.EventFailOpen + 1]uint64)
+		}
+		return totals[prefix]
+	}
 	for _, s := range *c.series.Load() {
+		t := total(s.prefix)
 		for k := range s.outcomes {
+			t[k] += s.outcomes[k].Load()
+		}
+	}
+	c.mu.Lock()
+	sources := c.sources
+	c.mu.Unlock()
+	for _, src := range sources {
+		addOutcomes(total(src.prefix), src.stats())
+	}
+	for prefix, t := range totals {
+		for k := range t {
 			if kind := corral.EventKind(k); kind.Outcome() {
-				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(s.outcomes[k].Load()), s.prefix, kind.String())
+				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(t[k]), prefix, kind.String())
 			}
 		}
 	}
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
+}
+
+// addOutcomes adds the outcomes of calls that st counts to t, by event.
+// Stats.StaleHits includes the stale-if-error answers, told apart here.
+func addOutcomes(t *[corral.EventFailOpen + 1]uint64, st corral.Stats) {
+	t[corral.EventHit] += st.Hits
+	t[corral.EventNearHit] += st.NearHits
+	t[corral.EventStaleHit] += st.StaleHits - st.StaleIfError
+	t[corral.EventStaleIfError] += st.StaleIfError
+	t[corral.EventNegativeHit] += st.NegativeHits
+	t[corral.EventFailureHit] += st.FailureHits
+	t[corral.EventMiss] += st.Misses
+	t[corral.EventFailOpen] += st.FailOpens
 }
