@@ -3,10 +3,10 @@ package corralprom_test
 import (
 	"testing"
 
-	"github.com/corralhq/corral/internal/observetest"
+	"github.com/corralhq/corral/internal/readmetest"
 )
 
 // TestReadme: the README's "Metrics with Prometheus" program is Example.
 func TestReadme(t *testing.T) {
-	observetest.SameAsExample(t, "../README.md", "Metrics with Prometheus", "example_test.go")
+	readmetest.Program(t, "../README.md", "Metrics with Prometheus", "example_test.go")
 }
