@@ -52,8 +52,9 @@ import (
 // would have returned it (ErrInvalidKey, ErrLoadTimeout, ErrRemoteLoad,
 // *PanicError, loadMany's error, ctx.Err() for keys still waiting when ctx
 // ended, ...); match it with errors.As, and any cause with errors.Is. Keys
-// may repeat (each is fetched once) and may be empty (an empty list returns
-// an empty map and nil).
+// may repeat (each is fetched once). An empty key is ErrInvalidKey in the
+// *BatchError, as any invalid key; an empty list of keys returns an empty
+// map and nil, once the call's own checks below have passed.
 //
 // The call as a whole fails, with a nil map and no *BatchError, for
 // ErrInvalidTTL (ttl <= 0), ErrNilLoader, ErrClosed, or ctx ended before it

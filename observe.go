@@ -31,7 +31,8 @@ type Observer interface {
 }
 
 // A Tracer is an Observer that also opens a scope (a span, say) around each
-// Fetch call and each load. Start is called, instead of Observe, with an
+// Fetch call and each load (a FetchMany call has no scope of its own; each
+// key it loads has its load's). Start is called, instead of Observe, with an
 // event that begins one: EventFetchStart, as a call begins (before its
 // arguments are checked: a call refused for them ends with its error), and
 // EventLoadStart, as a loader run begins. It returns the context the scope

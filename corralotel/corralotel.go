@@ -5,7 +5,8 @@
 //	obs, err := corralotel.New(nil) // the global TracerProvider and MeterProvider
 //	cache, err := corral.New(rdb, &corral.Options{Observer: obs})
 //
-// Spans. Each Fetch call (and Fetch[T]) is a span, corral.fetch, with
+// Spans. Each Fetch call (and Fetch[T]; not FetchMany, whose loads are
+// spans in the caller's context) is a span, corral.fetch, with
 // attributes corral.prefix, corral.outcome (hit, near_hit, stale_hit,
 // stale_if_error, negative_hit, failure_hit, miss, fail_open; none for a
 // call that ended in an error before an answer), corral.coalesced (the call

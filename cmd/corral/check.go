@@ -36,7 +36,7 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Check a Redis for corral: version, Cluster, pub/sub, eviction policy, rights, round trip",
 		Long: `check connects to --redis as the user in the URL, as a corral.Cache would,
-and reports one line each (core.Check does the work; services can call it
+and reports one line each (corral.Check does the work; services can call it
 at start-up):
 
   redis      the server's version (the oldest master's on a Cluster)
@@ -83,7 +83,7 @@ and detail), plus server, ok and, when Redis could not be checked, error.`,
 	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
 	f.StringVar(&o.redis, "redis", "", "Redis URL: redis:// or rediss://, with user and password if needed; a Cluster as redis://h1:p1?addr=h2:p2 or redis://h1:p1,h2:p2 (required)")
-	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "the Prefix of the Caches to check for (core.Options.Prefix)")
+	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "the Prefix of the Caches to check for (corral.Options.Prefix)")
 	f.BoolVar(&o.nearCache, "near-cache", false, "the Caches use a near cache: its missing rights are a warning")
 	f.BoolVar(&o.noShard, "no-sharded-pubsub", false, "the Caches set DisableShardedPubSub")
 	f.BoolVar(&o.json, "json", false, "print one JSON document on stdout")
