@@ -124,6 +124,11 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 	if errors.Is(err, core.ErrInvalidOptions) {
 		return usageError(cmd, err)
 	}
+	if uo.TLSConfig != nil && errors.Is(err, context.DeadlineExceeded) {
+		// A TLS handshake with a server that does not speak TLS waits
+		// for an answer that never comes.
+		err = fmt.Errorf("%w (the URL asks for TLS, rediss://: does the server speak TLS on that port?)", err)
+	}
 	server := redisurl.Redact(o.redis)
 	if o.json {
 		err = writeCheckJSON(cmd.OutOrStdout(), server, report, err)

@@ -173,6 +173,17 @@ func TestCheckUnreachable(t *testing.T) {
 	}
 }
 
+// A rediss:// URL for a server without TLS: the handshake gets no answer,
+// and the error says what to look at rather than only "deadline exceeded".
+func TestCheckTLSMismatch(t *testing.T) {
+	srv := redistest.Start(t)
+	out, _, code, err := runCheckCmd(t, "--redis", "rediss://"+srv.Addr, "--timeout", "500ms")
+	if code != exitCheckFailed || err == nil || !strings.Contains(err.Error(), "does the server speak TLS") {
+		t.Fatalf("exit %d (%v); want %d and a hint at TLS", code, err, exitCheckFailed)
+	}
+	hasLine(t, out, "verdict", "FAIL: Redis could not be checked")
+}
+
 // A password in the URL is never printed: not in the report, not in the
 // JSON, not in errors, whether it is right, wrong, or the URL does not
 // parse.
