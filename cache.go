@@ -365,10 +365,24 @@ const MaxTTL = 100 * 365 * 24 * time.Hour
 // earlyFactor draws XFetch's x = Beta * -ln(U), U uniform in (0, 1]; 0 when
 // early refresh is off, or when a stale window makes it needless.
 func (c *Cache) earlyFactor() float64 {
-	if c.opts.DisableEarlyRefresh || c.opts.StaleTTL > 0 {
+	if !c.earlyRefresh() {
 		return 0
 	}
 	return c.opts.Beta * -math.Log(1-c.opts.Rand())
+}
+
+// earlyRefresh reports whether XFetch's early refresh is on: it is off
+// when disabled, and with a stale window (stale-while-revalidate refreshes
+// instead).
+func (c *Cache) earlyRefresh() bool {
+	return !c.opts.DisableEarlyRefresh && c.opts.StaleTTL <= 0
+}
+
+// draw makes the XFetch draw into h.x, unless it was made already.
+func (h *how) draw(c *Cache) {
+	if !h.drawn {
+		h.x, h.drawn = c.earlyFactor(), true
+	}
 }
 
 // leaseToken returns a new lease token, whose first byte says how this

@@ -60,15 +60,16 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
 	}
-	h := how{x: c.earlyFactor()}
+	var h how
 	if c.near != nil {
-		if e, ok := c.near.get(nearKey{key: key}, h.x); ok {
+		if e, ok := c.nearGet(nearKey{key: key}, &h); ok {
 			c.stats.nearHits.Add(1)
 			c.observeOutcome(ctx, EventNearHit, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
 	}
+	h.draw(c)
 	a, keep := c.fetch(ctx, key, ttl, load, h)
 	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
 		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
@@ -93,7 +94,8 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 // how says how a call reads an entry: its XFetch draw, and for Fetch[T] its
 // codec version and the soft expiry of an entry it could not decode.
 type how struct {
-	x       float64
+	x       float64 // the XFetch draw (Cache.earlyFactor), once drawn
+	drawn   bool
 	version string // Options.CodecVersion for Fetch[T]; "" (any) for Cache.Fetch
 	skip    int64  // the soft expiry of an entry to take as missing; 0 for none
 }
@@ -176,11 +178,11 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return zero, err
 	}
-	h := how{x: c.earlyFactor(), version: strconv.Itoa(c.opts.CodecVersion)}
+	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
-		if e, ok := c.near.get(nearKey{key, typ}, h.x); ok {
+		if e, ok := c.nearGet(nearKey{key, typ}, &h); ok {
 			c.stats.nearHits.Add(1)
 			c.observeOutcome(ctx, EventNearHit, key)
 			if e.err != nil {
@@ -189,6 +191,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 			return e.val.(T), nil
 		}
 	}
+	h.draw(c)
 	encoded := func(ctx context.Context) ([]byte, error) {
 		v, err := load(ctx)
 		if err != nil {

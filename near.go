@@ -95,16 +95,56 @@ func newNearCache(o NearCacheOptions) (*nearCache, error) {
 // is before its soft expiry, and XFetch (x, the caller's draw) does not pick
 // it for an early refresh, which only Redis can run.
 func (n *nearCache) get(k nearKey, x float64) (*nearEntry, bool) {
-	if !n.healthy.Load() {
+	e, now := n.lookup(k)
+	if e == nil || early(e, x, now) {
 		return nil, false
+	}
+	return e, true
+}
+
+// lookup returns k's copy, while the stream is healthy and before the
+// copy's soft expiry (nil otherwise), and the time it was read at.
+func (n *nearCache) lookup(k nearKey) (*nearEntry, int64) {
+	if !n.healthy.Load() {
+		return nil, 0
 	}
 	e, ok := n.c.GetIfPresent(k)
 	if !ok {
-		return nil, false
+		return nil, 0
 	}
 	now := nearClock()
-	if now >= e.soft || x > 0 && e.took > 0 && now+int64(e.took*x*float64(time.Millisecond)) >= e.soft {
+	if now >= e.soft {
+		return nil, 0
+	}
+	return e, now
+}
+
+// early reports whether XFetch, with the draw x, picks e for an early
+// refresh at now.
+func early(e *nearEntry, x float64, now int64) bool {
+	return x > 0 && e.took > 0 && now+int64(e.took*x*float64(time.Millisecond)) >= e.soft
+}
+
+// maxDraw bounds the draw -ln(U) that nearGet considers without making it:
+// it exceeds 40 with a chance of e^-40, about 4e-18.
+const maxDraw = 40
+
+// nearGet returns k's copy in the near cache, unless XFetch picks it for an
+// early refresh, as near.get does with h's draw; but it draws (h.draw) only
+// for a copy close enough to its soft expiry for the draw to matter. A copy
+// further from it than Beta × 40 × its load's duration stays a hit whatever
+// the draw (but for a chance of e^-40), so most near hits make no draw: its
+// logarithm and random number were about a third of a near hit's time.
+func (c *Cache) nearGet(k nearKey, h *how) (*nearEntry, bool) {
+	e, now := c.near.lookup(k)
+	if e == nil {
 		return nil, false
+	}
+	if c.earlyRefresh() && early(e, c.opts.Beta*maxDraw, now) {
+		h.draw(c)
+		if early(e, h.x, now) {
+			return nil, false
+		}
 	}
 	return e, true
 }

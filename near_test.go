@@ -246,3 +246,56 @@ func TestNearCache_ClusterFailover(t *testing.T) {
 	}
 	changed("v2")
 }
+
+// A near hit far from its soft expiry makes no XFetch draw (no logarithm,
+// no random number: most of a near hit's time once): whatever the draw, it
+// would stay a hit. Close to the expiry, the draw is made and can pick the
+// copy for an early refresh, which then goes to Redis.
+func TestNearCache_DrawsOnlyNearExpiry(t *testing.T) {
+	var draws atomic.Int64
+	var u atomic.Value
+	u.Store(0.5)
+	opts := nearOpts()
+	opts.Rand = func() float64 { draws.Add(1); return u.Load().(float64) }
+	e := newEnv(t, nil)
+	c := newCache(t, e.rdb, opts)
+	ctx := context.Background()
+	slow := func(context.Context) ([]byte, error) { time.Sleep(20 * time.Millisecond); return []byte("v"), nil } // the load's duration is what XFetch weighs
+	if _, err := c.Fetch(ctx, "far", time.Hour, slow); err != nil {
+		t.Fatal(err)
+	}
+	warmNear(t, c, "far", slow)
+	before, hits := draws.Load(), c.Stats().NearHits
+	for range 100 {
+		if v, err := c.Fetch(ctx, "far", time.Hour, slow); err != nil || string(v) != "v" {
+			t.Fatalf("Fetch = %q, %v", v, err)
+		}
+	}
+	if d, n := draws.Load()-before, c.Stats().NearHits-hits; d != 0 || n != 100 {
+		t.Fatalf("100 near hits an hour from expiry: %d near hits, %d draws; want 100 and 0", n, d)
+	}
+
+	// A 500 ms TTL after a 20 ms load: within Beta × 40 × 20 ms (800 ms)
+	// of the expiry at once. A draw of U = 1-1e-12 (x ≈ 27.6, 552 ms)
+	// picks the copy.
+	if _, err := c.Fetch(ctx, "near", 500*time.Millisecond, slow); err != nil {
+		t.Fatal(err)
+	}
+	u.Store(0.0) // x = 0: never picked while it warms
+	eventually(t, 10*time.Second, "a near hit of near", func() bool { // its TTL, not warmNear's hour
+		n := c.Stats().NearHits
+		if _, err := c.Fetch(ctx, "near", 500*time.Millisecond, slow); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().NearHits > n
+	})
+	before, hits = draws.Load(), c.Stats().NearHits
+	u.Store(1 - 1e-12)
+	if _, err := c.Fetch(ctx, "near", 500*time.Millisecond, slow); err != nil {
+		t.Fatal(err)
+	}
+	if draws.Load() == before || c.Stats().NearHits != hits {
+		t.Fatalf("a copy near its expiry: %d draws, %d near hits; want a draw, and no near hit (XFetch picked it)",
+			draws.Load()-before, c.Stats().NearHits-hits)
+	}
+}

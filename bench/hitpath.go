@@ -95,20 +95,20 @@ func (r *runner) hitTrial(ctx context.Context, sc *Scenario, sys System, vals *v
 	}
 	defer closeAll()
 	in := insts[0]
-	keys := make([]string, sc.Keys)
+	keys := make([]string, sc.Keys) // namespaced, as Instance.Fetch takes them
 	for i := range keys {
-		keys[i] = keyName(i)
+		keys[i] = ns + keyName(i)
 		v, err := in.Fetch(ctx, keys[i])
-		if err := check(v, err, keys[i], vals); err != nil {
+		if err := check(v, err, keyName(i), vals); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	if sys.Name == "corral" {
 		rdb := in.(*corralInstance).env.Redis
 		raw := make([]string, len(keys))
-		for i, k := range keys {
-			raw[i] = ns + "raw:" + k
-			if err := rdb.Set(ctx, raw[i], vals.get(k), sc.TTL).Err(); err != nil {
+		for i := range keys {
+			raw[i] = ns + "raw:" + keyName(i)
+			if err := rdb.Set(ctx, raw[i], vals.get(keyName(i)), sc.TTL).Err(); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,10 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 		// reads hits in the caller's goroutine. The other go-redis users get
 		// the same client; it changes nothing for calls without a deadline.
 		opts := &redis.Options{Addr: r.srv.Addr, ContextTimeoutEnabled: true}
-		env := Env{Addr: r.srv.Addr, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL, Load: o.load, Logger: r.logger}
+		load := func(ctx context.Context, key string) ([]byte, error) {
+			return o.load(ctx, strings.TrimPrefix(key, ns)) // the origin knows keys without the namespace
+		}
+		env := Env{Addr: r.srv.Addr, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL, Load: load, Logger: r.logger}
 		if wc != nil {
 			opts.Dialer, env.Dial = wc.dial, wc.dialRueidis
 		}
@@ -129,9 +133,9 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	rec := newRecorder()
 	start := time.Now()
 	if sc.Workload == steady {
-		r.steady(ctx, sc, insts, rec, vals)
+		r.steady(ctx, sc, insts, rec, vals, ns)
 	} else {
-		r.burst(ctx, sc, insts, rec, vals)
+		r.burst(ctx, sc, insts, rec, vals, ns)
 	}
 	t := &trial{rec: rec, elapsed: time.Since(start)}
 	closeAll()
@@ -167,7 +171,7 @@ func keyName(i int) string { return fmt.Sprintf("k%d", i) }
 
 // burst releases every goroutine of every instance at once; latency counts
 // from the release. With sc.Stall, Redis is paused just before.
-func (r *runner) burst(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values) {
+func (r *runner) burst(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values, ns string) {
 	var ready, done sync.WaitGroup
 	release := make(chan struct{})
 	var start time.Time // written before release is closed
@@ -184,7 +188,7 @@ func (r *runner) burst(ctx context.Context, sc *Scenario, insts []Instance, rec 
 				<-release
 				rctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 				defer cancel()
-				v, err := in.Fetch(rctx, key)
+				v, err := in.Fetch(rctx, ns+key)
 				rec.record(time.Since(start), check(v, err, key, vals))
 			}()
 		}
@@ -211,7 +215,7 @@ func (r *runner) burst(ctx context.Context, sc *Scenario, insts []Instance, rec 
 // steady runs every goroutine in a loop until sc.Duration has passed: a
 // request for a key (Zipf-distributed or uniform), then sc.Think. Latency
 // counts from each request's own start.
-func (r *runner) steady(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values) {
+func (r *runner) steady(ctx context.Context, sc *Scenario, insts []Instance, rec *recorder, vals *values, ns string) {
 	var done sync.WaitGroup
 	deadline := time.Now().Add(sc.Duration)
 	g := 0
@@ -231,7 +235,7 @@ func (r *runner) steady(ctx context.Context, sc *Scenario, insts []Instance, rec
 					key := keyName(pick())
 					rctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 					start := time.Now()
-					v, err := in.Fetch(rctx, key)
+					v, err := in.Fetch(rctx, ns+key)
 					rec.record(time.Since(start), check(v, err, key, vals))
 					cancel()
 					if sc.Think > 0 {

@@ -31,7 +31,8 @@ type Env struct {
 	Dial func(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error)
 	// Redis is the instance's own go-redis client, connected before the run.
 	Redis *redis.Client
-	// Namespace starts every key the instance uses; it is new for every
+	// Namespace starts every key the instance is asked for (Instance.Fetch's
+	// keys come with it, and Load takes them so); it is new for every
 	// trial, so trials never see each other's data.
 	Namespace string
 	// TTL is the time to live of cached values.
@@ -39,7 +40,8 @@ type Env struct {
 	// StaleTTL is corral's stale-while-revalidate window where the scenario
 	// uses one (expiry-zipf); other systems have no such setting.
 	StaleTTL time.Duration
-	// Load queries the origin (metered).
+	// Load queries the origin (metered) for a key as Fetch gets it (with
+	// the namespace).
 	Load func(ctx context.Context, key string) ([]byte, error)
 	// Logger receives the systems' warnings (corral's).
 	Logger *slog.Logger
@@ -48,7 +50,9 @@ type Env struct {
 // Instance is one app instance of a system. Fetch is called concurrently by
 // all of the instance's goroutines.
 type Instance interface {
-	// Fetch returns key's value from the cache, or from Env.Load.
+	// Fetch returns key's value from the cache, or from Env.Load. key
+	// starts with Env.Namespace: the harness builds the keys before it
+	// times the calls, so a hit costs no concatenation of the harness's.
 	Fetch(ctx context.Context, key string) ([]byte, error)
 	// Close releases what the instance holds, but not Env.Redis.
 	Close() error
@@ -174,7 +178,7 @@ func newCorralNear(env Env) (Instance, error) {
 }
 
 func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	return c.cache.Fetch(ctx, c.env.Namespace+key, c.env.TTL, func(ctx context.Context) ([]byte, error) {
+	return c.cache.Fetch(ctx, key, c.env.TTL, func(ctx context.Context) ([]byte, error) {
 		return c.env.Load(ctx, key)
 	})
 }
@@ -193,7 +197,7 @@ func demoStrategy(name string) func(Env) (Instance, error) {
 		}
 		return s.NewInstance(demo.Env{
 			Redis:     env.Redis,
-			Namespace: env.Namespace,
+			Namespace: "", // the keys come namespaced
 			TTL:       env.TTL,
 			Load:      env.Load,
 			Logger:    env.Logger,
@@ -219,7 +223,7 @@ func newRueidisAside(env Env) (Instance, error) {
 }
 
 func (r *rueidisAsideInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	v, err := r.client.Get(ctx, r.env.TTL, r.env.Namespace+key, func(ctx context.Context, _ string) (string, error) {
+	v, err := r.client.Get(ctx, r.env.TTL, key, func(ctx context.Context, _ string) (string, error) {
 		b, err := r.env.Load(ctx, key)
 		return string(b), err
 	})
@@ -249,7 +253,7 @@ func (g *goRedisCacheInstance) Fetch(ctx context.Context, key string) ([]byte, e
 	var v []byte
 	err := g.cache.Once(&gocache.Item{
 		Ctx:   ctx,
-		Key:   g.env.Namespace + key,
+		Key:   key,
 		Value: &v,
 		TTL:   g.env.TTL,
 		Do: func(*gocache.Item) (any, error) {
@@ -322,7 +326,7 @@ func newSturdyc(env Env) (Instance, error) {
 }
 
 func (s *sturdycInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	return s.cache.GetOrFetch(ctx, s.env.Namespace+key, func(ctx context.Context) ([]byte, error) {
+	return s.cache.GetOrFetch(ctx, key, func(ctx context.Context) ([]byte, error) {
 		return s.env.Load(ctx, key)
 	})
 }
@@ -347,7 +351,7 @@ func newRedsync(env Env) (Instance, error) {
 }
 
 func (r *redsyncInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	name := r.env.Namespace + key
+	name := key
 	get := func() ([]byte, bool, error) {
 		v, err := r.env.Redis.Get(ctx, name).Bytes()
 		if errors.Is(err, redis.Nil) {
