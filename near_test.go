@@ -281,7 +281,7 @@ func TestNearCache_DrawsOnlyNearExpiry(t *testing.T) {
 	if _, err := c.Fetch(ctx, "near", 500*time.Millisecond, slow); err != nil {
 		t.Fatal(err)
 	}
-	u.Store(0.0) // x = 0: never picked while it warms
+	u.Store(0.0)                                                      // x = 0: never picked while it warms
 	eventually(t, 10*time.Second, "a near hit of near", func() bool { // its TTL, not warmNear's hour
 		n := c.Stats().NearHits
 		if _, err := c.Fetch(ctx, "near", 500*time.Millisecond, slow); err != nil {
