@@ -3,7 +3,6 @@ package corral_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // redisAddr is the address of a redis-server that TestMain starts for the
@@ -26,31 +24,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role)) // a re-executed test binary playing an app instance
 	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "corral-examples-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := redistest.Run(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "corral tests:", err)
-		return 1
-	}
-	redisAddr = srv.Addr
-	code := m.Run()
-	srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			return 1
-		}
-	}
-	return code
+	os.Exit(redistest.RunMain(m, "corral", &redisAddr))
 }
 
 // quiet is a logger for code without a *testing.T (benchmarks, child

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"os"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/lock"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // redisAddr is the address of a redis-server that TestMain starts for the
@@ -27,31 +25,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role)) // a re-executed test binary playing another process
 	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "lock-examples-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := redistest.Run(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lock tests:", err)
-		return 1
-	}
-	redisAddr = srv.Addr
-	code := m.Run()
-	srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			return 1
-		}
-	}
-	return code
+	os.Exit(redistest.RunMain(m, "lock", &redisAddr))
 }
 
 // Time bounds. Tests assert what must happen within a loose bound, several
