@@ -141,7 +141,15 @@ type batchCodec[V any] struct {
 func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, load manyLoader, bc batchCodec[V]) (map[string]V, error) {
 	out, errs := make(map[string]V, len(keys)), map[string]error{}
 	calls := c.batchCalls(keys, bc.version, errs)
-	calls = slices.DeleteFunc(calls, func(k keyCall) bool { return bc.near(c, k, out, errs) })
+	kept := calls[:0] // the calls the near cache did not answer, with their XFetch draws
+	for i := range calls {
+		if c.near != nil && bc.near(ctx, c, &calls[i], out, errs) {
+			continue
+		}
+		calls[i].how.draw(c)
+		kept = append(kept, calls[i])
+	}
+	calls = kept
 	c.fetchCalls(ctx, calls, ttl, load)
 	var again []keyCall
 	for i := range calls {
@@ -185,22 +193,19 @@ func (c *Cache) batchCalls(keys []string, version string, errs map[string]error)
 			errs[key] = fmt.Errorf("%w: empty key", ErrInvalidKey)
 			continue
 		}
-		calls = append(calls, keyCall{key: key, how: how{x: c.earlyFactor(), version: version}})
+		calls = append(calls, keyCall{key: key, how: how{version: version}})
 	}
 	return calls
 }
 
 // near answers k from the near cache, as Fetch would, and reports whether
 // it did.
-func (bc batchCodec[V]) near(c *Cache, k keyCall, out map[string]V, errs map[string]error) bool {
-	if c.near == nil {
-		return false
-	}
-	e, ok := c.near.get(nearKey{k.key, bc.typ}, k.how.x)
+func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[string]V, errs map[string]error) bool {
+	e, ok := c.nearGet(nearKey{k.key, bc.typ}, &k.how)
 	if !ok {
 		return false
 	}
-	c.stats.nearHits.Add(1)
+	c.nearHit(ctx, k.key)
 	switch {
 	case e.err == nil:
 		out[k.key], _ = e.val.(V)
@@ -275,8 +280,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	for i := range calls {
 		k := &calls[i]
 		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
-			c.stats.coalesced.Add(1)
-			c.observe(ctx, EventCoalesced, k.key)
+			c.coalesced(ctx, k.key)
 			k.f = f
 			continue
 		} else if ok {
@@ -314,8 +318,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 	case !ok:
 		k.a = answer{err: ErrClosed}
 	case joined:
-		c.stats.coalesced.Add(1)
-		c.observe(ctx, EventCoalesced, k.key)
+		c.coalesced(ctx, k.key)
 	}
 	if !ok || joined {
 		b.decided(k.key) // not b's flight

@@ -63,8 +63,7 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 	var h how
 	if c.near != nil {
 		if e, ok := c.nearGet(nearKey{key: key}, &h); ok {
-			c.stats.nearHits.Add(1)
-			c.observeOutcome(ctx, EventNearHit, key)
+			c.nearHit(ctx, key)
 			val, _ := e.val.([]byte)
 			return val, e.err
 		}
@@ -105,8 +104,7 @@ type how struct {
 // and the near cache (when on) may keep a copy of it.
 func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
-		c.stats.coalesced.Add(1)
-		c.observe(ctx, EventCoalesced, key)
+		c.coalesced(ctx, key)
 		return c.await(ctx, f), nil
 	} else if ok {
 		c.leave(f)
@@ -121,8 +119,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.stats.coalesced.Add(1)
-		c.observe(ctx, EventCoalesced, key)
+		c.coalesced(ctx, key)
 	}
 	return c.await(ctx, f), nil
 }
@@ -183,8 +180,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
 		if e, ok := c.nearGet(nearKey{key, typ}, &h); ok {
-			c.stats.nearHits.Add(1)
-			c.observeOutcome(ctx, EventNearHit, key)
+			c.nearHit(ctx, key)
 			if e.err != nil {
 				return zero, e.err
 			}

@@ -267,6 +267,20 @@ func (c *Cache) observeOutcome(ctx context.Context, kind EventKind, key string) 
 	}
 }
 
+// nearHit counts a call answered from the near cache, and tells the
+// Observer (as an outcome).
+func (c *Cache) nearHit(ctx context.Context, key string) {
+	c.stats.nearHits.Add(1)
+	c.observeOutcome(ctx, EventNearHit, key)
+}
+
+// coalesced counts a call that joined another call's flight, and tells the
+// Observer.
+func (c *Cache) coalesced(ctx context.Context, key string) {
+	c.stats.coalesced.Add(1)
+	c.observe(ctx, EventCoalesced, key)
+}
+
 // observing sets up o, the Cache's Observer: a StatsReader is given the
 // Cache's Stats, and whether outcomes are told is decided once.
 func (c *Cache) observing(o Observer) {

@@ -318,3 +318,36 @@ func TestStatsReader(t *testing.T) {
 		t.Errorf("the plain Observer beside it was told %v; want a hit and a miss", got)
 	}
 }
+
+// FetchMany's keys are told as Fetch's calls are, near hits included: the
+// Observer hears what Stats counts.
+func TestObserverFetchMany(t *testing.T) {
+	r := newRecorder(t)
+	opts := nearOpts()
+	opts.Prefix, opts.Observer = "many", r
+	e := newEnv(t, nil)
+	c := newCache(t, e.rdb, opts)
+	ctx := context.Background()
+	keys := []string{"a", "b", "c"}
+	load := func(_ context.Context, missing []string) (map[string][]byte, error) {
+		out := map[string][]byte{}
+		for _, k := range missing {
+			out[k] = []byte("v" + k)
+		}
+		return out, nil
+	}
+	eventually(t, 10*time.Second, "near hits through FetchMany", func() bool {
+		if _, err := c.FetchMany(ctx, keys, time.Hour, load); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().NearHits >= uint64(len(keys))
+	})
+	st := c.Stats()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.counts["many"]
+	if got[corral.EventNearHit] != st.NearHits || got[corral.EventHit] != st.Hits || got[corral.EventMiss] != st.Misses {
+		t.Fatalf("told near %d, hit %d, miss %d; Stats say %d, %d, %d",
+			got[corral.EventNearHit], got[corral.EventHit], got[corral.EventMiss], st.NearHits, st.Hits, st.Misses)
+	}
+}
