@@ -46,12 +46,10 @@ package corralotel
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/byprefix"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -82,8 +80,7 @@ type Observer struct {
 	recordKeys bool
 	m          instruments
 
-	mu    sync.Mutex                  // serialises adding to attrs
-	attrs atomic.Pointer[[]*prefixed] // one per prefix seen; replaced, never changed
+	attrs byprefix.List[*prefixed] // one per prefix seen
 }
 
 var _ corral.Tracer = (*Observer)(nil)
@@ -105,7 +102,6 @@ func New(opts *Options) (*Observer, error) {
 		return nil, err
 	}
 	obs := &Observer{tracer: o.TracerProvider.Tracer(ScopeName), recordKeys: o.RecordKeys, m: m}
-	obs.attrs.Store(&[]*prefixed{})
 	return obs, nil
 }
 
@@ -291,22 +287,11 @@ type outcomeAttrs struct {
 	span, spanCoalesced []attribute.KeyValue
 }
 
-// prefixed returns prefix's attributes, making them the first time. The
-// list is short (one entry per prefix) and only read here.
-func (o *Observer) prefixed(prefix string) *prefixed {
-	for _, p := range *o.attrs.Load() {
-		if p.prefix == prefix {
-			return p
-		}
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	list := *o.attrs.Load()
-	for _, p := range list {
-		if p.prefix == prefix {
-			return p
-		}
-	}
+// prefixed returns prefix's attributes, making them the first time.
+func (o *Observer) prefixed(prefix string) *prefixed { return o.attrs.Get(prefix, newPrefixed) }
+
+// newPrefixed makes prefix's attributes.
+func newPrefixed(prefix string) *prefixed {
 	set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix)))
 	p := &prefixed{prefix: prefix, add: []metric.AddOption{set}, record: []metric.RecordOption{set},
 		start: []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(prefix))}}
@@ -316,7 +301,5 @@ func (o *Observer) prefixed(prefix string) *prefixed {
 		p.outcomes[k] = outcomeAttrs{add: []metric.AddOption{set}, record: []metric.RecordOption{set},
 			span: []attribute.KeyValue{outcome, attrCoalesced.Bool(false)}, spanCoalesced: []attribute.KeyValue{outcome, attrCoalesced.Bool(true)}}
 	}
-	list = append(slices.Clip(list), p)
-	o.attrs.Store(&list)
 	return p
 }

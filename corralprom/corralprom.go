@@ -38,11 +38,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/byprefix"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -78,9 +78,9 @@ type Collector struct {
 	breakerOpens                       *prometheus.CounterVec
 	breakerOpen                        *prometheus.GaugeVec
 
-	mu      sync.Mutex                // serialises adding to series; guards sources
-	series  atomic.Pointer[[]*series] // one per prefix seen; replaced, never changed
-	sources []source                  // the Caches whose Stats give their calls' outcomes
+	series  byprefix.List[*series] // one per prefix seen
+	mu      sync.Mutex             // guards sources
+	sources []source               // the Caches whose Stats give their calls' outcomes
 }
 
 // source is an observed Cache's Stats, under its prefix.
@@ -141,7 +141,6 @@ func New(opts *Options) (*Collector, error) {
 			Help: "1 while the circuit breaker of a Redis node is open or half-open, else 0.", ConstLabels: o.ConstLabels},
 			[]string{"prefix", "node"}),
 	}
-	c.series.Store(&[]*series{})
 	return c, nil
 }
 
@@ -206,24 +205,11 @@ func (c *Collector) Observe(_ context.Context, e corral.Event) {
 	}
 }
 
-// seriesOf returns prefix's series, resolving them the first time. The
-// list is short (one entry per prefix) and only read here: a prefix's
-// string is the same Options.Prefix on every event, so the comparison
-// usually ends at its pointer.
-func (c *Collector) seriesOf(prefix string) *series {
-	for _, s := range *c.series.Load() {
-		if s.prefix == prefix {
-			return s
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	list := *c.series.Load()
-	for _, s := range list {
-		if s.prefix == prefix {
-			return s
-		}
-	}
+// seriesOf returns prefix's series, resolving them the first time.
+func (c *Collector) seriesOf(prefix string) *series { return c.series.Get(prefix, c.newSeries) }
+
+// newSeries resolves prefix's series.
+func (c *Collector) newSeries(prefix string) *series {
 	s := &series{
 		prefix:      prefix,
 		coalesced:   c.coalesced.WithLabelValues(prefix),
@@ -235,8 +221,6 @@ func (c *Collector) seriesOf(prefix string) *series {
 		loadSeconds: c.loadSeconds.WithLabelValues(prefix),
 		waitSeconds: c.waitSeconds.WithLabelValues(prefix),
 	}
-	list = append(slices.Clip(list), s)
-	c.series.Store(&list)
 	return s
 }
 
@@ -262,7 +246,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return totals[prefix]
 	}
-	for _, s := range *c.series.Load() {
+	for _, e := range c.series.All() {
+		s := e.Value
 		t := total(s.prefix)
 		for k := range s.outcomes {
 			t[k] += s.outcomes[k].Load()
