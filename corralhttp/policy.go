@@ -65,6 +65,12 @@ func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) ve
 		return verdict{why: "request with Authorization, response not public"}
 	}
 	v := verdict{share: true, auth: mayAuth}
+	if cc.NoCachePresent {
+		// Validated for every use: shared with the requests of its load,
+		// kept only as the validator copy.
+		v.revalidate, v.why = true, "no-cache"
+		return v
+	}
 	life, explicit := lifetime(cc, h, now)
 	switch {
 	case !explicit && (!heuristic[status] || o.DefaultTTL <= 0):
@@ -73,13 +79,8 @@ func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) ve
 		life = o.DefaultTTL
 	}
 	v.fresh = life - ageOf(h)
-	if !cc.MustRevalidate && !cc.ProxyRevalidate && cc.SMaxAge < 0 && !cc.NoCachePresent {
+	if !cc.MustRevalidate && !cc.ProxyRevalidate && cc.SMaxAge < 0 {
 		v.stale = max(seconds(cc.StaleWhileRevalidate), seconds(cc.StaleIfError))
-	}
-	if cc.NoCachePresent {
-		v.revalidate = true
-		v.why = "no-cache"
-		return v
 	}
 	if v.fresh <= 0 && v.stale <= 0 {
 		v.why = "already stale"
