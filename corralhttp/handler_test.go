@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/internal/redistest"
 )
@@ -407,4 +410,34 @@ func TestRedisDown(t *testing.T) {
 	if n := o.requests.Load(); n != 1 {
 		t.Errorf("origin requests = %d, want 1", n)
 	}
+}
+
+// TestMetrics: the request and origin counters, by X-Cache value and
+// status code.
+func TestMetrics(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, fixed("max-age=60", "m"))
+	reg := prometheus.NewPedanticRegistry()
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) { o.Registerer = reg })
+	get(t, h, "/m")
+	get(t, h, "/m")
+	get(t, h, "/"+strings.Repeat("a", 9000))
+	want := `
+# HELP corral_http_origin_requests_total Requests sent to the origin, by the status code of its answer (error: no answer).
+# TYPE corral_http_origin_requests_total counter
+corral_http_origin_requests_total{code="200"} 1
+# HELP corral_http_requests_total Requests answered, by how (the X-Cache value, or ERROR for an answer the sidecar made: 400, 414, 502, 503, 504).
+# TYPE corral_http_requests_total counter
+corral_http_requests_total{cache="ERROR"} 1
+corral_http_requests_total{cache="HIT"} 1
+corral_http_requests_total{cache="MISS"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "corral_http_requests_total", "corral_http_origin_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "corral_http_request_duration_seconds"); err != nil || n != 3 {
+		t.Errorf("duration series = %d, %v; want 3", n, err)
+	}
+	// A second Handler on the same registry shares the metrics.
+	newHandler(t, srv, o, func(o *corralhttp.Options) { o.Registerer = reg })
 }

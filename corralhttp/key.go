@@ -28,6 +28,7 @@ import (
 // names it is stored under.
 type request struct {
 	url    string      // the origin URL: scheme, host, path and query
+	path   string      // the request's path and query, for logs (url may hold credentials)
 	header http.Header // the headers forwarded (and Authorization)
 	auth   bool        // the request carries Authorization
 	key    string      // the corral key of its response
@@ -54,7 +55,7 @@ func (h *Handler) outgoing(r *http.Request) request {
 			b.WriteString(v)
 		}
 	}
-	req := request{url: u, header: out}
+	req := request{url: u, path: r.URL.RequestURI(), header: out}
 	if a := r.Header.Values("Authorization"); len(a) > 0 {
 		out["Authorization"] = slices.Clone(a)
 		req.auth = true

@@ -44,7 +44,7 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 	v := h.opts.decide(s.Status, s.Header, req.auth, time.UnixMilli(s.Received))
 	s.Fresh, s.Stale, s.Auth = v.fresh.Milliseconds(), v.stale.Milliseconds(), v.auth
 	if !v.share {
-		h.log.Debug("corral: response not shared", "url", req.url, "why", v.why)
+		h.log.Debug("corral: response not shared", "path", req.path, "why", v.why)
 		if s.Status >= 500 {
 			return corral.Entry{}, &statusError{s}
 		}
@@ -109,7 +109,7 @@ func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *store
 	}
 	ttl := max(v.fresh, 0) + h.opts.RevalidateKeep
 	if err := h.cache.Set(ctx, req.vkey, b, ttl); err != nil {
-		h.log.Debug("corral: could not keep a response for revalidation", "url", req.url, "err", err)
+		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, "err", err)
 	}
 }
 

@@ -117,7 +117,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	s, pass, err := decode(val)
 	switch {
 	case err != nil:
-		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "url", req.url, "err", err)
+		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, "err", err)
 		h.pass(w, r)
 		return Pass
 	case pass, req.auth && !s.Auth && label != Miss:
