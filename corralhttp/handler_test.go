@@ -441,3 +441,24 @@ corral_http_requests_total{cache="MISS"} 1
 	// A second Handler on the same registry shares the metrics.
 	newHandler(t, srv, o, func(o *corralhttp.Options) { o.Registerer = reg })
 }
+
+// TestUnsafeMethodInvalidates: a POST the origin accepts removes the
+// stored response of its URL (RFC 9111 section 4.4); a PUT it refuses
+// does not.
+func TestUnsafeMethodInvalidates(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if r.Method == http.MethodPut {
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintf(w, "%s %d", r.Method, n)
+	})
+	h := newHandler(t, srv, o, nil)
+	expect(t, get(t, h, "/doc"), corralhttp.Miss, 200, "GET 1")
+	expect(t, do(t, h, http.MethodPut, "/doc"), corralhttp.Pass, 403, "no\n")
+	expect(t, get(t, h, "/doc"), corralhttp.Hit, 200, "GET 1")
+	expect(t, do(t, h, http.MethodPost, "/doc"), corralhttp.Pass, 200, "POST 3")
+	expect(t, get(t, h, "/doc"), corralhttp.Miss, 200, "GET 4")
+}

@@ -33,6 +33,9 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 		ModifyResponse: func(resp *http.Response) error {
 			h.metrics.origin(statusLabel(resp.StatusCode))
 			resp.Header.Set("X-Cache", Pass)
+			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
+				h.invalidate(resp.Request.Context(), inv)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -55,6 +58,29 @@ func (h *Handler) pass(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), h.opts.OriginTimeout, errPassTimeout)
 	defer cancel()
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+type invalidateKey struct{}
+
+// passUnsafe passes a request of another method than GET or HEAD, and
+// when the origin's answer is not an error, invalidates the stored
+// response of its URL (RFC 9111 section 4.4): the variant its forwarded
+// headers select.
+func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
+	safe := r.Method == http.MethodOptions || r.Method == http.MethodTrace
+	if !safe {
+		r = r.WithContext(context.WithValue(r.Context(), invalidateKey{}, h.outgoing(r)))
+	}
+	h.pass(w, r)
+}
+
+// invalidate deletes req's stored response and its validator copy.
+func (h *Handler) invalidate(ctx context.Context, req request) {
+	for _, key := range []string{req.key, req.vkey} {
+		if err := h.cache.Delete(ctx, key); err != nil {
+			h.log.Warn("corral: could not invalidate a stored response", "path", req.path, "err", err)
+		}
+	}
 }
 
 // isTimeout reports whether err is a timeout.

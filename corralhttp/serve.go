@@ -83,7 +83,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	case len(r.URL.RequestURI()) > h.opts.MaxURLBytes:
 		return h.fail(w, http.StatusRequestURITooLong, "corral: request URI over "+strconv.Itoa(h.opts.MaxURLBytes)+" bytes")
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		h.pass(w, r)
+		h.passUnsafe(w, r)
 		return Pass
 	case r.ContentLength > 0 || len(r.TransferEncoding) > 0:
 		return h.fail(w, http.StatusBadRequest, "corral: a "+r.Method+" request may not have a body")
