@@ -68,7 +68,10 @@
 // MISS (fetched from the origin for this request), COALESCED (fetched for
 // another request, in this process or another, that this one waited for)
 // or PASS (not through the cache: methods other than GET and HEAD, which
-// are proxied as they are, and responses that may not be shared). Errors
+// are proxied as they are, and responses that may not be shared). An
+// unsafe method (POST, PUT, DELETE...) that the origin answers without an
+// error invalidates the stored response of its URL (RFC 9111 section 4.4;
+// the variant its forwarded headers select). Errors
 // the Handler makes up have a one-line text body and no X-Cache: 400 for a
 // GET or HEAD with a body, 414 for a request URI over Options.MaxURLBytes,
 // 502 when the origin fails (no connection, a body cut short, or a 5xx
