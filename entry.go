@@ -12,10 +12,11 @@ type Entry struct {
 	// Value is the value, shared with the callers as Fetch's is.
 	Value []byte
 
-	// TTL is the soft TTL, counted from when the value is stored (just
-	// after the loader returns). It is used exactly as given, capped at
-	// MaxTTL: Jitter does not spread it, since the loader knows when its
-	// value expires. TTL <= 0: the value is returned to the callers of
+	// TTL is the soft TTL, counted from when the loader returned. It is
+	// used exactly as given, capped at MaxTTL: Jitter does not spread it,
+	// since the loader knows when its value expires; a write that reaches
+	// Redis later (the commit waits for a lease renewal under way, or is
+	// sent again after Redis failed to answer) stores what remains of it. TTL <= 0: the value is returned to the callers of
 	// this load but not stored (Stats.Uncached counts it); callers waiting
 	// in other processes then load it themselves, as for a value over
 	// MaxValueBytes.
@@ -77,6 +78,7 @@ type freshness struct {
 	soft  time.Duration // the soft TTL; <= 0: the value is not stored
 	stale time.Duration // the stale window after it; 0 for none
 	exact bool          // soft is the loader's own (an Entry's): Jitter does not spread it
+	from  time.Time     // when exact: when the loader returned, from which soft counts
 }
 
 // stored reports whether a value with this freshness is stored at all.
@@ -90,7 +92,7 @@ func (c *Cache) freshness(ttl time.Duration) freshness {
 
 // entryFreshness is the freshness of e, as Entry documents it.
 func (c *Cache) entryFreshness(e Entry) freshness {
-	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true}
+	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true, from: time.Now()}
 	switch {
 	case e.StaleTTL == 0:
 		fr.stale = max(c.opts.StaleTTL, 0)
