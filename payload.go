@@ -69,6 +69,6 @@ func (w entryWrite) ttls() (soft, hard time.Duration) {
 	if w.expires.IsZero() {
 		return w.soft, w.hard
 	}
-	soft = max(time.Until(w.expires), time.Millisecond)
+	soft = max(time.Until(w.expires).Truncate(time.Millisecond), time.Millisecond) // not rounded up, as ms would
 	return soft, soft + w.hard - w.soft
 }
