@@ -169,6 +169,34 @@ func TestDisableFailOpen(t *testing.T) {
 	}
 }
 
+// TestWrongPassword: a client whose connections Redis refuses at AUTH gets
+// errors that say so, through the pipeline and inline reads alike (the
+// pipeline's Exec fails with no command run), and Fetch fails open.
+func TestWrongPassword(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, inline := range []bool{false, true} {
+		rdb := srv.Client(func(o *redis.Options) { o.Password, o.ContextTimeoutEnabled = "wrong", inline })
+		c := newCache(t, rdb, nil)
+		if _, err := c.Get(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Errorf("inline %v: Get = %v; want the WRONGPASS reply", inline, err)
+		}
+		o := failOpts()
+		o.DisableFailOpen = true
+		c = newCache(t, rdb, o)
+		var runs atomic.Int32
+		if _, err := c.Fetch(context.Background(), "k", time.Minute, slow(0, &runs, "v")); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Errorf("inline %v: Fetch with DisableFailOpen = %v; want the WRONGPASS reply", inline, err)
+		}
+		c = newCache(t, rdb, failOpts())
+		if v, err := c.Fetch(context.Background(), "k", time.Minute, slow(0, &runs, "v")); err != nil || string(v) != "v" {
+			t.Errorf("inline %v: Fetch = %q, %v; want v, failing open", inline, v, err)
+		}
+	}
+}
+
 // SCRIPT FLUSH, or a restart, drops corral's scripts from Redis: callers
 // never notice (go-redis falls back from EVALSHA to EVAL on NOSCRIPT).
 func TestScriptsReloadAfterFlushAndRestart(t *testing.T) {

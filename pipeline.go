@@ -362,7 +362,7 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		}
 	}
 	sent := time.Now()
-	if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
+	if _, err := pipe.Exec(ctx); err != nil && !(isReplyError(err) && answered(cmds, clock)) {
 		return nil, 0, err
 	}
 	if clock != nil {
@@ -374,6 +374,23 @@ func (p *pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		p.liveness(g.node.addr).synced(t, sent)
 	}
 	return cmds, now, nil
+}
+
+// answered reports whether the error reply that failed a pipeline's Exec
+// came from one of its commands, which then carries it. An error reply to
+// the connection's set-up (AUTH with a wrong password, say) fails Exec
+// with no command run: that is the exchange's failure, and its reply is
+// the error to report.
+func answered(cmds []redis.Cmder, clock *redis.TimeCmd) bool {
+	if clock != nil && clock.Err() != nil {
+		return true
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // close stops the senders and fails queued ops with ErrClosed. It does not
