@@ -201,6 +201,7 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 		return usageError(cmd, err)
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: c.logLevel}))
+	slog.SetDefault(log) // go-redis's own lines go there (redisLog)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
