@@ -313,7 +313,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 		return
 	}
 	b.expect(k.key)
-	f, joined, ok := c.join(ctx, k.key, ttl, b.loader(k.key), k.how, failed, b.decider(k.key))
+	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, k.how, failed, b.decider(k.key))
 	switch {
 	case !ok:
 		k.a = answer{err: ErrClosed}

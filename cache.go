@@ -205,7 +205,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if len(value) > c.opts.MaxValueBytes {
 		return fmt.Errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
 	}
-	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, ttl, 0))
+	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, c.freshness(ttl), 0))
 	if err != nil {
 		if !errors.Is(err, ErrWriteRefused) {
 			c.countRedisError(ctx, err)
@@ -332,27 +332,33 @@ func (c *Cache) check(ctx context.Context, key string) error {
 	return nil
 }
 
-// entry builds the write of an entry: its soft TTL (ttl, NegativeTTL for a
-// negative entry, ErrorTTL for a cached failure) spread by ±Jitter, its hard
-// TTL StaleTTL longer (for values only: a cached "not found" or failure has
-// no stale window).
-func (c *Cache) entry(value []byte, kind wire.Kind, ttl, took time.Duration) entryWrite {
+// entry builds the write of an entry: its soft TTL (fr's, NegativeTTL for
+// a negative entry, ErrorTTL for a cached failure) spread by ±Jitter unless
+// the loader set it (fr.exact), its hard TTL fr.stale longer (for values
+// only: a cached "not found" or failure has no stale window). An entry
+// with a stale window is written without its load's duration, so that
+// early refresh (XFetch), which needs it, never picks it: it is refreshed
+// once stale instead, wherever it is read (the peek, fetch.lua, the near
+// cache).
+func (c *Cache) entry(value []byte, kind wire.Kind, fr freshness, took time.Duration) entryWrite {
+	ttl, exact := fr.soft, fr.exact
 	switch kind {
 	case wire.NotFound:
-		ttl = c.opts.NegativeTTL
+		ttl, exact = c.opts.NegativeTTL, false
 	case wire.Failure:
-		ttl = c.opts.ErrorTTL
+		ttl, exact = c.opts.ErrorTTL, false
 	}
 	ttl = min(ttl, MaxTTL)
-	if j := c.opts.Jitter; j > 0 {
+	if j := c.opts.Jitter; j > 0 && !exact {
 		ttl = min(time.Duration(float64(ttl)*(1+j*(2*c.opts.Rand()-1))), MaxTTL)
 	}
 	w := entryWrite{value: value, kind: kind, soft: max(ttl, time.Millisecond), took: took}
 	w.hard = w.soft
 	if kind == wire.Value {
-		w.hard += min(c.opts.StaleTTL, MaxTTL) // at most 2*MaxTTL: no overflow
-	} else {
-		w.took = 0 // a cached "not found" or failure is not refreshed early
+		w.hard += min(fr.stale, MaxTTL) // at most 2*MaxTTL: no overflow
+	}
+	if w.hard > w.soft || kind != wire.Value {
+		w.took = 0 // refreshed once stale, or (not found, failure) not refreshed early at all
 	}
 	return w
 }
@@ -373,7 +379,9 @@ func (c *Cache) earlyFactor() float64 {
 
 // earlyRefresh reports whether XFetch's early refresh is on: it is off
 // when disabled, and with a stale window (stale-while-revalidate refreshes
-// instead).
+// instead). An entry with a stale window of its own (FetchEntry) is not
+// refreshed early either way: it is written without the load's duration
+// XFetch needs (Cache.entry).
 func (c *Cache) earlyRefresh() bool {
 	return !c.opts.DisableEarlyRefresh && c.opts.StaleTTL <= 0
 }

@@ -60,6 +60,12 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, err
 	}
+	return c.fetchValue(ctx, key, loader{ttl: ttl, bytes: load})
+}
+
+// fetchValue is Cache.Fetch and Cache.FetchEntry once their arguments are
+// checked: the near cache, then Redis (fetch).
+func (c *Cache) fetchValue(ctx context.Context, key string, load loader) ([]byte, error) {
 	var h how
 	if c.near != nil {
 		if e, ok := c.nearGet(nearKey{key: key}, &h); ok {
@@ -69,7 +75,7 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 		}
 	}
 	h.draw(c)
-	a, keep := c.fetch(ctx, key, ttl, load, h)
+	a, keep := c.fetch(ctx, key, load, h)
 	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
 		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
 	}
@@ -102,7 +108,7 @@ type how struct {
 // fetch answers a call from Redis: from a peek when the entry is fresh,
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it.
-func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error), h how) (answer, *peekCopy) {
+func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
 		c.coalesced(ctx, key)
 		return c.await(ctx, f), nil
@@ -114,7 +120,7 @@ func (c *Cache) fetch(ctx context.Context, key string, ttl time.Duration, load f
 	if done {
 		return a, keep
 	}
-	f, joined, ok := c.join(ctx, key, ttl, load, h, perr, nil)
+	f, joined, ok := c.join(ctx, key, load, h, perr, nil)
 	if !ok {
 		return answer{err: ErrClosed}, nil
 	}
@@ -199,7 +205,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		}
 		return b, nil
 	}
-	a, keep := c.fetch(ctx, key, ttl, encoded, h)
+	a, keep := c.fetch(ctx, key, loader{ttl: ttl, bytes: encoded}, h)
 	var v T
 	if a.err == nil {
 		if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
@@ -209,7 +215,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 			// A cached entry that does not decode: a miss, reloaded once.
 			c.decodeFailed(key, fmt.Sprintf("%T", v))
 			h.skip = a.soft
-			if a, keep = c.fetch(ctx, key, ttl, encoded, h); a.err == nil {
+			if a, keep = c.fetch(ctx, key, loader{ttl: ttl, bytes: encoded}, h); a.err == nil {
 				v = zero
 				if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
 					return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)

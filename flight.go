@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"time"
 
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -24,8 +23,7 @@ import (
 type flight struct {
 	key    string
 	names  wire.Names
-	ttl    time.Duration
-	load   func(context.Context) ([]byte, error)
+	load   loader          // the first caller's (loader.go)
 	ctx    context.Context // values of the first caller; cancelled as below and by Close
 	stop   context.CancelFunc
 	unhook func() bool // unregisters the cancellation by Close
@@ -70,7 +68,7 @@ const (
 // join returns the key's flight, starting one if there is none, with
 // decided as its hook (nil but for FetchMany's). ok is false when the Cache
 // is closed.
-func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error), h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
+func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -82,7 +80,7 @@ func (c *Cache) join(ctx context.Context, key string, ttl time.Duration, load fu
 	}
 	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	f = &flight{
-		key: key, names: wire.NewNames(c.opts.Prefix, key), ttl: ttl, load: load,
+		key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
 		how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
 	}

@@ -43,7 +43,7 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, err error, then func()) {
 	n := f.names
 	w := c.watch(f, l)
-	val, took, err := c.runLoader(f)
+	val, took, fr, err := c.runLoader(f)
 	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
@@ -54,6 +54,10 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		}
 		if len(val) > c.opts.MaxValueBytes {
 			c.tooLarge(n, l.token, len(val))
+			return val, nil, nil
+		}
+		if !fr.stored() {
+			c.uncached(n, l.token)
 			return val, nil, nil
 		}
 	case isNotFound(err):
@@ -72,7 +76,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err)})
 		return nil, err, nil
 	}
-	e := c.entry(val, kind, f.ttl, took)
+	e := c.entry(val, kind, fr, took)
 	if kept {
 		then = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen}, e, renewed)
 	} else {
@@ -203,6 +207,15 @@ func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
 			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
 	}
+	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
+}
+
+// uncached hands back a lease whose load returned an Entry with a TTL <= 0:
+// its value is not stored, and waiters elsewhere are told to load it
+// themselves, as for a value over MaxValueBytes (but nothing is wrong, so
+// nothing is logged).
+func (c *Cache) uncached(n wire.Names, token string) {
+	c.stats.uncached.Add(1)
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
 

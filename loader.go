@@ -13,17 +13,39 @@ import (
 // LoadTimeout, ends it with Close, and turns a panic or runtime.Goexit into an
 // error, so that a loader can neither hang nor crash the flight.
 
+// loader is a flight's load, as the caller that started the flight gave it:
+// a value that lives ttl (Fetch, Fetch[T], FetchMany: bytes), or an Entry
+// that says how long it lives (FetchEntry: entry). Exactly one of bytes and
+// entry is set.
+type loader struct {
+	ttl   time.Duration // bytes' soft TTL
+	bytes func(context.Context) ([]byte, error)
+	entry func(context.Context) (Entry, error)
+}
+
+// callLoader runs l once, and returns its value and how long it lives.
+func (c *Cache) callLoader(ctx context.Context, l loader) (val []byte, fr freshness, err error) {
+	if l.entry == nil {
+		val, err = l.bytes(ctx)
+		return val, c.freshness(l.ttl), err
+	}
+	e, err := l.entry(ctx)
+	return e.Value, c.entryFreshness(e), err
+}
+
 // runLoader runs f's load under context.WithoutCancel(f.ctx), bounded by
-// LoadTimeout and cancelled by Close (and within a Tracer's scope). A panic
+// LoadTimeout and cancelled by Close (and within a Tracer's scope), and
+// returns the value, how long it took, and how long it lives (fr). A panic
 // becomes a *PanicError. A loader still running at the deadline is
 // abandoned: its late result is dropped.
-func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, err error) {
+func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshness, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), c.opts.LoadTimeout)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
 
 	type result struct {
 		val []byte
+		fr  freshness
 		err error
 	}
 	done := make(chan result, 1)
@@ -39,13 +61,13 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, err error)
 				done <- result{err: errLoaderExited}
 			}
 		}()
-		v, err := f.load(lctx)
+		v, fr, err := c.callLoader(lctx, f.load)
 		returned = true
-		done <- result{v, err}
+		done <- result{v, fr, err}
 	}()
 	select {
 	case r := <-done:
-		val, err = r.val, r.err
+		val, fr, err = r.val, r.fr, r.err
 	case <-ctx.Done():
 		err = c.loadCut()
 	}
@@ -54,7 +76,7 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, err error)
 		c.stats.loadErrors.Add(1)
 	}
 	c.loadEnded(lctx, f.key, took, err)
-	return val, took, err
+	return val, took, fr, err
 }
 
 // loadCut is the error of a load whose context ended: ErrClosed when

@@ -34,8 +34,8 @@ func (c *Cache) overNewer(f *flight, soft int64) answer {
 	if cp, ok := c.newer.GetIfPresent(f.key); ok && cp.soft == soft {
 		return answer{val: cp.val, out: outHit}
 	}
-	val, _, err := c.runLoader(f)
-	if err == nil {
+	val, _, fr, err := c.runLoader(f)
+	if err == nil && fr.stored() {
 		c.newer.Set(f.key, newerCopy{soft: soft, val: val})
 	}
 	return answer{val: val, err: err, out: outMiss}

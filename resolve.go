@@ -210,7 +210,7 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeTooLarge:
 			// Loaded elsewhere but too large to store: load it here, uncached.
 			c.waitEnded(f, w, nil)
-			val, _, err := c.runLoader(f)
+			val, _, _, err := c.runLoader(f)
 			return answer{val: val, err: err, out: outMiss}, true
 		}
 		return answer{}, false // committed out of line, revoked or released: fetch again
@@ -270,23 +270,23 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	} else {
 		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	}
-	val, took, err := c.runLoader(f)
+	val, took, fr, err := c.runLoader(f)
 	a := answer{val: val, err: err, out: outFailOpen}
 	if token == "" || unreachable(redisErr) || errors.Is(redisErr, ErrCircuitOpen) {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}
 	return a, func() {
 		switch {
-		case err == nil && len(val) <= c.opts.MaxValueBytes:
+		case err == nil && len(val) <= c.opts.MaxValueBytes && fr.stored():
 			if val == nil {
 				val = []byte{}
 			}
-			e := c.entry(val, wire.Value, f.ttl, took)
+			e := c.entry(val, wire.Value, fr, took)
 			if _, err := c.store.commit(c.drain, f.names, token, e); err != nil {
 				c.stats.redisErrors.Add(1)
 			}
 		case isNotFound(err):
-			c.store.commit(c.drain, f.names, token, c.entry(nil, wire.NotFound, f.ttl, 0))
+			c.store.commit(c.drain, f.names, token, c.entry(nil, wire.NotFound, fr, 0))
 		default:
 			notice := wire.Recheck
 			if err != nil && !errors.Is(err, ErrClosed) {

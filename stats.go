@@ -28,6 +28,7 @@ type Stats struct {
 	CommitsRejected uint64 // loaded values not stored because their lease was gone
 	CommitRetries   uint64 // commits sent again after Redis failed to answer the first try
 	ValuesTooLarge  uint64 // loaded values not stored because they were over MaxValueBytes
+	Uncached        uint64 // loaded values not stored because their Entry's TTL was <= 0 (FetchEntry)
 	DecodeFailures  uint64 // cached entries Fetch[T] could not decode, and reloaded
 
 	FailOpens     uint64 // calls answered by the loader directly because Redis failed or refused writes
@@ -49,7 +50,7 @@ type counters struct {
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost, evictions  atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
-	commitRetries, valuesTooLarge                    atomic.Uint64
+	commitRetries, valuesTooLarge, uncached          atomic.Uint64
 	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
 	breakerOpens                                     atomic.Uint64
 	subscribes, unsubscribes                         atomic.Uint64
@@ -76,6 +77,7 @@ func (c *counters) snapshot() Stats {
 		CommitsRejected: c.commitsRejected.Load(),
 		CommitRetries:   c.commitRetries.Load(),
 		ValuesTooLarge:  c.valuesTooLarge.Load(),
+		Uncached:        c.uncached.Load(),
 		DecodeFailures:  c.decodeFailures.Load(),
 		FailOpens:       c.failOpens.Load(),
 		WritesRefused:   c.writesRefused.Load(),

@@ -1,0 +1,93 @@
+// Package corralhttp is an HTTP read-through cache in front of one origin
+// server, with corral underneath: requests for a URL that is missing or
+// expiring reach the origin once across every process sharing the Redis,
+// however many arrive at once, and the others are answered by that one
+// response as soon as it lands. `corral serve` runs it as a sidecar; Go
+// programs can mount a Handler themselves.
+//
+// # What is stored, and for how long
+//
+// The origin's headers decide, by RFC 9111 (HTTP Caching) for a shared
+// cache and RFC 5861 (stale-while-revalidate, stale-if-error); the
+// Cache-Control header is parsed with github.com/pquerna/cachecontrol.
+// Each response becomes a corral.Entry whose TTL is its freshness lifetime
+// (s-maxage, else max-age, else Expires minus Date, less the Age it came
+// with) and whose stale window is the larger of stale-while-revalidate and
+// stale-if-error (none with must-revalidate, proxy-revalidate or s-maxage).
+// A response without explicit freshness is stored for
+// Options.DefaultTTL when its status is heuristically cacheable, and not
+// at all when DefaultTTL is 0.
+//
+// Not stored: no-store, private, Vary: *, 206 and 304, responses with
+// Set-Cookie (unless Options.CacheSetCookie), 5xx (unless
+// Options.CacheServerErrors), responses over Options.MaxBodyBytes, and
+// responses to a request with Authorization unless they are public, have
+// s-maxage or must-revalidate (RFC 9111 section 3.5; such a stored
+// response is also the only kind served to a request with
+// Authorization). A response that may not be shared is given to its own
+// request only: the requests that waited for it are passed to the origin
+// each on its own, and the URL passes for Options.PassTTL (a pass marker
+// is stored: "hit-for-pass"), so that later requests do not queue behind
+// one load each. A no-cache response is shared with the requests of its
+// load, then revalidated for the next.
+//
+// # Stale responses and revalidation
+//
+// Inside a response's stale window it is served stale (X-Cache: STALE)
+// while one request across the fleet revalidates it in the background, and
+// while the origin fails (a 5xx or no answer). RFC 5861 lets stale-if-error
+// serve stale only once a revalidation failed; here both windows serve
+// stale at once while one revalidation runs, which never makes a client
+// wait. A load sends the origin If-None-Match and If-Modified-Since from
+// the response it replaces, when that has an ETag or Last-Modified; a 304
+// refreshes the stored headers and freshness and keeps the body. A
+// response with validators but no stale window (or no-cache) is kept as a
+// second copy for Options.RevalidateKeep past its freshness, so that it can
+// still be revalidated after it expires. A client's own If-None-Match
+// that matches a stored response's ETag gets 304 from the cache.
+//
+// # The cache key, and what the origin is sent
+//
+// The key holds everything the origin is sent: the method (HEAD shares
+// GET's entries and is loaded with GET), the origin's scheme and host (the
+// Host the origin sees is always its own), the path and query, and every
+// forwarded request header with its values. Only Options.ForwardHeaders
+// (default Accept and Accept-Language) and Authorization are forwarded, so
+// no other header (X-Forwarded-Host, Cookie, X-Original-URL...) can change
+// a response that others will be served: the classic cache-poisoning
+// vectors do not reach the origin. A Vary header can only name headers the
+// origin was sent, which are in the key already. Authorization is
+// forwarded but not keyed: RFC 9111 section 3.5 decides instead, as above.
+// A client's Cache-Control (no-cache, max-age=0) is not followed: it would
+// let any client send every request to the origin, the stampede this
+// package exists to stop.
+//
+// # Answers
+//
+// Every response carries X-Cache: HIT (fresh, from the cache), STALE,
+// MISS (fetched from the origin for this request), COALESCED (fetched for
+// another request, in this process or another, that this one waited for)
+// or PASS (not through the cache: methods other than GET and HEAD, which
+// are proxied as they are, and responses that may not be shared). An
+// unsafe method (POST, PUT, DELETE...) that the origin answers without an
+// error invalidates the stored response of its URL (RFC 9111 section 4.4;
+// the variant its forwarded headers select). Errors
+// the Handler makes up have a one-line text body and no X-Cache: 400 for a
+// GET or HEAD with a body, 414 for a request URI over Options.MaxURLBytes,
+// 502 when the origin fails (no connection, a body cut short, or a 5xx
+// that the request waited for in another process), 503 after Close, 504
+// when the origin does not answer within Options.OriginTimeout. A 5xx
+// that is not stored goes to the requests of its load as it is, unless a
+// stale response can be served instead. Nothing partial is ever stored.
+//
+// When Redis fails, corral fails open: the Handler still serves, one
+// origin request per URL at a time in each process.
+//
+// # Metrics
+//
+// With Options.Registerer set: corral_http_requests_total{cache} (the
+// X-Cache value, or ERROR), corral_http_request_duration_seconds{cache},
+// and corral_http_origin_requests_total{code} (the origin's status code,
+// or error). corralprom's Collector, as Options.Cache.Observer, adds the
+// Cache's own metrics.
+package corralhttp

@@ -1,0 +1,229 @@
+package corralhttp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/corralhq/corral"
+)
+
+// Options configures a Handler. The zero value of a field means its
+// documented default; Origin is required.
+type Options struct {
+	// Origin is the server whose responses are cached:
+	// scheme://host[:port][/base path]. The base path is put before every
+	// request's path. Required.
+	Origin *url.URL
+
+	// Cache configures the corral Cache the Handler creates (Prefix,
+	// NearCache, Observer, RedisTimeout...). nil means corral's defaults.
+	// LoadTimeout defaults to OriginTimeout plus a second, and
+	// MaxValueBytes to MaxBodyBytes plus 1 MiB for the headers; StaleTTL,
+	// Jitter and the XFetch settings are the origin's to decide, per
+	// response, and are not used.
+	Cache *corral.Options
+
+	// DefaultTTL is how long a response without explicit freshness (no
+	// max-age, s-maxage or Expires), but of a status RFC 9110 calls
+	// heuristically cacheable (200, 203, 204, 300, 301, 308, 404, 405,
+	// 410, 414, 501), is fresh. Default 0: such responses are not stored.
+	DefaultTTL time.Duration
+
+	// MaxBodyBytes is the largest body, in bytes, stored. A larger response
+	// is passed through to the client as it streams, not stored, and its
+	// URL passes (see PassTTL). Default 8 MiB.
+	MaxBodyBytes int64
+
+	// MaxURLBytes is the longest request URI (path and query), in bytes,
+	// served; a longer one gets 414 URI Too Long. Default 8192.
+	MaxURLBytes int
+
+	// OriginTimeout bounds one exchange with the origin, body included.
+	// A request whose origin exchange runs past it gets 504 Gateway
+	// Timeout. Default 30s.
+	OriginTimeout time.Duration
+
+	// ForwardHeaders lists the request headers sent to the origin. Each is
+	// part of the cache key, so no header the origin sees can vary a
+	// response that others are served. Hop-by-hop and conditional headers
+	// (If-None-Match, Range...) are never forwarded. Authorization is
+	// always forwarded and never keyed (see the package doc). Default
+	// Accept and Accept-Language; an empty, non-nil slice forwards none.
+	ForwardHeaders []string
+
+	// CacheSetCookie stores responses that carry Set-Cookie (with it).
+	// Default false: they are passed to their own request only.
+	CacheSetCookie bool
+
+	// CacheServerErrors stores 5xx responses whose headers allow it.
+	// Default false: a 5xx is passed to the requests of its load and not
+	// stored; a stale response is served instead when the origin allowed it
+	// (stale-if-error).
+	CacheServerErrors bool
+
+	// PassTTL is how long a URL whose response could not be shared
+	// (private, no-store, Set-Cookie, too large, no freshness) is passed
+	// straight to the origin, each request on its own, before it is tried
+	// through the cache again ("hit-for-pass"). Default 10s.
+	PassTTL time.Duration
+
+	// RevalidateKeep is how long past its freshness and stale window a
+	// copy of a response with validators (ETag, Last-Modified) is kept,
+	// when the response has no stale window or is no-cache, so that the
+	// next load asks the origin with If-None-Match / If-Modified-Since and
+	// a 304 refreshes it without the body. It costs a second copy in Redis
+	// for such responses. Default 10m.
+	RevalidateKeep time.Duration
+
+	// DisableRevalidateKeep keeps no such copy: such responses are fetched
+	// whole once they expire.
+	DisableRevalidateKeep bool
+
+	// Transport sends the requests to the origin. Default: a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+
+	// Logger receives warnings and debug events. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registerer, when set, has the Handler's request metrics registered
+	// (see the package doc).
+	Registerer prometheus.Registerer
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxURLBytes    = 8 << 10
+	DefaultOriginTimeout  = 30 * time.Second
+	DefaultPassTTL        = 10 * time.Second
+	DefaultRevalidateKeep = 10 * time.Minute
+)
+
+// DefaultForwardHeaders are the request headers forwarded by default.
+var DefaultForwardHeaders = []string{"Accept", "Accept-Language"}
+
+// ErrInvalidOptions is wrapped by New's errors about its Options.
+var ErrInvalidOptions = errors.New("corralhttp: invalid options")
+
+// A Handler is an HTTP read-through cache in front of one origin: see the
+// package doc. It is safe for concurrent use.
+type Handler struct {
+	opts    Options
+	origin  *url.URL
+	forward []string // canonical names, sorted
+	cache   *corral.Cache
+	client  *http.Client
+	proxy   *httputil.ReverseProxy
+	metrics *metrics
+	log     *slog.Logger
+}
+
+// New returns a Handler caching opts.Origin in the Redis of rdb. Errors:
+// ErrInvalidOptions (wrapped) for bad options, and corral.New's.
+func New(rdb redis.UniversalClient, opts Options) (*Handler, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{opts: o, origin: o.Origin, forward: forwardList(o.ForwardHeaders), log: o.Logger}
+	copts := cacheOptions(&o)
+	copts.Observer = corral.MultiObserver(outcomes{}, copts.Observer)
+	if h.cache, err = corral.New(rdb, &copts); err != nil {
+		return nil, err
+	}
+	h.client = &http.Client{
+		Transport:     o.Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	h.proxy = h.newProxy()
+	if h.metrics, err = newMetrics(o.Registerer); err != nil {
+		h.cache.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.Origin == nil:
+		return o, fmt.Errorf("%w: Origin is required", ErrInvalidOptions)
+	case o.Origin.Scheme != "http" && o.Origin.Scheme != "https":
+		return o, fmt.Errorf("%w: Origin %q: scheme must be http or https", ErrInvalidOptions, o.Origin.Redacted())
+	case o.Origin.Host == "":
+		return o, fmt.Errorf("%w: Origin %q has no host", ErrInvalidOptions, o.Origin.Redacted())
+	case o.Origin.RawQuery != "" || o.Origin.Fragment != "":
+		return o, fmt.Errorf("%w: Origin %q: a query or fragment has no place there", ErrInvalidOptions, o.Origin.Redacted())
+	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0:
+		return o, fmt.Errorf("%w: durations and sizes may not be negative", ErrInvalidOptions)
+	}
+	u := *o.Origin
+	o.Origin = &u
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.OriginTimeout, DefaultOriginTimeout)
+	def(&o.PassTTL, DefaultPassTTL)
+	def(&o.RevalidateKeep, DefaultRevalidateKeep)
+	if o.DisableRevalidateKeep {
+		o.RevalidateKeep = 0
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxURLBytes == 0 {
+		o.MaxURLBytes = DefaultMaxURLBytes
+	}
+	if o.ForwardHeaders == nil {
+		o.ForwardHeaders = DefaultForwardHeaders
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// cacheOptions returns the options of the Handler's Cache.
+func cacheOptions(o *Options) corral.Options {
+	var c corral.Options
+	if o.Cache != nil {
+		c = *o.Cache
+	}
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = o.OriginTimeout + time.Second
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = int(min(o.MaxBodyBytes, 1<<40)) + 1<<20
+	}
+	if c.Logger == nil {
+		c.Logger = o.Logger
+	}
+	c.StaleTTL = 0 // each response's own, from its Cache-Control
+	c.DisableJitter = true
+	return c
+}
+
+// Close closes the Handler's Cache (corral.Cache.Close): requests after
+// it get 503 Service Unavailable. Shut the HTTP server down first.
+func (h *Handler) Close() error {
+	return h.cache.Close()
+}
+
+// Stats returns the counters of the Handler's Cache.
+func (h *Handler) Stats() corral.Stats {
+	return h.cache.Stats()
+}

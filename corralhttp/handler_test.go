@@ -1,0 +1,464 @@
+package corralhttp_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/corralhq/corral/corralhttp"
+	"github.com/corralhq/corral/internal/redistest"
+)
+
+func TestMissThenHit(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, fixed("max-age=60", "hello"))
+	h := newHandler(t, srv, o, nil)
+
+	expect(t, get(t, h, "/a?x=1"), corralhttp.Miss, 200, "hello")
+	w := get(t, h, "/a?x=1")
+	expect(t, w, corralhttp.Hit, 200, "hello")
+	if w.Header().Get("Age") == "" || w.Header().Get("Cache-Control") != "max-age=60" {
+		t.Errorf("a hit's headers: %v", w.Header())
+	}
+	head := do(t, h, http.MethodHead, "/a?x=1")
+	expect(t, head, corralhttp.Hit, 200, "")
+	if head.Header().Get("Content-Length") != "5" {
+		t.Errorf("HEAD Content-Length = %q, want 5", head.Header().Get("Content-Length"))
+	}
+	expect(t, get(t, h, "/a?x=2"), corralhttp.Miss, 200, "hello") // the query is in the key
+	if n := o.requests.Load(); n != 2 {
+		t.Errorf("origin requests = %d, want 2", n)
+	}
+}
+
+// TestCoalesced: 1,000 concurrent requests for one URL, over two Handlers
+// (two Caches, as two processes would have) sharing a Redis, reach the
+// origin once.
+func TestCoalesced(t *testing.T) {
+	srv := redistest.Start(t)
+	release := make(chan struct{})
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		<-release
+		w.Header().Set("Cache-Control", "max-age=60")
+		io.WriteString(w, "body")
+	})
+	hs := []*corralhttp.Handler{newHandler(t, srv, o, nil), newHandler(t, srv, o, nil)}
+	var misses, others atomic.Int64
+	go func() {
+		eventually(t, "the first origin request", func() bool { return o.requests.Load() > 0 })
+		close(release)
+	}()
+	parallel(1000, func(i int) {
+		w := get(t, hs[i%2], "/hot")
+		if w.Code != 200 || w.Body.String() != "body" {
+			t.Errorf("request %d: %d %q", i, w.Code, w.Body.String())
+		}
+		switch w.Header().Get("X-Cache") {
+		case corralhttp.Miss:
+			misses.Add(1)
+		case corralhttp.Coalesced, corralhttp.Hit:
+			others.Add(1)
+		default:
+			t.Errorf("request %d: X-Cache %q", i, w.Header().Get("X-Cache"))
+		}
+	})
+	if n := o.requests.Load(); n != 1 {
+		t.Errorf("origin requests = %d, want 1", n)
+	}
+	if misses.Load() != 1 || others.Load() != 999 {
+		t.Errorf("MISS %d, COALESCED or HIT %d; want 1 and 999", misses.Load(), others.Load())
+	}
+}
+
+// TestStaleWhileRevalidate: past max-age, inside stale-while-revalidate,
+// requests get the stale response at once and one request revalidates.
+func TestStaleWhileRevalidate(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if n == 1 {
+			w.Header().Set("Cache-Control", "max-age=1, stale-while-revalidate=60")
+		} else {
+			w.Header().Set("Cache-Control", "max-age=60")
+		}
+		fmt.Fprintf(w, "v%d", n)
+	})
+	h := newHandler(t, srv, o, nil)
+	expect(t, get(t, h, "/swr"), corralhttp.Miss, 200, "v1")
+	eventually(t, "a stale answer", func() bool {
+		w := get(t, h, "/swr")
+		if w.Body.String() != "v1" {
+			t.Fatalf("body %q before the stale answer", w.Body.String())
+		}
+		return w.Header().Get("X-Cache") == corralhttp.Stale
+	})
+	parallel(50, func(int) {
+		w := get(t, h, "/swr")
+		if b := w.Body.String(); w.Code != 200 || (b != "v1" && b != "v2") {
+			t.Errorf("during revalidation: %d %q", w.Code, b)
+		}
+	})
+	eventually(t, "the revalidated response", func() bool { return get(t, h, "/swr").Body.String() == "v2" })
+	expect(t, get(t, h, "/swr"), corralhttp.Hit, 200, "v2")
+	if n := o.requests.Load(); n != 2 {
+		t.Errorf("origin requests = %d, want 2 (one revalidation)", n)
+	}
+}
+
+// TestStaleIfError: past max-age, an origin failing (500, then down) gets
+// the stale response served, not an error.
+func TestStaleIfError(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if n > 1 {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=1, stale-if-error=60")
+		io.WriteString(w, "good")
+	})
+	h := newHandler(t, srv, o, nil)
+	expect(t, get(t, h, "/sie"), corralhttp.Miss, 200, "good")
+	eventually(t, "a stale answer", func() bool { return get(t, h, "/sie").Header().Get("X-Cache") == corralhttp.Stale })
+	eventually(t, "a failed revalidation", func() bool { return o.requests.Load() >= 2 })
+	expect(t, get(t, h, "/sie"), corralhttp.Stale, 200, "good")
+	o.Close() // the origin goes down
+	for range 5 {
+		expect(t, get(t, h, "/sie"), corralhttp.Stale, 200, "good")
+	}
+}
+
+// TestRevalidation: an expired response with an ETag is revalidated with
+// If-None-Match; the origin's 304 refreshes it without a body.
+func TestRevalidation(t *testing.T) {
+	srv := redistest.Start(t)
+	var conditional atomic.Int64
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Cache-Control", "max-age=1")
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			conditional.Add(1)
+			w.Header().Set("Cache-Control", "max-age=60")
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		io.WriteString(w, "body")
+	})
+	h := newHandler(t, srv, o, nil)
+	expect(t, get(t, h, "/etag"), corralhttp.Miss, 200, "body")
+	eventually(t, "a revalidation", func() bool {
+		w := get(t, h, "/etag")
+		if w.Code != 200 || w.Body.String() != "body" {
+			t.Fatalf("%d %q", w.Code, w.Body.String())
+		}
+		return conditional.Load() == 1
+	})
+	w := get(t, h, "/etag")
+	expect(t, w, corralhttp.Hit, 200, "body")
+	if cc := w.Header().Get("Cache-Control"); cc != "max-age=60" {
+		t.Errorf("Cache-Control after the 304 = %q, want the 304's max-age=60", cc)
+	}
+	if n := o.requests.Load(); n != 2 {
+		t.Errorf("origin requests = %d, want 2", n)
+	}
+	// A client's own If-None-Match is answered from the cache.
+	w = get(t, h, "/etag", `If-None-Match: "v1"`)
+	if w.Code != http.StatusNotModified || w.Body.Len() != 0 {
+		t.Errorf("conditional client request: %d %q", w.Code, w.Body.String())
+	}
+}
+
+// TestNoCache: a no-cache response is revalidated for every load, and a
+// 304 answers it from the kept copy.
+func TestNoCache(t *testing.T) {
+	srv := redistest.Start(t)
+	var full atomic.Int64
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("Last-Modified", "Mon, 30 Nov 2026 10:00:00 GMT")
+		if r.Header.Get("If-Modified-Since") != "" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		full.Add(1)
+		io.WriteString(w, "page")
+	})
+	h := newHandler(t, srv, o, nil)
+	for range 3 {
+		expect(t, get(t, h, "/nc"), corralhttp.Miss, 200, "page")
+	}
+	if o.requests.Load() != 3 || full.Load() != 1 {
+		t.Errorf("origin requests %d (want 3), full bodies %d (want 1)", o.requests.Load(), full.Load())
+	}
+}
+
+// TestNotShared: responses that may not be stored by a shared cache go to
+// their own request only; the requests that waited for them ask the
+// origin themselves, and for PassTTL the URL passes.
+func TestNotShared(t *testing.T) {
+	for _, tc := range []struct{ name, header, value string }{
+		{"private", "Cache-Control", "private, max-age=60"},
+		{"no-store", "Cache-Control", "no-store"},
+		{"set-cookie", "Set-Cookie", "session=secret"},
+		{"vary-star", "Vary", "*"},
+		{"no-freshness", "X-None", "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			release := make(chan struct{})
+			o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+				if n == 1 {
+					<-release
+				}
+				w.Header().Set(tc.header, tc.value)
+				if tc.header != "Cache-Control" {
+					w.Header().Set("Cache-Control", "max-age=60")
+				}
+				if tc.name == "no-freshness" {
+					w.Header().Del("Cache-Control")
+				}
+				fmt.Fprintf(w, "for request %d", n)
+			})
+			h := newHandler(t, srv, o, nil)
+			go func() {
+				eventually(t, "the first origin request", func() bool { return o.requests.Load() > 0 })
+				close(release)
+			}()
+			bodies := make([]string, 20)
+			parallel(20, func(i int) { bodies[i] = get(t, h, "/u").Body.String() })
+			seen := map[string]bool{}
+			for _, b := range bodies {
+				if seen[b] {
+					t.Errorf("two requests got %q", b)
+				}
+				seen[b] = true
+			}
+			w := get(t, h, "/u")
+			if w.Header().Get("X-Cache") != corralhttp.Pass {
+				t.Errorf("X-Cache after = %q, want PASS", w.Header().Get("X-Cache"))
+			}
+			if n := o.requests.Load(); n != 21 {
+				t.Errorf("origin requests = %d, want 21", n)
+			}
+		})
+	}
+}
+
+// TestAuthorization: a response to a request with Authorization is stored
+// only when it says it may be (RFC 9111 section 3.5), and a stored
+// response that does not say so is not served to such a request.
+func TestAuthorization(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if strings.HasPrefix(r.URL.Path, "/public") {
+			w.Header().Set("Cache-Control", "public, max-age=60")
+		} else {
+			w.Header().Set("Cache-Control", "max-age=60")
+		}
+		fmt.Fprintf(w, "%s for %q", r.URL.Path, r.Header.Get("Authorization"))
+	})
+	h := newHandler(t, srv, o, nil)
+
+	expect(t, get(t, h, "/private", "Authorization: Bearer alice"), corralhttp.Miss, 200, `/private for "Bearer alice"`)
+	expect(t, get(t, h, "/private"), corralhttp.Pass, 200, `/private for ""`) // a pass marker, not alice's
+	expect(t, get(t, h, "/public", "Authorization: Bearer alice"), corralhttp.Miss, 200, `/public for "Bearer alice"`)
+	expect(t, get(t, h, "/public", "Authorization: Bearer bob"), corralhttp.Hit, 200, `/public for "Bearer alice"`)
+
+	expect(t, get(t, h, "/anon"), corralhttp.Miss, 200, `/anon for ""`)
+	expect(t, get(t, h, "/anon"), corralhttp.Hit, 200, `/anon for ""`)
+	expect(t, get(t, h, "/anon", "Authorization: Bearer bob"), corralhttp.Pass, 200, `/anon for "Bearer bob"`)
+}
+
+// TestNoPoisoning: a header outside the forwarded list never reaches the
+// origin, so it cannot change what others are served; a forwarded one is
+// part of the key.
+func TestNoPoisoning(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintf(w, "host=%s xfh=%s accept=%s", r.Host, r.Header.Get("X-Forwarded-Host"), r.Header.Get("Accept"))
+	})
+	h := newHandler(t, srv, o, nil)
+	originHost := strings.TrimPrefix(o.URL, "http://")
+
+	want := fmt.Sprintf("host=%s xfh= accept=", originHost)
+	expect(t, get(t, h, "/p", "X-Forwarded-Host: evil.example", "Cookie: a=b", "X-Original-URL: /admin"), corralhttp.Miss, 200, want)
+	if last := o.lastHeader(); last.Get("Cookie") != "" || last.Get("X-Original-URL") != "" || last.Get("X-Forwarded-Host") != "" {
+		t.Errorf("unlisted headers reached the origin: %v", last)
+	}
+	expect(t, get(t, h, "/p"), corralhttp.Hit, 200, want)
+	r := newRequest("/p")
+	r.Host = "evil.example"
+	w := serve(h, r)
+	expect(t, w, corralhttp.Hit, 200, want) // the client's Host is not the origin's
+
+	expect(t, get(t, h, "/p", "Accept: text/evil"), corralhttp.Miss, 200, fmt.Sprintf("host=%s xfh= accept=text/evil", originHost))
+	expect(t, get(t, h, "/p"), corralhttp.Hit, 200, want)
+}
+
+// TestBadInput: each gets a clear answer, and nothing partial is stored.
+func TestBadInput(t *testing.T) {
+	srv := redistest.Start(t)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		switch r.URL.Path {
+		case "/big":
+			w.Header().Set("Cache-Control", "max-age=60")
+			w.Write([]byte(strings.Repeat("x", 2000)))
+		case "/hang":
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		case "/cut":
+			w.Header().Set("Cache-Control", "max-age=60")
+			w.Header().Set("Content-Length", "100")
+			io.WriteString(w, "partial")
+			panic(http.ErrAbortHandler)
+		case "/badcc":
+			w.Header().Set("Cache-Control", `max-age="60`)
+			io.WriteString(w, "odd")
+		default:
+			w.Header().Set("Cache-Control", "max-age=60")
+			io.WriteString(w, "ok")
+		}
+	})
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) {
+		o.MaxBodyBytes = 1000
+		o.OriginTimeout = 300 * time.Millisecond
+	})
+
+	w := get(t, h, "/"+strings.Repeat("a", 9000))
+	if w.Code != http.StatusRequestURITooLong {
+		t.Errorf("long URL: %d", w.Code)
+	}
+	r := newRequest("/body")
+	r.Body = io.NopCloser(strings.NewReader("payload"))
+	r.ContentLength = 7
+	if w := serve(h, r); w.Code != http.StatusBadRequest {
+		t.Errorf("GET with a body: %d", w.Code)
+	}
+	for range 2 {
+		w := get(t, h, "/big")
+		expect(t, w, corralhttp.Pass, 200, strings.Repeat("x", 2000))
+	}
+	if w := get(t, h, "/hang"); w.Code != http.StatusGatewayTimeout {
+		t.Errorf("an origin that never answers: %d %q", w.Code, w.Body.String())
+	}
+	for range 2 {
+		if w := get(t, h, "/cut"); w.Code != http.StatusBadGateway {
+			t.Errorf("an origin that closes mid-body: %d %q", w.Code, w.Body.String())
+		}
+	}
+	expect(t, get(t, h, "/badcc"), corralhttp.Miss, 200, "odd")
+	expect(t, get(t, h, "/badcc"), corralhttp.Pass, 200, "odd")
+	before := o.requests.Load()
+	expect(t, get(t, h, "/fine"), corralhttp.Miss, 200, "ok")
+	expect(t, get(t, h, "/fine"), corralhttp.Hit, 200, "ok")
+	if n := o.requests.Load() - before; n != 1 {
+		t.Errorf("origin requests for /fine = %d, want 1", n)
+	}
+}
+
+// TestOtherMethods: POST passes to the origin with its body, never stored.
+func TestOtherMethods(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintf(w, "%s %s %s", r.Method, b, r.Header.Get("Content-Type"))
+	})
+	h := newHandler(t, srv, o, nil)
+	for range 2 {
+		r := newRequest("/post")
+		r.Method = http.MethodPost
+		r.Body = io.NopCloser(strings.NewReader("data"))
+		r.ContentLength = 4
+		r.Header.Set("Content-Type", "text/plain")
+		expect(t, serve(h, r), corralhttp.Pass, 200, "POST data text/plain")
+	}
+}
+
+// TestRedisDown: with Redis gone the Handler still serves, one origin
+// request per URL in this process at a time (fail-open).
+func TestRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	release := make(chan struct{})
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		<-release
+		w.Header().Set("Cache-Control", "max-age=60")
+		io.WriteString(w, "served")
+	})
+	h := newHandler(t, srv, o, nil)
+	srv.Stop()
+	go func() {
+		eventually(t, "the first origin request", func() bool { return o.requests.Load() > 0 })
+		close(release)
+	}()
+	parallel(100, func(int) {
+		if w := get(t, h, "/down"); w.Code != 200 || w.Body.String() != "served" {
+			t.Errorf("%d %q", w.Code, w.Body.String())
+		}
+	})
+	if n := o.requests.Load(); n != 1 {
+		t.Errorf("origin requests = %d, want 1", n)
+	}
+}
+
+// TestMetrics: the request and origin counters, by X-Cache value and
+// status code.
+func TestMetrics(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, fixed("max-age=60", "m"))
+	reg := prometheus.NewPedanticRegistry()
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) { o.Registerer = reg })
+	get(t, h, "/m")
+	get(t, h, "/m")
+	get(t, h, "/"+strings.Repeat("a", 9000))
+	want := `
+# HELP corral_http_origin_requests_total Requests sent to the origin, by the status code of its answer (error: no answer).
+# TYPE corral_http_origin_requests_total counter
+corral_http_origin_requests_total{code="200"} 1
+# HELP corral_http_requests_total Requests answered, by how (the X-Cache value, or ERROR for an answer the sidecar made: 400, 414, 502, 503, 504).
+# TYPE corral_http_requests_total counter
+corral_http_requests_total{cache="ERROR"} 1
+corral_http_requests_total{cache="HIT"} 1
+corral_http_requests_total{cache="MISS"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "corral_http_requests_total", "corral_http_origin_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "corral_http_request_duration_seconds"); err != nil || n != 3 {
+		t.Errorf("duration series = %d, %v; want 3", n, err)
+	}
+	// A second Handler on the same registry shares the metrics.
+	newHandler(t, srv, o, func(o *corralhttp.Options) { o.Registerer = reg })
+}
+
+// TestUnsafeMethodInvalidates: a POST the origin accepts removes the
+// stored response of its URL (RFC 9111 section 4.4); a PUT it refuses
+// does not.
+func TestUnsafeMethodInvalidates(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if r.Method == http.MethodPut {
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintf(w, "%s %d", r.Method, n)
+	})
+	h := newHandler(t, srv, o, nil)
+	expect(t, get(t, h, "/doc"), corralhttp.Miss, 200, "GET 1")
+	expect(t, do(t, h, http.MethodPut, "/doc"), corralhttp.Pass, 403, "no\n")
+	expect(t, get(t, h, "/doc"), corralhttp.Hit, 200, "GET 1")
+	expect(t, do(t, h, http.MethodPost, "/doc"), corralhttp.Pass, 200, "POST 3")
+	expect(t, get(t, h, "/doc"), corralhttp.Miss, 200, "GET 4")
+}

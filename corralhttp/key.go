@@ -1,0 +1,119 @@
+package corralhttp
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// The cache key. A shared cache is poisoned when something that changes
+// the origin's response is not in the key: one client's header then picks
+// the response every other client gets. So the key is built from
+// everything the origin is sent: the method (HEAD shares GET's key, and is
+// loaded with GET), the origin's scheme and host (the Host header sent),
+// the path and query, and every request header that is forwarded, name and
+// values. A header not in Options.ForwardHeaders is not sent to the
+// origin, so it cannot change the response (X-Forwarded-Host, the classic
+// vector, included). A response's Vary can only name headers the origin
+// was sent, which are all in the key already; "Vary: *" is not stored.
+//
+// Authorization is the one header sent but not keyed: RFC 9111 section
+// 3.5 says when a stored response may answer a request that carries it,
+// and the Handler applies that rule instead.
+
+// request is what the Handler sends the origin for a GET or HEAD, and the
+// names it is stored under.
+type request struct {
+	url    string      // the origin URL: scheme, host, path and query
+	path   string      // the request's path and query, for logs (url may hold credentials)
+	header http.Header // the headers forwarded (and Authorization)
+	auth   bool        // the request carries Authorization
+	key    string      // the corral key of its response
+	vkey   string      // the corral key of its validator copy
+}
+
+// outgoing builds what r becomes at the origin, and its keys.
+func (h *Handler) outgoing(r *http.Request) request {
+	u := h.target(r.URL)
+	var b strings.Builder
+	b.WriteString("GET\n")
+	b.WriteString(u)
+	out := make(http.Header, len(h.forward)+1)
+	for _, name := range h.forward {
+		vs := r.Header.Values(name)
+		if len(vs) == 0 {
+			continue
+		}
+		out[name] = slices.Clone(vs)
+		b.WriteString("\n")
+		b.WriteString(name)
+		for _, v := range vs {
+			b.WriteString("\x00")
+			b.WriteString(v)
+		}
+	}
+	req := request{url: u, path: r.URL.RequestURI(), header: out}
+	if a := r.Header.Values("Authorization"); len(a) > 0 {
+		out["Authorization"] = slices.Clone(a)
+		req.auth = true
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	id := base64.RawURLEncoding.EncodeToString(sum[:])
+	req.key, req.vkey = "http:"+id, "http-v:"+id
+	return req
+}
+
+// target is the origin URL for a request URL: the origin's scheme and
+// host, its base path joined with the request's path, and the query.
+func (h *Handler) target(in *url.URL) string {
+	u := *h.origin
+	u.Path, u.RawPath = joinPath(h.origin, in)
+	u.RawQuery = in.RawQuery
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// joinPath joins the origin's base path and the request's, keeping the
+// request's escaping.
+func joinPath(base, in *url.URL) (path, rawPath string) {
+	if base.Path == "" || base.Path == "/" {
+		return in.Path, in.RawPath
+	}
+	bp := strings.TrimSuffix(base.Path, "/")
+	if in.RawPath == "" {
+		return bp + in.Path, ""
+	}
+	return bp + in.Path, strings.TrimSuffix(base.EscapedPath(), "/") + in.RawPath
+}
+
+// forwardList returns the canonical, sorted, distinct names of the
+// headers to forward, without the ones a proxy never forwards or the
+// Handler sets itself.
+func forwardList(names []string) []string {
+	var out []string
+	for _, n := range names {
+		n = http.CanonicalHeaderKey(strings.TrimSpace(n))
+		if n == "" || hopByHop[n] || n == "Authorization" || n == "Host" || conditional[n] {
+			continue
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// hopByHop lists the headers of one connection, never stored or forwarded
+// (RFC 9110 section 7.6.1).
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// conditional lists the request headers that make a request conditional:
+// the Handler sends its own, for revalidation, and answers the client's.
+var conditional = map[string]bool{
+	"If-None-Match": true, "If-Modified-Since": true, "If-Match": true, "If-Unmodified-Since": true, "If-Range": true, "Range": true,
+}

@@ -1,0 +1,193 @@
+package corralhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/corralhq/corral"
+)
+
+// statusError is a load's error for an origin's 5xx response that is not
+// stored: the requests of the load are answered with it, and a stale
+// response the origin allowed for errors is served instead where there is
+// one (stale-if-error).
+type statusError struct{ s *stored }
+
+func (e *statusError) Error() string {
+	return "corralhttp: the origin answered " + strconv.Itoa(e.s.Status)
+}
+
+// load fetches req's response from the origin, as corral's loader: the
+// Entry's freshness and stale window are the response's own. A response
+// that may not be shared goes to st's request only, and a pass marker is
+// stored instead.
+func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entry, error) {
+	mine := st.loading()
+	prev := h.previous(ctx, req)
+	s, err := h.fetch(ctx, req, prev)
+	switch {
+	case errors.Is(err, errTooLarge):
+		if mine {
+			st.mu.Lock()
+			st.tooLarge = true
+			st.mu.Unlock()
+		}
+		return h.passEntry(), nil
+	case err != nil:
+		return corral.Entry{}, err
+	}
+	v := h.opts.decide(s.Status, s.Header, req.auth, time.UnixMilli(s.Received))
+	s.Fresh, s.Stale, s.Auth = v.fresh.Milliseconds(), v.stale.Milliseconds(), v.auth
+	if !v.share {
+		h.log.Debug("corral: response not shared", "path", req.path, "why", v.why)
+		if s.Status >= 500 {
+			return corral.Entry{}, &statusError{s}
+		}
+		if mine {
+			st.mu.Lock()
+			st.own = s
+			st.mu.Unlock()
+		}
+		return h.passEntry(), nil
+	}
+	b, err := s.encode()
+	if err != nil {
+		return corral.Entry{}, err
+	}
+	h.keepForRevalidation(ctx, req, s, v, b)
+	if !v.store {
+		return corral.Entry{Value: b}, nil // no-cache: for the requests of this load only
+	}
+	stale := v.stale
+	if stale == 0 {
+		stale = -1 // none
+	}
+	return corral.Entry{Value: b, TTL: max(v.fresh, time.Millisecond), StaleTTL: stale}, nil
+}
+
+// passEntry is the pass marker's Entry.
+func (h *Handler) passEntry() corral.Entry {
+	return corral.Entry{Value: passMarker, TTL: h.opts.PassTTL, StaleTTL: -1}
+}
+
+// previous returns the stored response a load may revalidate: the entry
+// being refreshed (stale, inside its window), else the validator copy; nil
+// when there is neither or Redis fails (the load then fetches the whole
+// response).
+func (h *Handler) previous(ctx context.Context, req request) *stored {
+	for _, key := range []string{req.key, req.vkey} {
+		if key == req.vkey && h.opts.RevalidateKeep == 0 {
+			break
+		}
+		v, err := h.cache.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		if s, pass, err := decode(v); err == nil && !pass {
+			if etag, lm := s.validators(); etag != "" || lm != "" {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// keepForRevalidation stores a copy of s (encoded as b) under req's
+// validator key when s has validators and would otherwise be gone when it
+// next needs revalidating: no-cache, or no stale window.
+func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *stored, v verdict, b []byte) {
+	if h.opts.RevalidateKeep == 0 || (!v.revalidate && v.stale > 0) {
+		return
+	}
+	if etag, lm := s.validators(); etag == "" && lm == "" {
+		return
+	}
+	ttl := max(v.fresh, 0) + h.opts.RevalidateKeep
+	if err := h.cache.Set(ctx, req.vkey, b, ttl); err != nil {
+		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, "err", err)
+	}
+}
+
+var errTooLarge = errors.New("corralhttp: response over MaxBodyBytes")
+
+// fetch sends req to the origin, conditional on prev's validators when
+// prev is set, and reads the response: a 304 refreshes prev's headers.
+func (h *Handler) fetch(ctx context.Context, req request, prev *stored) (*stored, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.OriginTimeout)
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, http.MethodGet, req.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("corralhttp: build the origin request: %w", err)
+	}
+	for k, vs := range req.header {
+		out.Header[k] = vs
+	}
+	if prev != nil {
+		etag, lm := prev.validators()
+		if etag != "" {
+			out.Header.Set("If-None-Match", etag)
+		}
+		if lm != "" {
+			out.Header.Set("If-Modified-Since", lm)
+		}
+	}
+	resp, err := h.client.Do(out)
+	if err != nil {
+		h.metrics.origin("error")
+		return nil, err
+	}
+	defer resp.Body.Close()
+	h.metrics.origin(strconv.Itoa(resp.StatusCode))
+	received := time.Now()
+	if resp.StatusCode == http.StatusNotModified && prev != nil {
+		return refreshed(prev, resp.Header, received), nil
+	}
+	if resp.ContentLength > h.opts.MaxBodyBytes {
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.opts.MaxBodyBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("corralhttp: read the origin's body: %w", err)
+	case int64(len(body)) > h.opts.MaxBodyBytes:
+		return nil, errTooLarge
+	}
+	s := &stored{body: body}
+	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), received.UnixMilli()
+	s.Age = int64(ageOf(resp.Header) / time.Second)
+	return s, nil
+}
+
+// refreshed is prev updated by a 304's headers (RFC 9111 section 4.3.4),
+// received at now.
+func refreshed(prev *stored, h http.Header, now time.Time) *stored {
+	s := &stored{meta: prev.meta, body: prev.body}
+	s.Header = prev.Header.Clone()
+	for k, vs := range storedHeader(h) {
+		if k != "Content-Length" {
+			s.Header[k] = vs
+		}
+	}
+	s.Received, s.Age = now.UnixMilli(), int64(ageOf(h)/time.Second)
+	return s
+}
+
+// storedHeader is h without its hop-by-hop headers (those listed in its
+// Connection header too).
+func storedHeader(h http.Header) http.Header {
+	out := h.Clone()
+	for _, c := range h.Values("Connection") {
+		for _, name := range splitTokens(c) {
+			out.Del(name)
+		}
+	}
+	for k := range hopByHop {
+		out.Del(k)
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package corralhttp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+)
+
+// Passing a request: methods other than GET and HEAD, and URLs whose
+// responses may not be shared, go to the origin as they are, streamed by
+// net/http/httputil's ReverseProxy, with the same header rules as a load:
+// the forwarded headers, Authorization, and (for a request with a body)
+// Content-Type. Nothing is stored.
+
+// newProxy returns the Handler's pass-through proxy.
+func (h *Handler) newProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(h.origin)
+			in := pr.In.Header
+			out := make(http.Header, len(h.forward)+2)
+			for _, name := range append([]string{"Authorization", "Content-Type"}, h.forward...) {
+				if vs := in.Values(name); len(vs) > 0 {
+					out[name] = vs
+				}
+			}
+			pr.Out.Header = out
+		},
+		Transport: h.client.Transport,
+		ModifyResponse: func(resp *http.Response) error {
+			h.metrics.origin(statusLabel(resp.StatusCode))
+			resp.Header.Set("X-Cache", Pass)
+			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
+				h.invalidate(resp.Request.Context(), inv)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			h.metrics.origin("error")
+			switch {
+			case errors.Is(context.Cause(r.Context()), errPassTimeout), isTimeout(err):
+				h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
+			default:
+				h.fail(w, http.StatusBadGateway, "corral: the origin failed: "+errText(err))
+			}
+		},
+	}
+}
+
+var errPassTimeout = errors.New("corralhttp: OriginTimeout")
+
+// pass sends r to the origin and streams the answer back, within
+// OriginTimeout.
+func (h *Handler) pass(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeoutCause(r.Context(), h.opts.OriginTimeout, errPassTimeout)
+	defer cancel()
+	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+type invalidateKey struct{}
+
+// passUnsafe passes a request of another method than GET or HEAD, and
+// when the origin's answer is not an error, invalidates the stored
+// response of its URL (RFC 9111 section 4.4): the variant its forwarded
+// headers select.
+func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
+	safe := r.Method == http.MethodOptions || r.Method == http.MethodTrace
+	if !safe {
+		r = r.WithContext(context.WithValue(r.Context(), invalidateKey{}, h.outgoing(r)))
+	}
+	h.pass(w, r)
+}
+
+// invalidate deletes req's stored response and its validator copy.
+func (h *Handler) invalidate(ctx context.Context, req request) {
+	for _, key := range []string{req.key, req.vkey} {
+		if err := h.cache.Delete(ctx, key); err != nil {
+			h.log.Warn("corral: could not invalidate a stored response", "path", req.path, "err", err)
+		}
+	}
+}
+
+// isTimeout reports whether err is a timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// splitTokens splits a comma-separated header value into its trimmed,
+// non-empty tokens.
+func splitTokens(v string) []string {
+	var out []string
+	for t := range strings.SplitSeq(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}

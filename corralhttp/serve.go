@@ -1,0 +1,223 @@
+package corralhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral"
+)
+
+// The values of the X-Cache response header, which say how a response was
+// served.
+const (
+	Hit       = "HIT"       // fresh, from the cache
+	Stale     = "STALE"     // stale, from the cache, while one request revalidates it (or the origin fails)
+	Miss      = "MISS"      // fetched from the origin for this request
+	Coalesced = "COALESCED" // fetched for another request, in this process or another, that this one waited for
+	Pass      = "PASS"      // not through the cache: other methods, and responses that may not be shared
+)
+
+// state is what one request learns about how it was served: from the
+// Observer (its call's outcome) and from its loader, if that ran.
+type state struct {
+	mu        sync.Mutex
+	outcome   corral.EventKind // its call's outcome
+	coalesced bool             // it joined a flight of another request in this process
+	ran       bool             // its loader ran (for this request, not in the background)
+	own       *stored          // a response fetched for it that may not be shared
+	tooLarge  bool             // its response was over MaxBodyBytes
+	answered  bool             // its call returned: a load after that is a background refresh
+}
+
+// loading records that the request's loader runs for it, unless the
+// request has its answer already (the load is then a refresh in the
+// background, which it started). It reports whether it does.
+func (st *state) loading() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.answered {
+		st.ran = true
+	}
+	return st.ran
+}
+
+type stateKey struct{}
+
+// outcomes is the Observer that tells each request's state its outcome.
+type outcomes struct{}
+
+func (outcomes) Observe(ctx context.Context, e corral.Event) {
+	if !e.Kind.Outcome() && e.Kind != corral.EventCoalesced {
+		return
+	}
+	st, ok := ctx.Value(stateKey{}).(*state)
+	if !ok {
+		return
+	}
+	st.mu.Lock()
+	if e.Kind == corral.EventCoalesced {
+		st.coalesced = true
+	} else {
+		st.outcome = e.Kind
+	}
+	st.mu.Unlock()
+}
+
+// ServeHTTP answers r: GET and HEAD through the cache, other methods
+// passed to the origin.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	label := h.serve(w, r)
+	h.metrics.request(label, time.Since(start))
+}
+
+// serve answers r and returns its metrics label: its X-Cache value, or
+// "ERROR" for an answer the Handler made up.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
+	switch {
+	case len(r.URL.RequestURI()) > h.opts.MaxURLBytes:
+		return h.fail(w, http.StatusRequestURITooLong, "corral: request URI over "+strconv.Itoa(h.opts.MaxURLBytes)+" bytes")
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		h.passUnsafe(w, r)
+		return Pass
+	case r.ContentLength > 0 || len(r.TransferEncoding) > 0:
+		return h.fail(w, http.StatusBadRequest, "corral: a "+r.Method+" request may not have a body")
+	}
+	req := h.outgoing(r)
+	st := new(state)
+	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	val, err := h.cache.FetchEntry(ctx, req.key, func(ctx context.Context) (corral.Entry, error) {
+		return h.load(ctx, req, st)
+	})
+	now := time.Now()
+	st.mu.Lock()
+	st.answered = true
+	label := st.label()
+	own, tooLarge := st.own, st.tooLarge
+	st.mu.Unlock()
+	if label != Miss {
+		own, tooLarge = nil, false // a refresh's, in the background
+	}
+	if err != nil {
+		return h.failed(w, r, err, label)
+	}
+	switch {
+	case own != nil:
+		h.write(w, r, own, Miss, now)
+		return Miss
+	case tooLarge:
+		h.pass(w, r)
+		return Pass
+	}
+	s, pass, err := decode(val)
+	switch {
+	case err != nil:
+		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, "err", err)
+		h.pass(w, r)
+		return Pass
+	case pass, req.auth && !s.Auth && label != Miss:
+		h.pass(w, r)
+		return Pass
+	}
+	if label == Hit && !s.fresh(now) {
+		label = Stale
+	}
+	h.write(w, r, s, label, now)
+	return label
+}
+
+// label is the request's X-Cache value, from what st learnt.
+// An entry served from the cache was served so even if a refresh it
+// started in the background has begun already.
+func (st *state) label() string {
+	switch {
+	case st.outcome == corral.EventHit, st.outcome == corral.EventNearHit:
+		return Hit
+	case st.outcome == corral.EventStaleHit, st.outcome == corral.EventStaleIfError:
+		return Stale
+	case st.ran:
+		return Miss
+	}
+	return Coalesced // a flight of another request here, or a load in another process
+}
+
+// failed answers a request whose fetch failed with err.
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, label string) string {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		h.write(w, r, se.s, label, time.Now())
+		return label
+	case r.Context().Err() != nil:
+		return "GONE" // the client left: nobody to answer
+	case errors.Is(err, corral.ErrClosed):
+		return h.fail(w, http.StatusServiceUnavailable, "corral: shutting down")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, corral.ErrLoadTimeout):
+		return h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
+	case errors.Is(err, corral.ErrRemoteLoad):
+		return h.fail(w, http.StatusBadGateway, "corral: the origin failed for the request this one waited for")
+	}
+	h.log.Debug("corral: origin request failed", "err", err)
+	return h.fail(w, http.StatusBadGateway, "corral: the origin failed: "+errText(err))
+}
+
+// errText is err's message, short and on one line.
+func errText(err error) string {
+	s := strings.ReplaceAll(err.Error(), "\n", " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// fail answers with status and a one-line text body.
+func (h *Handler) fail(w http.ResponseWriter, status int, msg string) string {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, msg, status)
+	return "ERROR"
+}
+
+// write answers r with s, served as label at now.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, s *stored, label string, now time.Time) {
+	hdr := w.Header()
+	for k, vs := range s.Header {
+		hdr[k] = vs
+	}
+	if label != Miss {
+		hdr.Set("Age", strconv.FormatInt(int64(max(s.age(now), 0)/time.Second), 10))
+	}
+	hdr.Set("X-Cache", label)
+	if notModified(r, s) {
+		hdr.Del("Content-Length")
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	if s.Status != http.StatusNoContent && s.Status != http.StatusNotModified {
+		hdr.Set("Content-Length", strconv.Itoa(len(s.body)))
+	}
+	w.WriteHeader(s.Status)
+	if r.Method != http.MethodHead {
+		w.Write(s.body) // the client's loss, if it fails
+	}
+}
+
+// notModified reports whether r's If-None-Match matches s's ETag (weak
+// comparison, RFC 9110 section 13.1.2), so that it gets 304 Not Modified.
+func notModified(r *http.Request, s *stored) bool {
+	inm, etag := r.Header.Get("If-None-Match"), s.Header.Get("ETag")
+	if inm == "" || etag == "" || s.Status != http.StatusOK {
+		return false
+	}
+	for t := range strings.SplitSeq(inm, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(etag, "W/") {
+			return true
+		}
+	}
+	return false
+}

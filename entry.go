@@ -1,0 +1,101 @@
+package corral
+
+import (
+	"context"
+	"time"
+)
+
+// An Entry is a value with its own freshness, as the loader of FetchEntry
+// returns it: an HTTP response whose Cache-Control says how long it is
+// fresh, a token that expires in its own time.
+type Entry struct {
+	// Value is the value, shared with the callers as Fetch's is.
+	Value []byte
+
+	// TTL is the soft TTL, counted from when the value is stored (just
+	// after the loader returns). It is used exactly as given, capped at
+	// MaxTTL: Jitter does not spread it, since the loader knows when its
+	// value expires. TTL <= 0: the value is returned to the callers of
+	// this load but not stored (Stats.Uncached counts it); callers waiting
+	// in other processes then load it themselves, as for a value over
+	// MaxValueBytes.
+	TTL time.Duration
+
+	// StaleTTL is the stale-while-revalidate window after TTL (RFC 5861):
+	// 0 means Options.StaleTTL, < 0 none, > 0 this window (capped at
+	// MaxTTL). An entry with a stale window is served stale while one
+	// caller refreshes it in the background, even when Options.StaleTTL is
+	// 0, and is never refreshed early (XFetch).
+	StaleTTL time.Duration
+}
+
+// FetchEntry is Fetch for a loader that decides how long each value it
+// loads lives: its Entry's TTL and StaleTTL replace Fetch's ttl and
+// Options.StaleTTL for that value. Everything else is Fetch's: the near
+// cache, one load per key across the fleet, waiting, stale-while-revalidate,
+// negative caching of ErrNotFound (for NegativeTTL), fail-open, the
+// Observer's events and the errors (but ErrInvalidTTL: any TTL is valid).
+//
+// A value is served fresh, from Redis or the near cache, only until its
+// TTL has passed (on the server's clock; a near copy counts down the time
+// Redis said was left): a token that expires in expires_in seconds, loaded
+// with TTL expires_in seconds (less a margin for the time it took to
+// reach the loader) and StaleTTL -1, is never served after it expired. A
+// background refresh of the entry (stale-while-revalidate, or XFetch for
+// an entry without a stale window) runs the loader of the call that
+// started it, and its Entry sets the freshness of the new value.
+//
+// Calls of one key in one process share a flight whether they are Fetch or
+// FetchEntry calls: a call that joins a flight under way is answered by
+// that flight's load (like singleflight). A FetchEntry that joins a
+// Fetch's flight gets the value Fetch's loader loaded, stored for Fetch's
+// ttl; a Fetch that joins a FetchEntry's flight gets the Entry's value,
+// stored for the Entry's TTL (or not at all).
+func (c *Cache) FetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchEntry(ctx, key, load) })
+	}
+	return c.fetchEntry(ctx, key, load)
+}
+
+// fetchEntry is Cache.FetchEntry, without a Tracer's scope.
+func (c *Cache) fetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
+	if err := c.check(ctx, key); err != nil {
+		return nil, err
+	}
+	if load == nil {
+		return nil, ErrNilLoader
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.fetchValue(ctx, key, loader{entry: load})
+}
+
+// freshness is how long a loaded value lives.
+type freshness struct {
+	soft  time.Duration // the soft TTL; <= 0: the value is not stored
+	stale time.Duration // the stale window after it; 0 for none
+	exact bool          // soft is the loader's own (an Entry's): Jitter does not spread it
+}
+
+// stored reports whether a value with this freshness is stored at all.
+func (fr freshness) stored() bool { return fr.soft > 0 }
+
+// freshness is the freshness of a value Fetch, Set or FetchMany writes for
+// ttl: spread by Jitter, with Options.StaleTTL's window.
+func (c *Cache) freshness(ttl time.Duration) freshness {
+	return freshness{soft: ttl, stale: max(c.opts.StaleTTL, 0)}
+}
+
+// entryFreshness is the freshness of e, as Entry documents it.
+func (c *Cache) entryFreshness(e Entry) freshness {
+	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true}
+	switch {
+	case e.StaleTTL == 0:
+		fr.stale = max(c.opts.StaleTTL, 0)
+	case e.StaleTTL < 0:
+		fr.stale = 0
+	}
+	return fr
+}
