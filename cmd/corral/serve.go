@@ -30,7 +30,7 @@ const envPrefix = "CORRAL_SERVE_"
 type serveFlags struct {
 	origin, redis, listen, adminListen, prefix, logLevel string
 	defaultTTL, originTimeout, nearTTL, redisTimeout     time.Duration
-	shutdownTimeout                                      time.Duration
+	shutdownTimeout, passTTL, revalidateKeep             time.Duration
 	maxBody                                              int64
 	maxURL, nearSize                                     int
 	forwardHeaders                                       []string
@@ -94,10 +94,12 @@ other users of the machine can read. Passwords are never logged or shown.`,
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve the cache on")
 	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen)")
 	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none (0: such responses are not stored)")
-	f.Int64Var(&o.maxBody, "max-body", 8<<20, "largest response body stored, in bytes; larger ones are passed through uncached")
-	f.IntVar(&o.maxURL, "max-url", 8192, "longest request URI, in bytes; longer ones get 414")
-	f.DurationVar(&o.originTimeout, "origin-timeout", 30*time.Second, "bound of one origin request; past it 504")
-	f.StringSliceVar(&o.forwardHeaders, "forward-header", nil, "request header forwarded to the origin, and part of the cache key; repeatable, replaces the default list (default Accept, Accept-Language)")
+	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")
+	f.IntVar(&o.maxURL, "max-url", corralhttp.DefaultMaxURLBytes, "longest request URI, in bytes; longer ones get 414")
+	f.DurationVar(&o.originTimeout, "origin-timeout", corralhttp.DefaultOriginTimeout, "bound of one origin exchange, body included; past it 504")
+	f.StringSliceVar(&o.forwardHeaders, "forward-header", corralhttp.DefaultForwardHeaders, "request header forwarded to the origin, and part of the cache key; repeatable, replaces the default list (\"\": none)")
+	f.DurationVar(&o.passTTL, "pass-ttl", corralhttp.DefaultPassTTL, "how long a URL whose response may not be shared goes straight to the origin before the cache is tried again")
+	f.DurationVar(&o.revalidateKeep, "revalidate-keep", corralhttp.DefaultRevalidateKeep, "how long an expired response with validators is kept to revalidate it with a conditional request (0: not kept)")
 	f.BoolVar(&o.cacheSetCookie, "cache-set-cookie", false, "store responses that carry Set-Cookie")
 	f.BoolVar(&o.cacheServerErrors, "cache-server-errors", false, "store 5xx responses when their headers allow it")
 	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "prefix of the cache's Redis keys (corral.Options.Prefix); sidecars share a cache when they share it")
@@ -162,6 +164,10 @@ func (o serveFlags) check() (serveConfig, error) {
 		return c, fmt.Errorf("--near-ttl must be positive (got %v)", o.nearTTL)
 	case o.redisTimeout <= 0:
 		return c, fmt.Errorf("--redis-timeout must be positive (got %v)", o.redisTimeout)
+	case o.passTTL <= 0:
+		return c, fmt.Errorf("--pass-ttl must be positive (got %v)", o.passTTL)
+	case o.revalidateKeep < 0:
+		return c, fmt.Errorf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)
 	case o.shutdownTimeout <= 0:
 		return c, fmt.Errorf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)
 	case o.listen == "":
@@ -224,15 +230,18 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 			Observer:     adm.collector,
 			Logger:       log,
 		},
-		DefaultTTL:        o.defaultTTL,
-		MaxBodyBytes:      o.maxBody,
-		MaxURLBytes:       o.maxURL,
-		OriginTimeout:     o.originTimeout,
-		ForwardHeaders:    o.forwardHeaders,
-		CacheSetCookie:    o.cacheSetCookie,
-		CacheServerErrors: o.cacheServerErrors,
-		Logger:            log,
-		Registerer:        adm.registry,
+		DefaultTTL:            o.defaultTTL,
+		MaxBodyBytes:          o.maxBody,
+		MaxURLBytes:           o.maxURL,
+		OriginTimeout:         o.originTimeout,
+		ForwardHeaders:        o.forwardHeaders,
+		CacheSetCookie:        o.cacheSetCookie,
+		CacheServerErrors:     o.cacheServerErrors,
+		PassTTL:               o.passTTL,
+		RevalidateKeep:        o.revalidateKeep,
+		DisableRevalidateKeep: o.revalidateKeep == 0,
+		Logger:                log,
+		Registerer:            adm.registry,
 	})
 	if err != nil {
 		return usageError(cmd, err)
