@@ -356,6 +356,9 @@ func (c *Cache) entry(value []byte, kind wire.Kind, fr freshness, took time.Dura
 	w.hard = w.soft
 	if kind == wire.Value {
 		w.hard += min(fr.stale, MaxTTL) // at most 2*MaxTTL: no overflow
+		if exact {
+			w.expires = fr.from.Add(w.soft)
+		}
 	}
 	if w.hard > w.soft || kind != wire.Value {
 		w.took = 0 // refreshed once stale, or (not found, failure) not refreshed early at all

@@ -98,6 +98,14 @@
 // this process won. Keys loadMany leaves out are cached as not found;
 // errors are per key, in a *BatchError.
 //
+// # Values with their own freshness
+//
+// FetchEntry is Fetch for a loader that says how long each value lives: it
+// returns an Entry, whose TTL is the soft TTL, used exactly (no jitter), and
+// whose StaleTTL is its stale window. An entry with a window is served stale
+// while one caller refreshes it, and is never refreshed early; TTL <= 0
+// returns the value without storing it.
+//
 // # Failure
 //
 // Loads run detached from their callers (context.WithoutCancel of the first
@@ -143,7 +151,7 @@
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
 // (and the breakers of breaker.go), and inline.go reads hits outside it;
-// batch.go and batchload.go hold FetchMany;
+// batch.go and batchload.go hold FetchMany, entry.go FetchEntry;
 // internal/notify holds the subscriptions, tracking.go the near cache's
 // invalidations, rights.go and eviction.go the first-use checks of ACL
 // rights and the eviction policy; Check (check.go) asks all of that at once,

@@ -12,13 +12,17 @@ type Entry struct {
 	// Value is the value, shared with the callers as Fetch's is.
 	Value []byte
 
-	// TTL is the soft TTL, counted from when the value is stored (just
-	// after the loader returns). It is used exactly as given, capped at
-	// MaxTTL: Jitter does not spread it, since the loader knows when its
-	// value expires. TTL <= 0: the value is returned to the callers of
-	// this load but not stored (Stats.Uncached counts it); callers waiting
-	// in other processes then load it themselves, as for a value over
-	// MaxValueBytes.
+	// TTL is the soft TTL, counted from when the loader returned. It is
+	// used exactly as given, capped at MaxTTL: Jitter does not spread it,
+	// since the loader knows when its value expires. A write that reaches
+	// Redis later (the commit waits for a lease renewal under way, or is
+	// sent again after Redis failed to answer) stores what remains of it;
+	// only the write's last trip to Redis is not counted (the soft expiry
+	// is then set on Redis's clock): under a millisecond on a LAN, more
+	// when Redis or the process is slow, so leave a margin. TTL <= 0: the
+	// value is returned to the callers of this load but not stored
+	// (Stats.Uncached counts it); callers waiting in other processes then
+	// load it themselves, as for a value over MaxValueBytes.
 	TTL time.Duration
 
 	// StaleTTL is the stale-while-revalidate window after TTL (RFC 5861):
@@ -39,11 +43,11 @@ type Entry struct {
 // A value is served fresh, from Redis or the near cache, only until its
 // TTL has passed (on the server's clock; a near copy counts down the time
 // Redis said was left): a token that expires in expires_in seconds, loaded
-// with TTL expires_in seconds (less a margin for the time it took to
-// reach the loader) and StaleTTL -1, is never served after it expired. A
-// background refresh of the entry (stale-while-revalidate, or XFetch for
-// an entry without a stale window) runs the loader of the call that
-// started it, and its Entry sets the freshness of the new value.
+// with TTL expires_in seconds less a margin (for the token's way to the
+// loader, and the write's to Redis) and StaleTTL -1, is never served after
+// it expired. A background refresh of the entry (stale-while-revalidate,
+// or XFetch for an entry without a stale window) runs the loader of the
+// call that started it, and its Entry sets the freshness of the new value.
 //
 // Calls of one key in one process share a flight whether they are Fetch or
 // FetchEntry calls: a call that joins a flight under way is answered by
@@ -51,6 +55,12 @@ type Entry struct {
 // Fetch's flight gets the value Fetch's loader loaded, stored for Fetch's
 // ttl; a Fetch that joins a FetchEntry's flight gets the Entry's value,
 // stored for the Entry's TTL (or not at all).
+//
+// Errors: those of Fetch but ErrInvalidTTL: ErrInvalidKey, ErrNilLoader,
+// ErrClosed, ErrNotFound, ErrLoadTimeout, ErrRemoteLoad, *PanicError,
+// ErrCachedFailure, ErrPermission, ctx.Err(), the loader's own errors (an
+// Entry returned with an error is ignored), and with DisableFailOpen the
+// Redis errors.
 func (c *Cache) FetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
 	if c.tracer != nil {
 		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchEntry(ctx, key, load) })
@@ -77,6 +87,7 @@ type freshness struct {
 	soft  time.Duration // the soft TTL; <= 0: the value is not stored
 	stale time.Duration // the stale window after it; 0 for none
 	exact bool          // soft is the loader's own (an Entry's): Jitter does not spread it
+	from  time.Time     // when exact: when the loader returned, from which soft counts
 }
 
 // stored reports whether a value with this freshness is stored at all.
@@ -90,7 +101,7 @@ func (c *Cache) freshness(ttl time.Duration) freshness {
 
 // entryFreshness is the freshness of e, as Entry documents it.
 func (c *Cache) entryFreshness(e Entry) freshness {
-	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true}
+	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true, from: time.Now()}
 	switch {
 	case e.StaleTTL == 0:
 		fr.stale = max(c.opts.StaleTTL, 0)

@@ -26,6 +26,7 @@ import (
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
 	seq  uint64        // the near cache's invalidations before the peek was sent
+	sent int64         // nearClock before the peek was sent (near cache on)
 	r    peekReply
 	err  error
 }
@@ -53,14 +54,12 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
 	}
 	pc = &peekCall{done: make(chan struct{})}
 	if c.near != nil {
-		pc.seq = c.near.snapshot()
+		pc.seq, pc.sent = c.near.snapshot(), nearClock()
 	}
 	c.peeks[key] = pc
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	o = c.store.peekOp(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
-		if c.near != nil {
-			r.arrived = nearClock()
-		}
+		r.sent = pc.sent
 		pc.r, pc.err = r, err
 		c.peekMu.Lock()
 		if c.peeks[key] == pc {
@@ -90,10 +89,11 @@ type peekCopy struct {
 
 // entry is the near cache's copy of the answer (val, err), of size bytes as
 // stored: it expires when the entry's soft TTL ends, on the local clock
-// (the server's remaining time, counted from the reply's arrival).
+// (the server's remaining time, counted from before the peek was sent, so
+// never later than the entry: a token is not served past its TTL).
 func (p *peekCopy) entry(val any, err error, size int) *nearEntry {
 	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
-	return &nearEntry{val: val, err: err, soft: p.reply.arrived + int64(left), took: p.reply.took, size: uint32(size)}
+	return &nearEntry{val: val, err: err, soft: p.reply.sent + int64(left), took: p.reply.took, size: uint32(size)}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
@@ -130,7 +130,7 @@ type peekReply struct {
 	soft    int64   // soft expiry, server ms
 	took    float64 // the last load's duration, ms (XFetch)
 	now     int64   // the server's clock, ms
-	arrived int64   // nearClock when the reply arrived
+	sent    int64   // nearClock before the peek was sent (near cache on)
 	version int     // the codec version it was written with (0 when absent)
 }
 

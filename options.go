@@ -99,7 +99,8 @@ type Options struct {
 	// Under heavy traffic the first early refresh comes about
 	// d*Beta*ln(requests per d) before expiry: negligible for TTLs much
 	// longer than that, a visible extra load per TTL for very short ones.
-	// Not used when StaleTTL is set. Default 1.
+	// Not used when StaleTTL is set, nor for an entry with a stale window of
+	// its own (Entry.StaleTTL). Default 1.
 	Beta float64
 
 	// DisableEarlyRefresh turns XFetch off: entries are refreshed only once

@@ -57,4 +57,18 @@ type entryWrite struct {
 	soft  time.Duration // soft TTL
 	hard  time.Duration // hard TTL: soft + stale window
 	took  time.Duration // the load's duration, for XFetch
+	// expires, for a soft TTL the loader set (FetchEntry), is when it ends
+	// on the local clock (counted from when the loader returned); zero
+	// otherwise. A write sent later, a commit sent again, is stored for
+	// what remains of it (ttls), so it never outlives it.
+	expires time.Time
+}
+
+// ttls returns w's soft and hard TTLs for a write sent now.
+func (w entryWrite) ttls() (soft, hard time.Duration) {
+	if w.expires.IsZero() {
+		return w.soft, w.hard
+	}
+	soft = max(time.Until(w.expires).Truncate(time.Millisecond), time.Millisecond) // not rounded up, as ms would
+	return soft, soft + w.hard - w.soft
 }

@@ -18,3 +18,10 @@ func TestReadmeQuickStart(t *testing.T) {
 func TestReadmeFetchMany(t *testing.T) {
 	readmetest.Snippet(t, "README.md", "### Many keys at once: FetchMany", "example_batch_test.go", "ExampleCache_FetchMany")
 }
+
+// The README's "Values that set their own TTL" shows the body of
+// ExampleCache_FetchEntry (which go test runs against a real Redis),
+// unindented.
+func TestReadmeFetchEntry(t *testing.T) {
+	readmetest.Snippet(t, "README.md", "### Values that set their own TTL: FetchEntry", "example_entry_test.go", "ExampleCache_FetchEntry")
+}

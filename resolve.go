@@ -208,7 +208,8 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeFailed:
 			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
 		case wire.NoticeTooLarge:
-			// Loaded elsewhere but too large to store: load it here, uncached.
+			// Loaded elsewhere but not stored (too large, or an Entry's
+			// TTL <= 0): load it here, uncached.
 			c.waitEnded(f, w, nil)
 			val, _, _, err := c.runLoader(f)
 			return answer{val: val, err: err, out: outMiss}, true

@@ -223,8 +223,9 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 		return wire.CommitRejected, err
 	}
 	payload, flags := s.encode(w)
+	soft, hard := w.ttls()
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
-		h.token, payload, flags, ms(w.soft), ms(w.hard), fractionalMS(w.took), pub, s.inline, s.version,
+		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
 		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen))
 	if err != nil {
 		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)

@@ -1,9 +1,12 @@
 package corralhttp_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/internal/redistest"
 )
@@ -461,4 +465,70 @@ func TestUnsafeMethodInvalidates(t *testing.T) {
 	expect(t, get(t, h, "/doc"), corralhttp.Hit, 200, "GET 1")
 	expect(t, do(t, h, http.MethodPost, "/doc"), corralhttp.Pass, 200, "POST 3")
 	expect(t, get(t, h, "/doc"), corralhttp.Miss, 200, "GET 4")
+}
+
+// TestNearCache: with the near cache on, hits are served from memory
+// (Stats.NearHits) and still end at the response's own freshness.
+func TestNearCache(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		w.Header().Set("Cache-Control", "max-age=1")
+		fmt.Fprintf(w, "v%d", n)
+	})
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) {
+		o.Cache.NearCache = corral.NearCacheOptions{Size: 100, TTL: time.Minute}
+	})
+	expect(t, get(t, h, "/near"), corralhttp.Miss, 200, "v1")
+	eventually(t, "a near hit", func() bool {
+		expect(t, get(t, h, "/near"), corralhttp.Hit, 200, "v1")
+		return h.Stats().NearHits > 0
+	})
+	eventually(t, "the response's expiry", func() bool {
+		w := get(t, h, "/near")
+		if age, _ := strconv.Atoi(w.Header().Get("Age")); w.Header().Get("X-Cache") == corralhttp.Hit && age > 1 {
+			t.Fatalf("a hit %s s old, past max-age=1", w.Header().Get("Age"))
+		}
+		return w.Body.String() == "v2"
+	})
+}
+
+// TestHeadAndDefaultTTL: a HEAD miss is loaded with GET and stored for
+// the GETs after it; a response without freshness is stored for
+// DefaultTTL.
+func TestHeadAndDefaultTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		fmt.Fprintf(w, "%s %d", r.Method, n)
+	})
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) { o.DefaultTTL = time.Minute })
+	w := do(t, h, http.MethodHead, "/h")
+	expect(t, w, corralhttp.Miss, 200, "")
+	if w.Header().Get("Content-Length") != "5" {
+		t.Errorf("HEAD Content-Length = %q, want 5", w.Header().Get("Content-Length"))
+	}
+	expect(t, get(t, h, "/h"), corralhttp.Hit, 200, "GET 1")
+}
+
+// TestOptions: bad Options are refused with ErrInvalidOptions.
+func TestOptions(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, raw := range []string{"", "ftp://host", "http://", "http://host/?q=1", "http://host/#f"} {
+		var u *url.URL
+		if raw != "" {
+			u, _ = url.Parse(raw)
+		}
+		_, err := corralhttp.New(srv.Client(), corralhttp.Options{Origin: u})
+		if !errors.Is(err, corralhttp.ErrInvalidOptions) {
+			t.Errorf("Origin %q: err %v, want ErrInvalidOptions", raw, err)
+		}
+	}
+	u, _ := url.Parse("http://user:secret@host")
+	_, err := corralhttp.New(srv.Client(), corralhttp.Options{Origin: u, MaxBodyBytes: -1})
+	if !errors.Is(err, corralhttp.ErrInvalidOptions) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("negative size: %v", err)
+	}
+	_, err = corralhttp.New(srv.Client(), corralhttp.Options{Origin: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "secret"), Host: "h"}})
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("an error shows the origin's password: %v", err)
+	}
 }

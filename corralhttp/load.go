@@ -77,9 +77,12 @@ func (h *Handler) passEntry() corral.Entry {
 
 // previous returns the stored response a load may revalidate: the entry
 // being refreshed (stale, inside its window), else the validator copy; nil
-// when there is neither or Redis fails (the load then fetches the whole
-// response).
+// when there is neither or Redis fails or is slow (the load then fetches
+// the whole response). It waits at most lookupTimeout, so that a load
+// failing open over a silent Redis is not delayed further.
 func (h *Handler) previous(ctx context.Context, req request) *stored {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	for _, key := range []string{req.key, req.vkey} {
 		if key == req.vkey && h.opts.RevalidateKeep == 0 {
 			break
@@ -108,10 +111,17 @@ func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *store
 		return
 	}
 	ttl := max(v.fresh, 0) + h.opts.RevalidateKeep
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	if err := h.cache.Set(ctx, req.vkey, b, ttl); err != nil {
 		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, "err", err)
 	}
 }
+
+// lookupTimeout bounds the Redis calls a load makes for revalidation
+// (reading the response it replaces, keeping a validator copy): they are
+// worth a round trip, not a wait.
+const lookupTimeout = 500 * time.Millisecond
 
 var errTooLarge = errors.New("corralhttp: response over MaxBodyBytes")
 

@@ -360,7 +360,7 @@ const (
 	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
 	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
 	NoticeRecheck   NoticeKind = 'd' // deleted, revoked, or a lease handed back unused: fetch again
-	NoticeTooLarge  NoticeKind = 'l' // loaded, but over MaxValueBytes: not stored; load it yourself
+	NoticeTooLarge  NoticeKind = 'l' // loaded, but not stored (over MaxValueBytes, or an Entry's TTL <= 0): load it yourself
 )
 
 // Notice is a decoded notice.
@@ -392,7 +392,8 @@ func ParseNotice(payload string) Notice {
 // Recheck is the notice that tells waiters to fetch again.
 const Recheck = string(NoticeRecheck)
 
-// TooLarge is the notice that the load's value was too large to store.
+// TooLarge is the notice that the load's value was not stored: too large,
+// or an Entry with a TTL <= 0.
 const TooLarge = string(NoticeTooLarge)
 
 // MaxMessage bounds the error text a failure notice or a cached failure
