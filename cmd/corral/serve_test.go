@@ -380,6 +380,38 @@ func TestServeGracefulShutdown(t *testing.T) {
 	}
 }
 
+// A request still under way at --shutdown-timeout is cut, and the exit
+// status says so.
+func TestServeShutdownTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate()
+	arrived := make(chan struct{}, 1)
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		g.wait(r)
+	})
+	t.Cleanup(g.open) // before the origin closes
+	s := startSidecar(t, nil, "--origin", org.URL, "--redis", srv.URL(), "--shutdown-timeout", "200ms")
+	done := make(chan response, 1)
+	c := client(t)
+	go func() { done <- fetch(c, s.URL+"/forever", nil) }()
+	select {
+	case <-arrived:
+	case <-time.After(waitBound):
+		t.Fatal("the request never reached the origin")
+	}
+	s.wantStatus = 1
+	if err := s.stop(); err != nil {
+		t.Fatalf("sidecar: %v", err)
+	}
+	if r := <-done; r.err == nil {
+		t.Errorf("the request cut at shutdown got an answer: %+v", r)
+	}
+	if want := "requests still under way after --shutdown-timeout 200ms were cut"; !strings.Contains(s.out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, s.out)
+	}
+}
+
 // A Redis over TLS (rediss://) with a password: two sidecars share its
 // cache; a third, with a wrong password, still serves (degraded). Neither
 // password appears in any output, /metrics or /healthz.

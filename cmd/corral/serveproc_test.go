@@ -84,6 +84,8 @@ type sidecar struct {
 	out    *syncBuffer // stdout and stderr
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
+
+	wantStatus int // the exit status stop expects; set before stop
 }
 
 // listenLine is the log line of a sidecar that listens.
@@ -147,7 +149,7 @@ func startSidecar(t *testing.T, env []string, args ...string) *sidecar {
 func (s *sidecar) signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
 
 // stop sends SIGTERM unless the sidecar has exited, waits for its exit and
-// returns an error unless it exited with status 0.
+// returns an error unless it exited with status wantStatus.
 func (s *sidecar) stop() error {
 	select {
 	case <-s.exited:
@@ -161,8 +163,8 @@ func (s *sidecar) stop() error {
 		<-s.exited
 		return fmt.Errorf("no exit within %v of SIGTERM: killed", stopBound)
 	}
-	if s.err != nil {
-		return fmt.Errorf("exit: %v", s.err)
+	if code := s.cmd.ProcessState.ExitCode(); code != s.wantStatus {
+		return fmt.Errorf("exit status %d (%v), want %d", code, s.err, s.wantStatus)
 	}
 	return nil
 }
