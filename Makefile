@@ -4,7 +4,7 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet fuzz soak bench bench-check gobench demo
+.PHONY: test redis-server vet fuzz soak bench bench-check serve-bench gobench demo
 
 # make test runs the fuzz targets and the soak briefly; `make fuzz` and
 # `make soak` run them longer (FUZZTIME=..., SOAKTIME=...). It ends with the
@@ -61,6 +61,17 @@ bench: redis-server
 # rendering, the command count on a real redis-server).
 bench-check:
 	cd bench && $(GO) vet ./... && $(GO) test ./...
+
+# make serve-bench load-tests `corral serve` on loopback (bench/serveload):
+# one origin with 50 ms latency, a private redis-server and 3 sidecars,
+# against the origin directly; about half a minute. It prints a Markdown
+# table (README.md, "corral serve"). SERVEFLAGS adds flags, e.g.
+# SERVEFLAGS='-workers 128 -duration 30s'.
+SERVEFLAGS ?=
+serve-bench: redis-server
+	@tmp=$$(mktemp -d) && $(GO) build -o $$tmp/corral ./cmd/corral && \
+		(cd bench && $(GO) run ./serveload -bin $$tmp/corral $(SERVEFLAGS)); \
+		status=$$?; rm -rf $$tmp; exit $$status
 
 # The Go benchmarks of the corral package (go test -bench).
 gobench: redis-server

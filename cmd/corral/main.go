@@ -3,6 +3,7 @@
 //	corral demo    replay a cache stampede and compare strategies
 //	corral soak    hammer corral from many processes under chaos; check invariants
 //	corral check   check a Redis for corral: version, Cluster, pub/sub, eviction, rights, round trip
+//	corral serve   run an HTTP read-through cache in front of an origin, coalescing across the fleet
 //
 // Run `corral help` or `corral demo --help` for the flags.
 package main
@@ -58,7 +59,7 @@ This command demonstrates it. Start with:
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
 	})
-	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd())
+	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd(), newServeCmd())
 	return root
 }
 

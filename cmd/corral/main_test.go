@@ -14,7 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(removeBinary{m})
 }
 
 // corral runs the corral command with args and returns its stdout and

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	core "github.com/corralhq/corral"
+	"github.com/corralhq/corral/corralhttp"
+	"github.com/corralhq/corral/internal/redisurl"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envPrefix starts the environment variable of each corral serve flag:
+// CORRAL_SERVE_ and the flag's name in capitals, dashes as underscores.
+const envPrefix = "CORRAL_SERVE_"
+
+// serveFlags are corral serve's flags.
+type serveFlags struct {
+	origin, redis, listen, adminListen, prefix, logLevel string
+	defaultTTL, originTimeout, nearTTL, redisTimeout     time.Duration
+	shutdownTimeout, passTTL, revalidateKeep             time.Duration
+	maxBody                                              int64
+	maxURL, nearSize                                     int
+	forwardHeaders                                       []string
+	cacheSetCookie, cacheServerErrors                    bool
+}
+
+// newServeCmd returns `corral serve`.
+func newServeCmd() *cobra.Command {
+	o := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an HTTP read-through cache in front of an origin, coalescing requests across the fleet through Redis",
+		Long: `serve runs an HTTP read-through cache (a sidecar) in front of --origin.
+Every sidecar sharing --redis (and --prefix) shares one cache: a response
+missing from it is asked of the origin once, however many requests for it
+arrive at once on however many sidecars; the others wait for that answer.
+
+It caches the answers to GET and HEAD as RFC 9111 and RFC 5861 say (the
+origin's Cache-Control: max-age, s-maxage, no-store, private, no-cache,
+stale-while-revalidate, stale-if-error), keyed by method, URL and the
+origin's Vary'd headers; --default-ttl for answers without freshness. Each
+response says where it came from in X-Cache: HIT, STALE, MISS (this
+request asked the origin), COALESCED (served by another request's load, on
+this sidecar or another) or PASS (not served through the cache). Origin
+failures get 502, origin timeouts 504, URLs over --max-url 414.
+
+/metrics (Prometheus) and /healthz are served on --admin-listen, or, when it
+is empty, on --listen (those two paths then never reach the origin). /healthz
+answers 200 while serving, saying whether Redis answers: with Redis down the
+sidecar still serves, asking the origin itself (one request per URL at a
+time per sidecar). It answers 503 once shutting down. On SIGINT or SIGTERM
+the sidecar stops accepting connections, lets requests under way finish
+for up to --shutdown-timeout, and exits.
+
+Every flag can also be set by an environment variable: CORRAL_SERVE_ and the
+flag's name in capitals with dashes as underscores (CORRAL_SERVE_REDIS,
+CORRAL_SERVE_DEFAULT_TTL; --forward-header takes a comma-separated list). A
+flag on the command line wins over its variable. Give a Redis URL with a
+password through CORRAL_SERVE_REDIS rather than the command line, which
+other users of the machine can read. Passwords are never logged or shown.`,
+		Example: `  corral serve --origin http://127.0.0.1:9000 --redis redis://127.0.0.1:6379
+  CORRAL_SERVE_REDIS='rediss://app:secret@redis.internal:6380' corral serve --origin https://api.internal --listen :8080 --admin-listen :9090
+  corral serve --origin http://app:9000 --redis 'redis://10.0.0.1:6379?addr=10.0.0.2:6379' --default-ttl 30s --near-size 10000`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, fmt.Errorf("unexpected argument %q", args[0]))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return usageError(cmd, err)
+			}
+			return runServe(cmd, *o)
+		},
+	}
+	cmd.SetFlagErrorFunc(usageError)
+	f := cmd.Flags()
+	f.StringVar(&o.origin, "origin", "", "the origin's base URL, http:// or https:// (required)")
+	f.StringVar(&o.redis, "redis", "", "Redis URL: redis:// or rediss:// (TLS), with user and password if needed; a Cluster as redis://h1:p1?addr=h2:p2 or redis://h1:p1,h2:p2 (required)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve the cache on")
+	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen)")
+	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none (0: such responses are not stored)")
+	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")
+	f.IntVar(&o.maxURL, "max-url", corralhttp.DefaultMaxURLBytes, "longest request URI, in bytes; longer ones get 414")
+	f.DurationVar(&o.originTimeout, "origin-timeout", corralhttp.DefaultOriginTimeout, "bound of one origin exchange, body included; past it 504")
+	f.StringSliceVar(&o.forwardHeaders, "forward-header", corralhttp.DefaultForwardHeaders, "request header forwarded to the origin, and part of the cache key; repeatable, replaces the default list (\"\": none)")
+	f.DurationVar(&o.passTTL, "pass-ttl", corralhttp.DefaultPassTTL, "how long a URL whose response may not be shared goes straight to the origin before the cache is tried again")
+	f.DurationVar(&o.revalidateKeep, "revalidate-keep", corralhttp.DefaultRevalidateKeep, "how long an expired response with validators is kept to revalidate it with a conditional request (0: not kept)")
+	f.BoolVar(&o.cacheSetCookie, "cache-set-cookie", false, "store responses that carry Set-Cookie")
+	f.BoolVar(&o.cacheServerErrors, "cache-server-errors", false, "store 5xx responses when their headers allow it")
+	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "prefix of the cache's Redis keys (corral.Options.Prefix); sidecars share a cache when they share it")
+	f.IntVar(&o.nearSize, "near-size", 0, "entries held in each sidecar's memory in front of Redis (corral.Options.NearCache.Size; 0: no near cache)")
+	f.DurationVar(&o.nearTTL, "near-ttl", core.DefaultNearCacheTTL, "longest a near cache copy is served without Redis confirming it")
+	f.DurationVar(&o.redisTimeout, "redis-timeout", core.DefaultRedisTimeout, "how long Redis may stay silent before a call fails and the sidecar asks the origin itself (corral.Options.RedisTimeout)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests under way may take to finish at shutdown")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// envName returns the environment variable of the flag named name.
+func envName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// applyEnv sets each flag of fs not given on the command line from its
+// environment variable (envName), if lookup finds it. A bad value is an
+// error naming the variable.
+func applyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" {
+			return
+		}
+		v, ok := lookup(envName(f.Name))
+		if !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// serveConfig is what runServe builds from the flags.
+type serveConfig struct {
+	origin   *url.URL
+	logLevel slog.Level
+}
+
+// check validates o, returning a usage error (without any password).
+func (o serveFlags) check() (serveConfig, error) {
+	var c serveConfig
+	switch {
+	case o.origin == "":
+		return c, fmt.Errorf("--origin is required (or %s)", envName("origin"))
+	case o.redis == "":
+		return c, fmt.Errorf("--redis is required (or %s)", envName("redis"))
+	case o.defaultTTL < 0:
+		return c, fmt.Errorf("--default-ttl must not be negative (got %v)", o.defaultTTL)
+	case o.maxBody <= 0:
+		return c, fmt.Errorf("--max-body must be positive (got %d)", o.maxBody)
+	case o.maxURL <= 0:
+		return c, fmt.Errorf("--max-url must be positive (got %d)", o.maxURL)
+	case o.originTimeout <= 0:
+		return c, fmt.Errorf("--origin-timeout must be positive (got %v)", o.originTimeout)
+	case o.nearSize < 0:
+		return c, fmt.Errorf("--near-size must not be negative (got %d)", o.nearSize)
+	case o.nearTTL <= 0:
+		return c, fmt.Errorf("--near-ttl must be positive (got %v)", o.nearTTL)
+	case o.redisTimeout <= 0:
+		return c, fmt.Errorf("--redis-timeout must be positive (got %v)", o.redisTimeout)
+	case o.passTTL <= 0:
+		return c, fmt.Errorf("--pass-ttl must be positive (got %v)", o.passTTL)
+	case o.revalidateKeep < 0:
+		return c, fmt.Errorf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)
+	case o.shutdownTimeout <= 0:
+		return c, fmt.Errorf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)
+	case o.listen == "":
+		return c, errors.New("--listen must not be empty")
+	}
+	u, err := url.Parse(o.origin)
+	if err != nil {
+		return c, fmt.Errorf("--origin: %w", redactURLError(err))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("--origin must be an http:// or https:// URL with a host (got %q)", u.Redacted())
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return c, fmt.Errorf("--origin must have no query or fragment (got %q)", u.Redacted())
+	}
+	c.origin = u
+	if err := c.logLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return c, fmt.Errorf("--log-level: unknown level %q (debug, info, warn or error)", o.logLevel)
+	}
+	return c, nil
+}
+
+// redactURLError returns err without the URL net/url puts in its errors
+// (with a password in it, perhaps).
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// runServe is corral serve's RunE.
+func runServe(cmd *cobra.Command, o serveFlags) error {
+	c, err := o.check()
+	if err != nil {
+		return usageError(cmd, err)
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: c.logLevel}))
+	slog.SetDefault(log) // go-redis's own lines go there (redisLog)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	uo, err := redisurl.Parse(ctx, o.redis)
+	if err != nil {
+		return usageError(cmd, fmt.Errorf("--redis: %w", err))
+	}
+	rdb := redis.NewUniversalClient(&uo)
+	defer rdb.Close()
+	adm, err := newAdmin(rdb, min(o.redisTimeout, time.Second))
+	if err != nil {
+		return err
+	}
+	h, err := corralhttp.New(rdb, corralhttp.Options{
+		Origin: c.origin,
+		Cache: &core.Options{
+			Prefix:       o.prefix,
+			RedisTimeout: o.redisTimeout,
+			NearCache:    core.NearCacheOptions{Size: o.nearSize, TTL: o.nearTTL},
+			Observer:     adm.collector,
+			Logger:       log,
+		},
+		DefaultTTL:            o.defaultTTL,
+		MaxBodyBytes:          o.maxBody,
+		MaxURLBytes:           o.maxURL,
+		OriginTimeout:         o.originTimeout,
+		ForwardHeaders:        o.forwardHeaders,
+		CacheSetCookie:        o.cacheSetCookie,
+		CacheServerErrors:     o.cacheServerErrors,
+		PassTTL:               o.passTTL,
+		RevalidateKeep:        o.revalidateKeep,
+		DisableRevalidateKeep: o.revalidateKeep == 0,
+		Logger:                log,
+		Registerer:            adm.registry,
+	})
+	if err != nil {
+		return usageError(cmd, err)
+	}
+	defer h.Close()
+
+	mainLn, adminLn, err := listen(o.listen, o.adminListen)
+	if err != nil {
+		return err
+	}
+	servers := adm.servers(h, mainLn, adminLn, log)
+	log.Info("corral serve: listening", "listen", mainLn.Addr().String(), "admin", adminAddr(mainLn, adminLn),
+		"origin", c.origin.Redacted(), "redis", redisurl.Redact(o.redis), "prefix", o.prefix)
+	return serveUntil(ctx, servers, adm, o.shutdownTimeout, log)
+}
+
+// listen opens the main listener and, when adminAddr is set, the admin one.
+func listen(addr, adminAddr string) (mainLn, adminLn net.Listener, err error) {
+	if mainLn, err = net.Listen("tcp", addr); err != nil {
+		return nil, nil, fmt.Errorf("serve: --listen: %w", err)
+	}
+	if adminAddr == "" {
+		return mainLn, nil, nil
+	}
+	if adminLn, err = net.Listen("tcp", adminAddr); err != nil {
+		mainLn.Close()
+		return nil, nil, fmt.Errorf("serve: --admin-listen: %w", err)
+	}
+	return mainLn, adminLn, nil
+}
+
+// adminAddr says where /metrics and /healthz are served.
+func adminAddr(mainLn, adminLn net.Listener) string {
+	if adminLn == nil {
+		return mainLn.Addr().String()
+	}
+	return adminLn.Addr().String()
+}
+
+// server is one HTTP server and its listener.
+type server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// serveUntil runs servers (the main one first) until ctx ends or one
+// fails, then shuts them down in order: the main one stops accepting and
+// finishes its requests first, while the admin one still answers /healthz
+// with 503. It returns an error when a server failed or a request was cut
+// at timeout.
+func serveUntil(ctx context.Context, servers []server, adm *admin, timeout time.Duration, log *slog.Logger) error {
+	failed := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				failed <- err
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+		log.Info("corral serve: shutting down", "timeout", timeout)
+	case err = <-failed:
+		err = fmt.Errorf("serve: %w", err)
+		log.Error("corral serve: server failed, shutting down", "err", err)
+	}
+	adm.draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, s := range servers {
+		if serr := s.srv.Shutdown(sctx); serr != nil {
+			_ = s.srv.Close()
+			if err == nil {
+				err = fmt.Errorf("serve: requests still under way after --shutdown-timeout %v were cut", timeout)
+			}
+		}
+	}
+	if err == nil {
+		log.Info("corral serve: stopped")
+	}
+	return err
+}

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/spf13/pflag"
+)
+
+// `corral serve`: its command line in this process, then real sidecar
+// processes (serveproc_test.go) in front of a counting origin, sharing a
+// real redis-server.
+
+func TestServeHelp(t *testing.T) {
+	out, _, err := corral(t, "serve", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--origin string", "--redis string", `--listen string`, `(default "127.0.0.1:8080")`,
+		"--admin-listen", "--default-ttl duration", "--max-body int", "(default 8388608)", "--max-url int", "(default 8192)",
+		"--origin-timeout duration", "(default 30s)", "--forward-header strings", "--cache-set-cookie", "--cache-server-errors",
+		"--prefix", `(default "corral")`, "--near-size int", "--near-ttl duration", "(default 1s)", "--redis-timeout duration",
+		"(default 2s)", "--shutdown-timeout duration", "(default 10s)", "--log-level", "CORRAL_SERVE_DEFAULT_TTL",
+		"--pass-ttl duration", "--revalidate-keep duration", "(default [Accept,Accept-Language])",
+		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Bad command lines and variables fail with exit status 2, naming the
+// problem, before anything listens; a password in the Redis URL is never
+// shown.
+func TestServeBadFlags(t *testing.T) {
+	ok := []string{"serve", "--origin", "http://127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"serve", "--redis", "redis://127.0.0.1:1"}, nil, "serve: --origin is required (or CORRAL_SERVE_ORIGIN)"},
+		{[]string{"serve", "--origin", "http://x"}, nil, "serve: --redis is required (or CORRAL_SERVE_REDIS)"},
+		{append(ok, "--origin", "ftp://x"), nil, `--origin must be an http:// or https:// URL with a host (got "ftp://x")`},
+		{append(ok, "--origin", "http://u:pw-in-origin@x/?q=1"), nil, `--origin must have no query or fragment (got "http://u:xxxxx@x/?q=1")`},
+		{append(ok, "--origin", "http://x:port"), nil, `--origin: invalid port ":port"`},
+		{append(ok, "--redis", "http://127.0.0.1:1"), nil, "--redis: "},
+		{append(ok, "--redis", "redis://:pw-in-redis@127.0.0.1:notaport"), nil, "--redis: "},
+		{append(ok, "--max-body", "0"), nil, "--max-body must be positive (got 0)"},
+		{append(ok, "--max-url", "-1"), nil, "--max-url must be positive (got -1)"},
+		{append(ok, "--default-ttl", "-1s"), nil, "--default-ttl must not be negative (got -1s)"},
+		{append(ok, "--origin-timeout", "0s"), nil, "--origin-timeout must be positive"},
+		{append(ok, "--near-size", "-1"), nil, "--near-size must not be negative"},
+		{append(ok, "--shutdown-timeout", "0s"), nil, "--shutdown-timeout must be positive"},
+		{append(ok, "--log-level", "loud"), nil, `--log-level: unknown level "loud"`},
+		{append(ok, "extra"), nil, `unexpected argument "extra"`},
+		{append(ok, "--bogus"), nil, "serve: unknown flag: --bogus (see 'corral serve --help')"},
+		{[]string{"serve"}, map[string]string{"CORRAL_SERVE_ORIGIN": "http://127.0.0.1:1", "CORRAL_SERVE_REDIS": "redis://127.0.0.1:1",
+			"CORRAL_SERVE_MAX_BODY": "lots"}, `CORRAL_SERVE_MAX_BODY: invalid argument "lots"`},
+		{[]string{"serve", "--origin", "http://127.0.0.1:1"}, map[string]string{"CORRAL_SERVE_REDIS": "redis://127.0.0.1:1",
+			"CORRAL_SERVE_DEFAULT_TTL": "-5s"}, "--default-ttl must not be negative (got -5s)"},
+	} {
+		t.Run("", func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, errOut, err := corral(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err) != exitUsage {
+				t.Fatalf("corral %v = %v (exit %d), want exit %d with %q", tc.args, err, exitCode(err), exitUsage, tc.want)
+			}
+			mustNotContain(t, "the error", err.Error()+out+errOut, "pw-in-")
+		})
+	}
+}
+
+// Variables fill in the flags not given on the command line.
+func TestServeEnv(t *testing.T) {
+	cmd := newServeCmd()
+	if err := cmd.ParseFlags([]string{"--max-url", "100", "--redis", "redis://flag"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"CORRAL_SERVE_MAX_URL":           "5",
+		"CORRAL_SERVE_REDIS":             "redis://env",
+		"CORRAL_SERVE_DEFAULT_TTL":       "1m30s",
+		"CORRAL_SERVE_FORWARD_HEADER":    "Accept,X-Tenant",
+		"CORRAL_SERVE_CACHE_SET_COOKIE":  "true",
+		"CORRAL_SERVE_ADMIN_LISTEN":      ":9090",
+		"CORRAL_SERVE_SHUTDOWN_TIMEOUT":  "3s",
+		"CORRAL_SERVE_HELP":              "true",
+		"CORRAL_SERVE_CACHE_SERVER_ERRS": "true", // no such flag: ignored
+	}
+	err := applyEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"max-url": "100", "redis": "redis://flag", "default-ttl": "1m30s",
+		"forward-header": "[Accept,X-Tenant]", "cache-set-cookie": "true", "admin-listen": ":9090",
+		"shutdown-timeout": "3s", "help": "false", "cache-server-errors": "false", "listen": "127.0.0.1:8080"}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if w, ok := want[f.Name]; ok && f.Value.String() != w {
+			t.Errorf("--%s = %s, want %s", f.Name, f.Value, w)
+		}
+	})
+}
+
+// hotBody is a body larger than a completion notice carries inline.
+func hotBody(t *testing.T) string {
+	b := make([]byte, 8<<10)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// 1,000 concurrent GETs of one URL over 3 sidecars sharing a Redis, all
+// under way while the origin holds its answer: 1 origin request; every
+// client gets the body; one MISS, the rest COALESCED or HIT.
+func TestServeCoalescesAcrossFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	body := hotBody(t)
+	g := newGate()
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		g.wait(r)
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprint(w, body)
+	})
+	fleet := startFleet(t, 3, nil, "--origin", org.URL, "--redis", srv.URL(), "--default-ttl", "1m")
+	const n = 1000
+	rs := concurrently(t, client(t), n, g, func(i int) string { return fleet[i%3].URL + "/hot?q=1" })
+	if err := errorsIn(rs); err != nil {
+		t.Fatalf("client errors: %v", err)
+	}
+	xc := map[string]int{}
+	for _, r := range rs {
+		xc[r.xcache]++
+		if r.code != http.StatusOK || r.body != body {
+			t.Fatalf("a client got %d, %d bytes (want 200, the origin's %d bytes)", r.code, len(r.body), len(body))
+		}
+	}
+	t.Logf("X-Cache: %v", xc)
+	if got := org.requests("/hot"); got != 1 {
+		t.Errorf("origin got %d requests, want 1", got)
+	}
+	if xc["MISS"] != 1 || xc["MISS"]+xc["COALESCED"]+xc["HIT"] != n {
+		t.Errorf("X-Cache values %v; want 1 MISS, the rest COALESCED or HIT", xc)
+	}
+}
+
+// With stale-while-revalidate, a stale response is served at once, and one
+// revalidation reaches the origin, after which every sidecar serves the new
+// body as a HIT.
+func TestServeStaleWhileRevalidate(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate()
+	var version atomic.Int64
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		v := version.Add(1)
+		if v > 1 {
+			g.wait(r) // the revalidation is held
+		}
+		w.Header().Set("Cache-Control", "max-age=1, stale-while-revalidate=30")
+		fmt.Fprintf(w, "v%d", v)
+	})
+	fleet := startFleet(t, 3, nil, "--origin", org.URL, "--redis", srv.URL())
+	c := client(t)
+	if r := fetch(c, fleet[0].URL+"/swr", nil); r.err != nil || r.code != 200 || r.body != "v1" || r.xcache != "MISS" {
+		t.Fatalf("first GET: %+v; want 200 v1 MISS", r)
+	}
+	i := 0
+	waitFor(t, waitBound, "a STALE response", func() bool {
+		i++
+		r := fetch(c, fleet[i%3].URL+"/swr", nil)
+		if r.err != nil || r.code != 200 || r.body != "v1" || (r.xcache != "HIT" && r.xcache != "STALE") {
+			t.Fatalf("GET while fresh or stale: %+v; want 200 v1 HIT or STALE", r)
+		}
+		return r.xcache == "STALE"
+	})
+	// A refresh that could not start, say on a starved machine, is tried
+	// again by the next request: so each poll is one.
+	waitFor(t, waitBound, "the revalidation to reach the origin", func() bool {
+		i++
+		if r := fetch(c, fleet[i%3].URL+"/swr", nil); r.err != nil || r.code != 200 || r.body != "v1" || r.xcache != "STALE" {
+			t.Fatalf("GET while stale: %+v; want 200 v1 STALE", r)
+		}
+		return org.requests("/swr") >= 2
+	})
+	// While the revalidation is held, every sidecar answers at once, stale.
+	rs := concurrently(t, c, 30, newGate(), func(i int) string { return fleet[i%3].URL + "/swr" })
+	for _, r := range rs {
+		if r.err != nil || r.code != 200 || r.body != "v1" || r.xcache != "STALE" {
+			t.Fatalf("GET during the revalidation: %+v; want 200 v1 STALE", r)
+		}
+	}
+	g.open()
+	for _, s := range fleet {
+		waitFor(t, waitBound, "the new body as a HIT", func() bool {
+			r := fetch(c, s.URL+"/swr", nil)
+			return r.err == nil && r.body == "v2" && r.xcache == "HIT"
+		})
+	}
+	if got := org.requests("/swr"); got != 2 {
+		t.Errorf("origin got %d requests, want 2 (the load, one revalidation)", got)
+	}
+}
+
+// With stale-if-error, an origin that answers 500, then one that is gone,
+// gets the stale body served rather than an error; a URL never cached gets
+// 502 once the origin is gone.
+func TestServeStaleIfError(t *testing.T) {
+	srv := redistest.Start(t)
+	var failing atomic.Bool
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=1, stale-if-error=60")
+		fmt.Fprint(w, "good "+r.URL.Path)
+	})
+	fleet := startFleet(t, 3, nil, "--origin", org.URL, "--redis", srv.URL())
+	c := client(t)
+	for i, p := range []string{"/a", "/b"} {
+		if r := fetch(c, fleet[i].URL+p, nil); r.err != nil || r.code != 200 || r.xcache != "MISS" {
+			t.Fatalf("first GET %s: %+v; want 200 MISS", p, r)
+		}
+	}
+	staleServed := func(s *sidecar, p string) {
+		t.Helper()
+		waitFor(t, waitBound, p+" served STALE", func() bool {
+			r := fetch(c, s.URL+p, nil)
+			if r.err != nil || r.code != 200 || r.body != "good "+p || (r.xcache != "HIT" && r.xcache != "STALE") {
+				t.Fatalf("GET %s: %+v; want 200 %q, HIT or STALE", p, r, "good "+p)
+			}
+			return r.xcache == "STALE"
+		})
+	}
+	failing.Store(true)
+	staleServed(fleet[2], "/a")
+	// The stale body is served at once, while the revalidation runs: once
+	// the origin has answered it with 500, the stale body is still served.
+	// (A refresh that could not start, say on a starved machine, is tried
+	// again by the next request: so each poll is one.)
+	waitFor(t, waitBound, "the revalidation to reach the failing origin", func() bool {
+		if r := fetch(c, fleet[2].URL+"/a", nil); r.err != nil || r.code != 200 || r.body != "good /a" || r.xcache != "STALE" {
+			t.Fatalf("GET /a while the origin fails: %+v; want 200 %q STALE", r, "good /a")
+		}
+		return org.requests("/a") >= 2
+	})
+	for _, s := range fleet {
+		if r := fetch(c, s.URL+"/a", nil); r.err != nil || r.code != 200 || r.body != "good /a" || r.xcache != "STALE" {
+			t.Fatalf("GET /a after the origin answered 500: %+v; want 200 %q STALE", r, "good /a")
+		}
+	}
+	org.Close()
+	staleServed(fleet[0], "/b")
+	staleServed(fleet[1], "/a")
+	if r := fetch(c, fleet[1].URL+"/never-cached", nil); r.code != http.StatusBadGateway {
+		t.Errorf("GET of an uncached URL with the origin gone: %+v; want 502", r)
+	}
+}
+
+// With Redis down, from the start or after it, a sidecar still serves,
+// asking the origin once for N concurrent requests of a URL; /healthz says
+// it is degraded, with 200.
+func TestServeRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	gates := map[string]*gate{"/x": newGate(), "/y": newGate()}
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if g := gates[r.URL.Path]; g != nil {
+			g.wait(r)
+		}
+		fmt.Fprint(w, "body of "+r.URL.Path)
+	})
+	args := []string{"--origin", org.URL, "--default-ttl", "1m", "--redis-timeout", "200ms"}
+	never := startSidecar(t, nil, append(args, "--redis", "redis://"+closedAddr(t))...)
+	gone := startSidecar(t, nil, append(args, "--redis", srv.URL())...)
+	c := client(t)
+	if _, h, _ := get(gone.Admin + "/healthz"); !strings.HasPrefix(h, "ok") {
+		t.Errorf("/healthz with Redis up: %q", h)
+	}
+	srv.Kill()
+	const n = 50
+	for s, path := range map[*sidecar]string{never: "/x", gone: "/y"} {
+		rs := concurrently(t, c, n, gates[path], func(int) string { return s.URL + path })
+		if err := errorsIn(rs); err != nil {
+			t.Fatalf("client errors: %v", err)
+		}
+		for _, r := range rs {
+			if r.code != 200 || r.body != "body of "+path {
+				t.Fatalf("GET %s with Redis down: %+v", path, r)
+			}
+		}
+		if got := org.requests(path); got != 1 {
+			t.Errorf("%d concurrent GETs of %s on one sidecar, Redis down: %d origin requests, want 1", n, path, got)
+		}
+		code, h, err := get(s.Admin + "/healthz")
+		if err != nil || code != 200 || !strings.HasPrefix(h, "degraded: redis does not answer PING") {
+			t.Errorf("/healthz with Redis down: %d %q %v; want 200 degraded", code, h, err)
+		}
+	}
+}
+
+// SIGTERM while a request is under way: /healthz (on --admin-listen)
+// answers 503, new connections are refused, the request completes, and
+// the sidecar exits with status 0.
+func TestServeGracefulShutdown(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate()
+	arrived := make(chan struct{}, 1)
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			g.wait(r)
+		}
+		fmt.Fprint(w, "slow body")
+	})
+	s := startSidecar(t, nil, "--origin", org.URL, "--redis", srv.URL(), "--admin-listen", "127.0.0.1:0")
+	if s.Admin == s.URL {
+		t.Fatalf("--admin-listen: admin on %s, the same as the cache", s.Admin)
+	}
+	if code, _, _ := get(s.URL + "/healthz"); code == 0 {
+		t.Fatal("no answer")
+	} else if org.requests("/healthz") != 1 {
+		t.Errorf("with --admin-listen, /healthz on --listen did not reach the origin")
+	}
+	done := make(chan response, 1)
+	c := client(t)
+	go func() { done <- fetch(c, s.URL+"/slow", nil) }()
+	select {
+	case <-arrived:
+	case <-time.After(waitBound):
+		t.Fatal("the request never reached the origin")
+	}
+	if err := s.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, waitBound, "/healthz to answer 503", func() bool {
+		code, body, _ := get(s.Admin + "/healthz")
+		return code == http.StatusServiceUnavailable && body == "shutting down\n"
+	})
+	addr := strings.TrimPrefix(s.URL, "http://")
+	waitFor(t, waitBound, "new connections to be refused", func() bool {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	g.open()
+	if r := <-done; r.err != nil || r.code != 200 || r.body != "slow body" {
+		t.Errorf("the request under way at SIGTERM: %+v; want 200 %q", r, "slow body")
+	}
+	if err := s.stop(); err != nil {
+		t.Errorf("sidecar: %v", err)
+	}
+	for _, want := range []string{`msg="corral serve: shutting down"`, `msg="corral serve: stopped"`} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, s.out)
+		}
+	}
+}
+
+// A request still under way at --shutdown-timeout is cut, and the exit
+// status says so.
+func TestServeShutdownTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	g := newGate()
+	arrived := make(chan struct{}, 1)
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		g.wait(r)
+	})
+	t.Cleanup(g.open) // before the origin closes
+	s := startSidecar(t, nil, "--origin", org.URL, "--redis", srv.URL(), "--shutdown-timeout", "200ms")
+	done := make(chan response, 1)
+	c := client(t)
+	go func() { done <- fetch(c, s.URL+"/forever", nil) }()
+	select {
+	case <-arrived:
+	case <-time.After(waitBound):
+		t.Fatal("the request never reached the origin")
+	}
+	s.wantStatus = 1
+	if err := s.stop(); err != nil {
+		t.Fatalf("sidecar: %v", err)
+	}
+	if r := <-done; r.err == nil {
+		t.Errorf("the request cut at shutdown got an answer: %+v", r)
+	}
+	if want := "requests still under way after --shutdown-timeout 200ms were cut"; !strings.Contains(s.out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, s.out)
+	}
+}
+
+// A Redis over TLS (rediss://) with a password: two sidecars share its
+// cache; a third, with a wrong password, still serves (degraded). Neither
+// password appears in any output, /metrics or /healthz.
+func TestServeRedisTLSPassword(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir)
+	tlsPort := strconv.Itoa(freePort(t))
+	srv := redistest.Start(t, "--tls-port", tlsPort, "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+	password := "pw-" + hotBody(t)[:16]
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprint(w, "secure body")
+	})
+	// The URL comes through the environment, as the docs advise; the CA
+	// through Go's SSL_CERT_FILE.
+	url := func(pw string) []string {
+		return []string{"CORRAL_SERVE_REDIS=rediss://default:" + pw + "@127.0.0.1:" + tlsPort, "SSL_CERT_FILE=" + cert}
+	}
+	wrong := "wrong-" + password
+	fleet := startFleet(t, 2, url(password), "--origin", org.URL, "--log-level", "debug", "--default-ttl", "1m")
+	bad := startSidecar(t, url(wrong), "--origin", org.URL, "--log-level", "debug", "--default-ttl", "1m", "--redis-timeout", "200ms")
+	c := client(t)
+	for i, s := range fleet {
+		r := fetch(c, s.URL+"/tls", nil)
+		if r.err != nil || r.code != 200 || r.body != "secure body" || r.xcache != []string{"MISS", "HIT"}[i] {
+			t.Fatalf("GET on sidecar %d: %+v; want 200, %s", i, r, []string{"MISS", "HIT"}[i])
+		}
+		if _, h, _ := get(s.Admin + "/healthz"); h != "ok: serving; redis answers\n" {
+			t.Errorf("/healthz: %q", h)
+		}
+	}
+	if r := fetch(c, bad.URL+"/tls", nil); r.err != nil || r.code != 200 || r.body != "secure body" {
+		t.Fatalf("GET with a wrong Redis password: %+v; want 200", r)
+	}
+	if _, h, _ := get(bad.Admin + "/healthz"); !strings.HasPrefix(h, "degraded: redis refuses PING (WRONGPASS)") {
+		t.Errorf("/healthz with a wrong password: %q", h)
+	}
+	if got := org.requests("/tls"); got != 2 {
+		t.Errorf("origin got %d requests, want 2 (one for the fleet, one for the sidecar without Redis)", got)
+	}
+	for _, s := range append(fleet, bad) {
+		_, metrics, err := get(s.Admin + "/metrics")
+		if err != nil || !strings.Contains(metrics, "corral_fetches_total") || !strings.Contains(metrics, "go_goroutines") {
+			t.Errorf("/metrics lacks corral's or Go's metrics (%v):\n%.2000s", err, metrics)
+		}
+		_, health, _ := get(s.Admin + "/healthz")
+		if err := s.stop(); err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+		out := s.out.String()
+		if !strings.Contains(out, "redis=rediss://default:xxxxx@127.0.0.1:"+tlsPort) {
+			t.Errorf("no startup line with the redacted URL:\n%s", out)
+		}
+		mustNotContain(t, "/metrics", metrics, password)
+		mustNotContain(t, "/healthz", health, password)
+		mustNotContain(t, "the log", out, password) // wrong contains password
+	}
+}
+
+// freePort returns a free loopback TCP port.
+func freePort(t *testing.T) int {
+	_, p, _ := net.SplitHostPort(closedAddr(t))
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key
+// into dir, as PEM files, and returns their paths.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "corral test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for path, b := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: kder}} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certFile, keyFile
+}
