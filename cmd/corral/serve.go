@@ -51,7 +51,9 @@ arrive at once on however many sidecars; the others wait for that answer.
 It caches the answers to GET and HEAD as RFC 9111 and RFC 5861 say (the
 origin's Cache-Control: max-age, s-maxage, no-store, private, no-cache,
 stale-while-revalidate, stale-if-error), keyed by method, URL and the
-origin's Vary'd headers; --default-ttl for answers without freshness. Each
+forwarded request headers (--forward-header: only those reach the origin,
+so no other header can vary a shared answer, and a Vary can only name
+headers in the key); --default-ttl for answers without freshness. Each
 response says where it came from in X-Cache: HIT, STALE, MISS (this
 request asked the origin), COALESCED (served by another request's load, on
 this sidecar or another) or PASS (not served through the cache). Origin
