@@ -38,8 +38,10 @@ type Options struct {
 	DefaultTTL time.Duration
 
 	// MaxBodyBytes is the largest body, in bytes, stored. A larger response
-	// is passed through to the client as it streams, not stored, and its
-	// URL passes (see PassTTL). Default 8 MiB.
+	// is not stored and its URL passes (see PassTTL): the load stops
+	// reading it at the limit, and its request, like every request that
+	// passes, asks the origin itself and streams the answer to the client.
+	// Default 8 MiB.
 	MaxBodyBytes int64
 
 	// MaxURLBytes is the longest request URI (path and query), in bytes,
