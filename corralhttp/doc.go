@@ -22,13 +22,12 @@
 // Set-Cookie (unless Options.CacheSetCookie), 5xx (unless
 // Options.CacheServerErrors), responses over Options.MaxBodyBytes, and
 // responses to a request with Authorization unless they are public, have
-// s-maxage or must-revalidate (RFC 9111 section 3.5; such a stored
-// response is also the only kind served to a request with
-// Authorization). A response that may not be shared is given to its own
-// request only: the requests that waited for it are passed to the origin
-// each on its own, and the URL passes for Options.PassTTL (a pass marker
-// is stored: "hit-for-pass"), so that later requests do not queue behind
-// one load each. A no-cache response is shared with the requests of its
+// s-maxage or must-revalidate (RFC 9111 section 3.5; see the key, below).
+// A response that may not be shared is given to its own request only
+// (X-Cache: MISS): the requests that waited for it are passed to the
+// origin each on its own, and the URL passes for Options.PassTTL (a pass
+// marker is stored: "hit-for-pass"), so that later requests do not queue
+// behind one load each. A no-cache response is shared with the requests of its
 // load, then revalidated for the next.
 //
 // # Stale responses and revalidation
@@ -52,12 +51,20 @@
 // GET's entries and is loaded with GET), the origin's scheme and host (the
 // Host the origin sees is always its own), the path and query, and every
 // forwarded request header with its values. Only Options.ForwardHeaders
-// (default Accept and Accept-Language) and Authorization are forwarded, so
-// no other header (X-Forwarded-Host, Cookie, X-Original-URL...) can change
-// a response that others will be served: the classic cache-poisoning
-// vectors do not reach the origin. A Vary header can only name headers the
-// origin was sent, which are in the key already. Authorization is
-// forwarded but not keyed: RFC 9111 section 3.5 decides instead, as above.
+// (default none) and Authorization are forwarded, so no other header
+// (X-Forwarded-Host, Cookie, X-Original-URL...) can change a response
+// that others will be served: the classic cache-poisoning vectors do not
+// reach the origin. A Vary header can only name headers the origin was
+// sent, which are in the key already.
+//
+// Authorization's value is not in the key, but whether a request carries
+// one is: requests with Authorization have entries of their own, apart from
+// the anonymous requests'. Among them, RFC 9111 section 3.5 decides what
+// is stored and shared (public, s-maxage or must-revalidate), and a
+// response that may not be shared goes to its own request only and leaves
+// no pass marker. So a request with any Authorization, a made-up one
+// included, can never turn caching or coalescing off for anyone else, nor
+// have the anonymous requests' entries refreshed with its credentials.
 // A client's Cache-Control (no-cache, max-age=0) is not followed: it would
 // let any client send every request to the origin, the stampede this
 // package exists to stop.
@@ -75,7 +82,8 @@
 // the Handler makes up have a one-line text body and no X-Cache: 400 for a
 // GET or HEAD with a body, 414 for a request URI over Options.MaxURLBytes,
 // 502 when the origin fails (no connection, a body cut short, or a 5xx
-// that the request waited for in another process), 503 after Close, 504
+// that the request waited for in another process; the body names no host
+// or error, which are logged instead), 503 after Close, 504
 // when the origin does not answer within Options.OriginTimeout. A 5xx
 // that is not stored goes to the requests of its load as it is, unless a
 // stale response can be served instead. Nothing partial is ever stored.

@@ -38,10 +38,10 @@ type Options struct {
 	DefaultTTL time.Duration
 
 	// MaxBodyBytes is the largest body, in bytes, stored. A larger response
-	// is not stored and its URL passes (see PassTTL): the load stops
-	// reading it at the limit, and its request, like every request that
-	// passes, asks the origin itself and streams the answer to the client.
-	// Default 8 MiB.
+	// is not stored: the load stops reading it at the limit and hands it to
+	// its own request, which streams it to the client (X-Cache: PASS), and
+	// the URL passes (see PassTTL), so each request for it streams from the
+	// origin on its own. Default 8 MiB.
 	MaxBodyBytes int64
 
 	// MaxURLBytes is the longest request URI (path and query), in bytes,
@@ -55,10 +55,12 @@ type Options struct {
 
 	// ForwardHeaders lists the request headers sent to the origin. Each is
 	// part of the cache key, so no header the origin sees can vary a
-	// response that others are served. Hop-by-hop and conditional headers
-	// (If-None-Match, Range...) are never forwarded. Authorization is
-	// always forwarded and never keyed (see the package doc). Default
-	// Accept and Accept-Language; an empty, non-nil slice forwards none.
+	// response that others are served, and each distinct value of one
+	// costs its own origin request: browsers send many different Accept
+	// and Accept-Language values, so list only headers the origin needs.
+	// Hop-by-hop and conditional headers (If-None-Match, Range...) are
+	// never forwarded; Authorization always is (see the package doc).
+	// Default none.
 	ForwardHeaders []string
 
 	// CacheSetCookie stores responses that carry Set-Cookie (with it).
@@ -109,9 +111,6 @@ const (
 	DefaultPassTTL        = 10 * time.Second
 	DefaultRevalidateKeep = 10 * time.Minute
 )
-
-// DefaultForwardHeaders are the request headers forwarded by default.
-var DefaultForwardHeaders = []string{"Accept", "Accept-Language"}
 
 // ErrInvalidOptions is wrapped by New's errors about its Options.
 var ErrInvalidOptions = errors.New("corralhttp: invalid options")
@@ -186,9 +185,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxURLBytes == 0 {
 		o.MaxURLBytes = DefaultMaxURLBytes
-	}
-	if o.ForwardHeaders == nil {
-		o.ForwardHeaders = DefaultForwardHeaders
 	}
 	if o.Transport == nil {
 		o.Transport = http.DefaultTransport.(*http.Transport).Clone()

@@ -254,9 +254,10 @@ func TestNotShared(t *testing.T) {
 	}
 }
 
-// TestAuthorization: a response to a request with Authorization is stored
-// only when it says it may be (RFC 9111 section 3.5), and a stored
-// response that does not say so is not served to such a request.
+// TestAuthorization: requests with Authorization have entries apart from
+// the anonymous requests'; among them a response is stored and shared only
+// when it says it may be (RFC 9111 section 3.5), and one that may not
+// leaves no pass marker.
 func TestAuthorization(t *testing.T) {
 	srv := redistest.Start(t)
 	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
@@ -270,13 +271,68 @@ func TestAuthorization(t *testing.T) {
 	h := newHandler(t, srv, o, nil)
 
 	expect(t, get(t, h, "/private", "Authorization: Bearer alice"), corralhttp.Miss, 200, `/private for "Bearer alice"`)
-	expect(t, get(t, h, "/private"), corralhttp.Pass, 200, `/private for ""`) // a pass marker, not alice's
+	expect(t, get(t, h, "/private", "Authorization: Bearer bob"), corralhttp.Miss, 200, `/private for "Bearer bob"`) // not alice's, and no marker
+	expect(t, get(t, h, "/private"), corralhttp.Miss, 200, `/private for ""`)
+	expect(t, get(t, h, "/private"), corralhttp.Hit, 200, `/private for ""`)
 	expect(t, get(t, h, "/public", "Authorization: Bearer alice"), corralhttp.Miss, 200, `/public for "Bearer alice"`)
 	expect(t, get(t, h, "/public", "Authorization: Bearer bob"), corralhttp.Hit, 200, `/public for "Bearer alice"`)
 
 	expect(t, get(t, h, "/anon"), corralhttp.Miss, 200, `/anon for ""`)
 	expect(t, get(t, h, "/anon"), corralhttp.Hit, 200, `/anon for ""`)
-	expect(t, get(t, h, "/anon", "Authorization: Bearer bob"), corralhttp.Pass, 200, `/anon for "Bearer bob"`)
+	expect(t, get(t, h, "/anon", "Authorization: Bearer bob"), corralhttp.Miss, 200, `/anon for "Bearer bob"`)
+	expect(t, get(t, h, "/anon"), corralhttp.Hit, 200, `/anon for ""`)
+}
+
+// TestAuthorizationCannotTurnCachingOff: a request with a made-up
+// Authorization, on a cold URL or on one whose entry is stale, changes
+// nothing for anonymous requests: they still make one origin request in
+// all, and the stale entry is refreshed without the made-up credentials.
+func TestAuthorizationCannotTurnCachingOff(t *testing.T) {
+	srv := redistest.Start(t)
+	var withAuth atomic.Int64
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if r.Header.Get("Authorization") != "" {
+			withAuth.Add(1)
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=1, stale-while-revalidate=60")
+		fmt.Fprintf(w, "v%d", n)
+	})
+	h1, h2 := newHandler(t, srv, o, nil), newHandler(t, srv, o, nil)
+	junk := 0
+	sendJunk := func(h http.Handler) {
+		junk++
+		if w := get(t, h, "/dos", "Authorization: Bearer junk"); w.Code != http.StatusUnauthorized {
+			t.Fatalf("junk credentials: %d", w.Code)
+		}
+	}
+	sendJunk(h1)
+	sendJunk(h2)
+	parallel(100, func(i int) {
+		w := get(t, []*corralhttp.Handler{h1, h2}[i%2], "/dos")
+		if w.Code != 200 || w.Body.String() != "v3" {
+			t.Errorf("anonymous request %d: %d %q (X-Cache %s)", i, w.Code, w.Body.String(), w.Header().Get("X-Cache"))
+		}
+	})
+	if n := o.requests.Load(); n != 3 {
+		t.Fatalf("origin requests = %d, want 3 (2 with junk credentials, 1 anonymous)", n)
+	}
+	eventually(t, "the entry going stale", func() bool {
+		sendJunk(h1)
+		return get(t, h1, "/dos").Header().Get("X-Cache") == corralhttp.Stale
+	})
+	eventually(t, "the refresh", func() bool { return get(t, h2, "/dos").Body.String() != "v3" })
+	w := get(t, h2, "/dos")
+	if w.Code != 200 || w.Header().Get("X-Cache") == corralhttp.Pass {
+		t.Errorf("after the refresh: %d, X-Cache %s", w.Code, w.Header().Get("X-Cache"))
+	}
+	if anon := o.requests.Load() - withAuth.Load(); anon != 2 {
+		t.Errorf("anonymous origin requests = %d, want 2 (the first load and one refresh)", anon)
+	}
+	if n := withAuth.Load(); n != int64(junk) {
+		t.Errorf("origin requests with the junk credentials = %d, want %d, one per request that sent them", n, junk)
+	}
 }
 
 // TestNoPoisoning: a header outside the forwarded list never reaches the
@@ -288,7 +344,7 @@ func TestNoPoisoning(t *testing.T) {
 		w.Header().Set("Cache-Control", "max-age=60")
 		fmt.Fprintf(w, "host=%s xfh=%s accept=%s", r.Host, r.Header.Get("X-Forwarded-Host"), r.Header.Get("Accept"))
 	})
-	h := newHandler(t, srv, o, nil)
+	h := newHandler(t, srv, o, func(o *corralhttp.Options) { o.ForwardHeaders = []string{"accept"} })
 	originHost := strings.TrimPrefix(o.URL, "http://")
 
 	want := fmt.Sprintf("host=%s xfh= accept=", originHost)
@@ -316,6 +372,12 @@ func TestBadInput(t *testing.T) {
 		case "/big":
 			w.Header().Set("Cache-Control", "max-age=60")
 			w.Write([]byte(strings.Repeat("x", 2000)))
+		case "/big-chunked":
+			w.Header().Set("Cache-Control", "max-age=60")
+			for range 20 {
+				w.Write([]byte(strings.Repeat("y", 100)))
+				w.(http.Flusher).Flush()
+			}
 		case "/hang":
 			select {
 			case <-hang:
@@ -349,15 +411,22 @@ func TestBadInput(t *testing.T) {
 	if w := serve(h, r); w.Code != http.StatusBadRequest {
 		t.Errorf("GET with a body: %d", w.Code)
 	}
-	for range 2 {
-		w := get(t, h, "/big")
-		expect(t, w, corralhttp.Pass, 200, strings.Repeat("x", 2000))
+	for _, path := range []string{"/big", "/big-chunked"} {
+		before := o.requests.Load()
+		want := strings.Repeat(map[string]string{"/big": "x", "/big-chunked": "y"}[path], 2000)
+		for range 2 {
+			expect(t, get(t, h, path), corralhttp.Pass, 200, want)
+		}
+		if n := o.requests.Load() - before; n != 2 {
+			t.Errorf("%s: origin requests = %d, want 2 (one per request, streamed: none read twice)", path, n)
+		}
 	}
 	if w := get(t, h, "/hang"); w.Code != http.StatusGatewayTimeout {
 		t.Errorf("an origin that never answers: %d %q", w.Code, w.Body.String())
 	}
 	for range 2 {
-		if w := get(t, h, "/cut"); w.Code != http.StatusBadGateway {
+		w := get(t, h, "/cut")
+		if w.Code != http.StatusBadGateway || strings.Contains(w.Body.String(), "127.0.0.1") {
 			t.Errorf("an origin that closes mid-body: %d %q", w.Code, w.Body.String())
 		}
 	}
@@ -427,10 +496,10 @@ func TestMetrics(t *testing.T) {
 	get(t, h, "/m")
 	get(t, h, "/"+strings.Repeat("a", 9000))
 	want := `
-# HELP corral_http_origin_requests_total Requests sent to the origin, by the status code of its answer (error: no answer).
+# HELP corral_http_origin_requests_total Requests sent to the origin, by the status code of its answer (error: no answer, or a body cut short).
 # TYPE corral_http_origin_requests_total counter
 corral_http_origin_requests_total{code="200"} 1
-# HELP corral_http_requests_total Requests answered, by how (the X-Cache value, or ERROR for an answer the sidecar made: 400, 414, 502, 503, 504).
+# HELP corral_http_requests_total Requests, by how they were answered: the X-Cache value, ERROR for an answer the sidecar made (400, 414, 502, 503, 504), GONE when the client left first.
 # TYPE corral_http_requests_total counter
 corral_http_requests_total{cache="ERROR"} 1
 corral_http_requests_total{cache="HIT"} 1

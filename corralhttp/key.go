@@ -20,15 +20,17 @@ import (
 // vector, included). A response's Vary can only name headers the origin
 // was sent, which are all in the key already; "Vary: *" is not stored.
 //
-// Authorization is the one header sent but not keyed: RFC 9111 section
-// 3.5 says when a stored response may answer a request that carries it,
-// and the Handler applies that rule instead.
+// Authorization is the one header sent whose value is not keyed: RFC 9111
+// section 3.5 says when a stored response may answer a request that
+// carries it, and the Handler applies that rule instead. Whether a request
+// carries it is keyed, so that such requests, whatever their credentials
+// (made-up ones too), never touch the anonymous requests' entries.
 
 // request is what the Handler sends the origin for a GET or HEAD, and the
 // names it is stored under.
 type request struct {
 	url    string      // the origin URL: scheme, host, path and query
-	path   string      // the request's path and query, for logs (url may hold credentials)
+	path   string      // the request's path, for logs (url may hold credentials, the query tokens)
 	header http.Header // the headers forwarded (and Authorization)
 	auth   bool        // the request carries Authorization
 	key    string      // the corral key of its response
@@ -55,10 +57,11 @@ func (h *Handler) outgoing(r *http.Request) request {
 			b.WriteString(v)
 		}
 	}
-	req := request{url: u, path: r.URL.RequestURI(), header: out}
+	req := request{url: u, path: r.URL.Path, header: out}
 	if a := r.Header.Values("Authorization"); len(a) > 0 {
 		out["Authorization"] = slices.Clone(a)
 		req.auth = true
+		b.WriteString("\nAuthorization")
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	id := base64.RawURLEncoding.EncodeToString(sum[:])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -29,13 +30,14 @@ func (e *statusError) Error() string {
 func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entry, error) {
 	mine := st.loading()
 	prev := h.previous(ctx, req)
-	s, err := h.fetch(ctx, req, prev)
+	s, big, err := h.fetch(ctx, req, prev)
 	switch {
-	case errors.Is(err, errTooLarge):
-		if mine {
-			st.mu.Lock()
-			st.tooLarge = true
-			st.mu.Unlock()
+	case big != nil:
+		if !mine || !st.handOver(big) {
+			big.close()
+		}
+		if req.auth {
+			return corral.Entry{Value: passMarker}, nil
 		}
 		return h.passEntry(), nil
 	case err != nil:
@@ -52,6 +54,10 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 			st.mu.Lock()
 			st.own = s
 			st.mu.Unlock()
+		}
+		if req.auth {
+			// Not stored: one request's credentials never decide for others.
+			return corral.Entry{Value: passMarker}, nil
 		}
 		return h.passEntry(), nil
 	}
@@ -123,16 +129,55 @@ func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *store
 // worth a round trip, not a wait.
 const lookupTimeout = 500 * time.Millisecond
 
-var errTooLarge = errors.New("corralhttp: response over MaxBodyBytes")
+// big is a response over MaxBodyBytes, being read: its load hands it to
+// its own request, which streams it to the client, prefix (what the load
+// read of the body) first.
+type big struct {
+	resp   *http.Response
+	prefix []byte
+	cancel context.CancelFunc // ends the exchange (OriginTimeout bounds it still)
+}
+
+func (b *big) close() {
+	b.resp.Body.Close()
+	b.cancel()
+}
+
+// handOver gives b to st's request, unless the request has its answer
+// already; it reports whether it did.
+func (st *state) handOver(b *big) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.answered {
+		return false
+	}
+	st.big = b
+	return true
+}
 
 // fetch sends req to the origin, conditional on prev's validators when
-// prev is set, and reads the response: a 304 refreshes prev's headers.
-func (h *Handler) fetch(ctx context.Context, req request, prev *stored) (*stored, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.OriginTimeout)
-	defer cancel()
+// prev is set, and reads the response: a 304 refreshes prev's headers. A
+// response over MaxBodyBytes is returned unread past the limit, as big.
+// The exchange is bounded by OriginTimeout, and by the load (ctx) unless
+// it is handed over as big.
+func (h *Handler) fetch(ctx context.Context, req request, prev *stored) (*stored, *big, error) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.OriginTimeout)
+	detach := context.AfterFunc(ctx, cancel)
+	s, b, err := h.exchange(octx, req, prev)
+	if b != nil {
+		detach()
+		b.cancel = cancel
+		return nil, b, nil
+	}
+	cancel()
+	return s, nil, err
+}
+
+// exchange is fetch's request and response, under ctx.
+func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*stored, *big, error) {
 	out, err := http.NewRequestWithContext(ctx, http.MethodGet, req.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("corralhttp: build the origin request: %w", err)
+		return nil, nil, errors.New("corralhttp: the origin URL does not parse") // err would quote it
 	}
 	for k, vs := range req.header {
 		out.Header[k] = vs
@@ -149,28 +194,49 @@ func (h *Handler) fetch(ctx context.Context, req request, prev *stored) (*stored
 	resp, err := h.client.Do(out)
 	if err != nil {
 		h.metrics.origin("error")
-		return nil, err
+		return nil, nil, originError("request", err)
 	}
-	defer resp.Body.Close()
-	h.metrics.origin(strconv.Itoa(resp.StatusCode))
 	received := time.Now()
 	if resp.StatusCode == http.StatusNotModified && prev != nil {
-		return refreshed(prev, resp.Header, received), nil
+		resp.Body.Close()
+		h.metrics.origin(statusLabel(resp.StatusCode))
+		return refreshed(prev, resp.Header, received), nil, nil
 	}
 	if resp.ContentLength > h.opts.MaxBodyBytes {
-		return nil, errTooLarge
+		h.metrics.origin(statusLabel(resp.StatusCode))
+		return nil, &big{resp: resp}, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, h.opts.MaxBodyBytes+1))
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("corralhttp: read the origin's body: %w", err)
+		resp.Body.Close()
+		h.metrics.origin("error")
+		return nil, nil, originError("body", err)
 	case int64(len(body)) > h.opts.MaxBodyBytes:
-		return nil, errTooLarge
+		h.metrics.origin(statusLabel(resp.StatusCode))
+		return nil, &big{resp: resp, prefix: body}, nil
 	}
+	resp.Body.Close()
+	h.metrics.origin(statusLabel(resp.StatusCode))
 	s := &stored{body: body}
 	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), received.UnixMilli()
 	s.Age = int64(ageOf(resp.Header) / time.Second)
-	return s, nil
+	return s, nil, nil
+}
+
+// errOrigin is wrapped by the errors of an exchange with the origin that
+// failed: no answer, a connection refused or broken, a body cut short.
+var errOrigin = errors.New("corralhttp: the origin failed")
+
+// originError is the error of an exchange that failed in its part (its
+// request, or the body), without the URL net/http puts in its errors: it
+// may hold credentials, a query's tokens, and the internal origin's name.
+func originError(part string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("%w (%s): %w", errOrigin, part, err)
 }
 
 // refreshed is prev updated by a 304's headers (RFC 9111 section 4.3.4),

@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_http_requests_total",
-			Help: "Requests answered, by how (the X-Cache value, or ERROR for an answer the sidecar made: 400, 414, 502, 503, 504).",
+			Help: "Requests, by how they were answered: the X-Cache value, ERROR for an answer the sidecar made (400, 414, 502, 503, 504), GONE when the client left first.",
 		}, []string{"cache"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "corral_http_request_duration_seconds",
@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"cache"}),
 		originReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_http_origin_requests_total",
-			Help: "Requests sent to the origin, by the status code of its answer (error: no answer).",
+			Help: "Requests sent to the origin, by the status code of its answer (error: no answer, or a body cut short).",
 		}, []string{"code"}),
 	}
 	var err error
@@ -65,8 +65,14 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
+// The metrics labels of requests not answered with an X-Cache value.
+const (
+	labelError = "ERROR" // an answer the Handler made up: 400, 414, 502, 503, 504
+	labelGone  = "GONE"  // the client left before its answer
+)
+
 func (m *metrics) request(label string, took time.Duration) {
-	if m == nil || label == "GONE" {
+	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(label).Inc()

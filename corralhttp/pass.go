@@ -44,7 +44,8 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 			case errors.Is(context.Cause(r.Context()), errPassTimeout), isTimeout(err):
 				h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
 			default:
-				h.fail(w, http.StatusBadGateway, "corral: the origin failed: "+errText(err))
+				h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", originError("request", err))
+				h.fail(w, http.StatusBadGateway, msgOriginFailed)
 			}
 		},
 	}

@@ -3,6 +3,7 @@ package corralhttp
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ type state struct {
 	coalesced bool             // it joined a flight of another request in this process
 	ran       bool             // its loader ran (for this request, not in the background)
 	own       *stored          // a response fetched for it that may not be shared
-	tooLarge  bool             // its response was over MaxBodyBytes
+	big       *big             // its response, over MaxBodyBytes, to stream
 	answered  bool             // its call returned: a load after that is a background refresh
 }
 
@@ -76,8 +77,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.metrics.request(label, time.Since(start))
 }
 
-// serve answers r and returns its metrics label: its X-Cache value, or
-// "ERROR" for an answer the Handler made up.
+// serve answers r and returns its metrics label: its X-Cache value,
+// labelError for an answer the Handler made up, or labelGone.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	switch {
 	case len(r.URL.RequestURI()) > h.opts.MaxURLBytes:
@@ -98,20 +99,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	st.mu.Lock()
 	st.answered = true
 	label := st.label()
-	own, tooLarge := st.own, st.tooLarge
+	own, big := st.own, st.big
 	st.mu.Unlock()
-	if label != Miss {
-		own, tooLarge = nil, false // a refresh's, in the background
+	if big != nil && (label != Miss || err != nil) {
+		big.close() // a refresh's, in the background
+		big = nil
 	}
-	if err != nil {
-		return h.failed(w, r, err, label)
+	if label != Miss {
+		own = nil
 	}
 	switch {
+	case err != nil:
+		return h.failed(w, r, err, label)
 	case own != nil:
 		h.write(w, r, own, Miss, now)
 		return Miss
-	case tooLarge:
-		h.pass(w, r)
+	case big != nil:
+		h.stream(w, r, big)
 		return Pass
 	}
 	s, pass, err := decode(val)
@@ -154,7 +158,7 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 		h.write(w, r, se.s, label, time.Now())
 		return label
 	case r.Context().Err() != nil:
-		return "GONE" // the client left: nobody to answer
+		return labelGone // the client left: nobody to answer
 	case errors.Is(err, corral.ErrClosed):
 		return h.fail(w, http.StatusServiceUnavailable, "corral: shutting down")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, corral.ErrLoadTimeout):
@@ -162,24 +166,42 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 	case errors.Is(err, corral.ErrRemoteLoad):
 		return h.fail(w, http.StatusBadGateway, "corral: the origin failed for the request this one waited for")
 	}
-	h.log.Debug("corral: origin request failed", "err", err)
-	return h.fail(w, http.StatusBadGateway, "corral: the origin failed: "+errText(err))
+	h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", err)
+	return h.fail(w, http.StatusBadGateway, msgOriginFailed)
 }
 
-// errText is err's message, short and on one line.
-func errText(err error) string {
-	s := strings.ReplaceAll(err.Error(), "\n", " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
+// msgOriginFailed is the body of a 502: it names no host or error, which
+// are the operator's to see (in the log), not every client's.
+const msgOriginFailed = "corral: the origin failed (no answer, a refused or broken connection, or a body cut short)"
+
+// stream answers r with b, the response over MaxBodyBytes its load
+// handed over: not stored, streamed as it arrives. A body cut short
+// aborts the answer, so the client sees it cut too.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *big) {
+	defer b.close()
+	hdr := w.Header()
+	for k, vs := range storedHeader(b.resp.Header) {
+		hdr[k] = vs
 	}
-	return s
+	hdr.Set("X-Cache", Pass)
+	w.WriteHeader(b.resp.StatusCode)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := w.Write(b.prefix); err != nil {
+		return
+	}
+	if _, err := io.Copy(w, b.resp.Body); err != nil && r.Context().Err() == nil {
+		h.log.Warn("corral: a response over MaxBodyBytes was cut short", "path", r.URL.Path, "err", err)
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // fail answers with status and a one-line text body.
 func (h *Handler) fail(w http.ResponseWriter, status int, msg string) string {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, msg, status)
-	return "ERROR"
+	return labelError
 }
 
 // write answers r with s, served as label at now.
