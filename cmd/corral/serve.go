@@ -99,7 +99,7 @@ other users of the machine can read. Passwords are never logged or shown.`,
 	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")
 	f.IntVar(&o.maxURL, "max-url", corralhttp.DefaultMaxURLBytes, "longest request URI, in bytes; longer ones get 414")
 	f.DurationVar(&o.originTimeout, "origin-timeout", corralhttp.DefaultOriginTimeout, "bound of one origin exchange, body included; past it 504")
-	f.StringSliceVar(&o.forwardHeaders, "forward-header", corralhttp.DefaultForwardHeaders, "request header forwarded to the origin, and part of the cache key; repeatable, replaces the default list (\"\": none)")
+	f.StringSliceVar(&o.forwardHeaders, "forward-header", nil, "request header forwarded to the origin, and part of the cache key (each distinct value costs its own origin request); repeatable or comma-separated (default: none)")
 	f.DurationVar(&o.passTTL, "pass-ttl", corralhttp.DefaultPassTTL, "how long a URL whose response may not be shared goes straight to the origin before the cache is tried again")
 	f.DurationVar(&o.revalidateKeep, "revalidate-keep", corralhttp.DefaultRevalidateKeep, "how long an expired response with validators is kept to revalidate it with a conditional request (0: not kept)")
 	f.BoolVar(&o.cacheSetCookie, "cache-set-cookie", false, "store responses that carry Set-Cookie")

@@ -40,7 +40,7 @@ func TestServeHelp(t *testing.T) {
 		"--origin-timeout duration", "(default 30s)", "--forward-header strings", "--cache-set-cookie", "--cache-server-errors",
 		"--prefix", `(default "corral")`, "--near-size int", "--near-ttl duration", "(default 1s)", "--redis-timeout duration",
 		"(default 2s)", "--shutdown-timeout duration", "(default 10s)", "--log-level", "CORRAL_SERVE_DEFAULT_TTL",
-		"--pass-ttl duration", "--revalidate-keep duration", "(default [Accept,Accept-Language])",
+		"--pass-ttl duration", "--revalidate-keep duration", "repeatable or comma-separated (default: none)",
 		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
