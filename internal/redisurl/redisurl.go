@@ -24,10 +24,15 @@ const detectTimeout = 5 * time.Second
 // (redis://h1:p1,h2:p2). A single address of a Cluster node is recognised
 // too: Parse asks the server (HELLO, or INFO cluster) and sets
 // IsClusterMode. A server that does not answer is taken for a lone one:
-// the caller's first command says why. Errors never contain the password.
+// the caller's first command says why. Errors never quote the user name or
+// password: a value whose user information does not parse (a /, #, ? or
+// comma in a password, which must be percent-encoded) gets ErrUnparsable.
 func Parse(ctx context.Context, raw string) (redis.UniversalOptions, error) {
-	first, rest, _ := strings.Cut(raw, ",")
 	var opts redis.UniversalOptions
+	if err := screen(raw); err != nil {
+		return opts, err
+	}
+	first, rest, _ := strings.Cut(raw, ",")
 	if u, err := url.Parse(first); err == nil && u.Query().Has("addr") {
 		co, err := redis.ParseClusterURL(first)
 		if err != nil {
@@ -62,8 +67,48 @@ func Parse(ctx context.Context, raw string) (redis.UniversalOptions, error) {
 	return opts, nil
 }
 
+// ErrUnparsable is the error of a --redis value whose user name or
+// password (or what may be one) stops it from parsing. It quotes no part
+// of the value: net/url's own errors would quote a piece of the password.
+var ErrUnparsable = errors.New("the URL does not parse (no part of it is shown: it may hold the password); " +
+	"percent-encode the special characters of the user name and password: / as %2F, # as %23, ? as %3F, @ as %40, ',' as %2C, % as %25")
+
+// screen returns ErrUnparsable when a part of raw (split at commas) would
+// parse with part of its user information taken for something else, or
+// not at all. A URL's user information ends at the last @ of its authority
+// (between :// and the first /, ? or #): an @ past the authority means a
+// /, ? or # in the password; an @ in a part without :// a comma in it (or
+// no scheme); an escape that does not decode, a % in it. The parts it lets
+// through put their user information where net/url and go-redis take it,
+// so their errors, which quote the host, path or query, quote none of it.
+func screen(raw string) error {
+	for _, p := range strings.Split(raw, ",") {
+		scheme, rest, isURL := strings.Cut(p, "://")
+		if !isURL || strings.Contains(scheme, "@") {
+			if strings.Contains(p, "@") {
+				return ErrUnparsable
+			}
+			continue
+		}
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if strings.Contains(rest[end:], "@") {
+			return ErrUnparsable
+		}
+		if i := strings.LastIndex(rest[:end], "@"); i >= 0 {
+			if _, err := url.PathUnescape(rest[:i]); err != nil {
+				return ErrUnparsable
+			}
+		}
+	}
+	return nil
+}
+
 // redacted returns err without the URL that net/url puts in its errors
-// (with the password in it).
+// (with the password in it). screen has made sure that what remains
+// quotes no user information.
 func redacted(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -141,8 +186,12 @@ func universalOptions(o *redis.Options) redis.UniversalOptions {
 }
 
 // Redact returns raw with every password in it hidden, for reports; a part
-// that does not parse as a URL is not shown at all.
+// that does not parse as a URL is not shown at all, nor is anything when
+// Parse would refuse raw with ErrUnparsable.
 func Redact(raw string) string {
+	if screen(raw) != nil {
+		return "(unparsable URL)"
+	}
 	parts := strings.Split(raw, ",")
 	for i, p := range parts {
 		if i > 0 && !strings.Contains(p, "://") {

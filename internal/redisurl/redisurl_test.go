@@ -2,6 +2,8 @@ package redisurl
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -21,6 +23,8 @@ func TestRedact(t *testing.T) {
 		"redis://:s3cret@h1:1,h2:2,redis://u:s3cret@h3:3": "redis://:xxxxx@h1:1,h2:2,redis://u:xxxxx@h3:3",
 		"redis://u:s3cret@h:1?addr=h2:2":                  "redis://u:xxxxx@h:1?addr=h2:2",
 		"redis://u:s3cret@h:bad":                          "(unparsable URL)",
+		"redis://u:s3c/ret@h:1":                           "(unparsable URL)",
+		"redis://u:s3c,ret@h1:1":                          "(unparsable URL)",
 	} {
 		if got := Redact(raw); got != want {
 			t.Errorf("Redact(%q) = %q; want %q", raw, got, want)
@@ -41,10 +45,74 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %v %q/%q, %v; want %s", raw, o.Addrs, o.Username, o.Password, err, addrs)
 		}
 	}
-	for _, raw := range []string{"redis://u:s3cret@h:bad", "http://u:s3cret@h:1"} {
+	for raw, want := range map[string]string{
+		"redis://u:s3cret@h:bad":  `invalid port ":bad" after host`,
+		"http://u:s3cret@h:1":     "invalid URL scheme: http",
+		"redis://u:s3cret@h:1/x":  `invalid database number: "x"`,
+		"redis://u:s3cret@h:1?x=": "unexpected option: x",
+		"redis://h:1?a@b=1":       ErrUnparsable.Error(),
+	} {
 		_, err := Parse(ctx, raw)
-		if err == nil || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("Parse(%q) = %v; want an error without the password", raw, err)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) = %v; want an error with %q, without the password", raw, err, want)
 		}
+	}
+}
+
+// specialPasswords are passwords with characters a URL's user information
+// must have percent-encoded; each piece between them is distinct.
+var specialPasswords = []string{
+	"Kx9vQ2mZ7pLw/Rt4", "Ab3dEf6h#Jk8mNp", "Qr5tUv7w?Xy2zB", "7351/Wq8eRt", "7351#Wq8eRt", "7351?Wq8eRt",
+	"Hq3pLm9s,Zt4vNk6", "Bn7c%zzDf2g", "Pw4e@Ty7u/Io9p", "Gh6j Kl3m", "Mn8b/Vc5x#Za1s?Lk4j", "Yt5r:Ee2w/Qq9p",
+}
+
+// secretPieces returns the pieces of pw between its special characters.
+func secretPieces(pw string) []string {
+	return strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune("/#?,%@ :", r) })
+}
+
+// urlsWith returns --redis values with pw in their user information,
+// unencoded, in each form Parse takes.
+func urlsWith(pw string) []string {
+	return []string{
+		"redis://app:" + pw + "@redis.internal:6380",
+		"rediss://app:" + pw + "@redis.internal:6380/0",
+		"redis://:" + pw + "@127.0.0.1:1",
+		"redis://app:" + pw + "@h1:1?addr=h2:2",
+		"redis://app:" + pw + "@h1:1,h2:2",
+		"redis://h0:1,redis://app:" + pw + "@h1:1",
+		"app:" + pw + "@redis.internal:6380",
+	}
+}
+
+// A password with a /, #, ?, comma, % or space unencoded: Parse fails with
+// ErrUnparsable, and neither its error nor Redact shows any piece of the
+// password (net/url's errors quoted "invalid port \":Kx9vQ2mZ7pLw\"").
+// Percent-encoded, the same password parses.
+func TestParseSpecialPasswords(t *testing.T) {
+	ctx := context.Background()
+	for _, pw := range specialPasswords {
+		for _, raw := range urlsWith(pw) {
+			o, err := Parse(ctx, raw)
+			shown := Redact(raw)
+			if err != nil {
+				shown += " " + err.Error()
+			} else if o.Password != pw {
+				t.Errorf("Parse(%q) = password %q, nil; want an error or the password", raw, o.Password)
+			}
+			for _, piece := range secretPieces(pw) {
+				if strings.Contains(shown, piece) {
+					t.Errorf("Parse or Redact of %q shows %q: %s", raw, piece, shown)
+				}
+			}
+		}
+		raw := "redis://app:" + url.PathEscape(pw) + "@127.0.0.1:1,127.0.0.1:2"
+		if o, err := Parse(ctx, raw); err != nil || o.Password != pw || o.Username != "app" {
+			t.Errorf("Parse(%q) = %q/%q, %v; want app/%q", raw, o.Username, o.Password, err, pw)
+		}
+	}
+	if _, err := Parse(ctx, "redis://app:Kx9vQ2mZ7pLw/Rt4@redis.internal:6380"); !errors.Is(err, ErrUnparsable) ||
+		!strings.Contains(err.Error(), "/ as %2F, # as %23, ? as %3F, @ as %40") {
+		t.Errorf("Parse with a / in the password = %v; want ErrUnparsable, advising percent-encoding", err)
 	}
 }
