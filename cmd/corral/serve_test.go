@@ -92,6 +92,45 @@ func TestServeBadFlags(t *testing.T) {
 	}
 }
 
+// A password with a /, #, ?, comma or % unencoded makes the --redis URL
+// unparsable: corral serve (flag or variable) and corral check say so,
+// advising percent-encoding, and show no piece of the password (net/url's
+// error quoted "invalid port \":Kx9vQ2mZ7pLw\"").
+func TestRedisURLSpecialPasswords(t *testing.T) {
+	for _, pw := range []string{"Kx9vQ2mZ7pLw/Rt4", "Ab3dEf6h#Jk8mNp", "Qr5tUv7w?Xy2zB", "7351/Wq8eRt",
+		"7351#Wq8eRt", "7351?Wq8eRt", "Hq3pLm9s,Zt4vNk6", "Bn7c%zzDf2g", "Mn8b/Vc5x#Za1s?Lk4j"} {
+		pieces := strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune("/#?,%", r) })
+		for _, raw := range []string{"redis://app:" + pw + "@redis.internal:6380", "rediss://:" + pw + "@127.0.0.1:1/0",
+			"redis://app:" + pw + "@h1:1?addr=h2:2", "redis://app:" + pw + "@h1:1,h2:2"} {
+			for _, run := range []struct {
+				args []string
+				env  string
+			}{
+				// (--listen and --timeout end a run that took the URL.)
+				{[]string{"serve", "--origin", "http://127.0.0.1:1", "--listen", "127.0.0.1:-1", "--redis", raw}, ""},
+				{[]string{"serve", "--origin", "http://127.0.0.1:1", "--listen", "127.0.0.1:-1"}, raw},
+				{[]string{"check", "--timeout", "1s", "--redis", raw}, ""},
+				{[]string{"check", "--timeout", "1s", "--json", "--redis", raw}, ""},
+			} {
+				t.Setenv("CORRAL_SERVE_REDIS", run.env)
+				if run.env == "" {
+					os.Unsetenv("CORRAL_SERVE_REDIS")
+				}
+				out, errOut, err := corral(t, run.args...)
+				all := out + errOut
+				if err != nil {
+					all += err.Error()
+				}
+				if exitCode(err) != exitUsage || !strings.Contains(all, "does not parse") || !strings.Contains(all, "/ as %2F, # as %23, ? as %3F, @ as %40") {
+					t.Errorf("corral %v (CORRAL_SERVE_REDIS %q): exit %d, want %d saying the URL does not parse:\n%s",
+						run.args, run.env, exitCode(err), exitUsage, all)
+				}
+				mustNotContain(t, "corral "+run.args[0]+"'s output", all, pieces...)
+			}
+		}
+	}
+}
+
 // Variables fill in the flags not given on the command line.
 func TestServeEnv(t *testing.T) {
 	cmd := newServeCmd()
