@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -49,24 +50,43 @@ func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
 
 // detectPubsub learns the pub/sub mode by publishing with probe: SPUBLISH
 // (unless noShard), then PUBLISH; the first that Redis accepts is the mode,
-// none if it refuses both. A reply that is an error (an unknown or renamed
-// command, one the ACL denies) moves on to the next; any other error (no
-// answer) is returned.
+// none if it refuses both. A reply that refuses the command (an unknown or
+// renamed command, one the ACL denies, a MOVED from a Cluster node reached
+// with a client for one server) moves on to the next. Any other error is
+// returned: no answer, Redis failing (redisFailed: LOADING...), or a reply
+// that refuses the client itself (clientRefused), which says nothing of
+// its rights.
 func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Context, command string) error) (pubsubMode, error) {
 	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
 		if try.mark == wire.AnnounceSharded && noShard {
 			continue
 		}
-		err := probe(ctx, try.publish)
-		var reply redis.Error
-		if err != nil && !errors.As(err, &reply) {
-			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
-		}
-		if err == nil {
+		switch err := probe(ctx, try.publish); {
+		case err == nil:
 			return try, nil
+		case redisFailed(err) || clientRefused(err):
+			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
 		}
 	}
 	return pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}, nil
+}
+
+// clientRefused reports whether err is a reply refusing the client rather
+// than a command: its password (WRONGPASS, NOAUTH, and the older servers'
+// ERR forms) or its database index, both checked when a connection is set
+// up, before any command.
+func clientRefused(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "ERR invalid password", "ERR AUTH", "ERR DB index", "ERR invalid DB index"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // probe publishes an empty message with command (SPUBLISH or PUBLISH) on
