@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -83,7 +85,7 @@ other users of the machine can read. Passwords are never logged or shown.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags(), os.LookupEnv); err != nil {
+			if err := applyEnv(cmd.Flags(), os.Environ()); err != nil {
 				return usageError(cmd, err)
 			}
 			return runServe(cmd, *o)
@@ -119,22 +121,36 @@ func envName(name string) string {
 }
 
 // applyEnv sets each flag of fs not given on the command line from its
-// environment variable (envName), if lookup finds it. A bad value is an
-// error naming the variable.
-func applyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+// environment variable (envName) in environ ("NAME=value", as os.Environ
+// gives). A bad value is an error naming the variable, and so is a
+// variable starting with envPrefix that is no flag's (a misspelt one would
+// otherwise be ignored), named without its value, which may hold a
+// password.
+func applyEnv(fs *pflag.FlagSet, environ []string) error {
+	vars := make(map[string]string)
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			vars[k] = v
+		}
+	}
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" {
+		if f.Name == "help" {
 			return
 		}
-		v, ok := lookup(envName(f.Name))
-		if !ok {
+		name := envName(f.Name)
+		v, ok := vars[name]
+		delete(vars, name)
+		if !ok || f.Changed {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	})
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		errs = append(errs, fmt.Errorf("%s is set, but no flag of corral serve has that variable (%s and a flag's name in capitals, dashes as underscores)", name, envPrefix))
+	}
 	return errors.Join(errs...)
 }
 

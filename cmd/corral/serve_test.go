@@ -137,19 +137,17 @@ func TestServeEnv(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--max-url", "100", "--redis", "redis://flag"}); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{
-		"CORRAL_SERVE_MAX_URL":           "5",
-		"CORRAL_SERVE_REDIS":             "redis://env",
-		"CORRAL_SERVE_DEFAULT_TTL":       "1m30s",
-		"CORRAL_SERVE_FORWARD_HEADER":    "Accept,X-Tenant",
-		"CORRAL_SERVE_CACHE_SET_COOKIE":  "true",
-		"CORRAL_SERVE_ADMIN_LISTEN":      ":9090",
-		"CORRAL_SERVE_SHUTDOWN_TIMEOUT":  "3s",
-		"CORRAL_SERVE_HELP":              "true",
-		"CORRAL_SERVE_CACHE_SERVER_ERRS": "true", // no such flag: ignored
+	env := []string{
+		"CORRAL_SERVE_MAX_URL=5",
+		"CORRAL_SERVE_REDIS=redis://env",
+		"CORRAL_SERVE_DEFAULT_TTL=1m30s",
+		"CORRAL_SERVE_FORWARD_HEADER=Accept,X-Tenant",
+		"CORRAL_SERVE_CACHE_SET_COOKIE=true",
+		"CORRAL_SERVE_ADMIN_LISTEN=:9090",
+		"CORRAL_SERVE_SHUTDOWN_TIMEOUT=3s",
+		"CORRAL_OTHER=1", "PATH=/bin", "CORRAL_SERVE=x=y",
 	}
-	err := applyEnv(cmd.Flags(), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
+	if err := applyEnv(cmd.Flags(), env); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"max-url": "100", "redis": "redis://flag", "default-ttl": "1m30s",
@@ -160,6 +158,28 @@ func TestServeEnv(t *testing.T) {
 			t.Errorf("--%s = %s, want %s", f.Name, f.Value, w)
 		}
 	})
+}
+
+// A variable starting with CORRAL_SERVE_ that is no flag's (misspelt) is a
+// usage error naming it, not its value; it was ignored.
+func TestServeEnvUnknown(t *testing.T) {
+	cmd := newServeCmd()
+	err := applyEnv(cmd.Flags(), []string{"CORRAL_SERVE_REDIS=redis://env", "CORRAL_SERVE_CACHE_SERVER_ERRS=true",
+		"CORRAL_SERVE_REDIS_URL=redis://u:pw-in-var@h:1", "CORRAL_SERVE_HELP=true", "CORRAL_SERVE_=1"})
+	for _, want := range []string{"CORRAL_SERVE_CACHE_SERVER_ERRS is set, but no flag of corral serve has that variable",
+		"CORRAL_SERVE_REDIS_URL is set", "CORRAL_SERVE_HELP is set", "CORRAL_SERVE_ is set"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("applyEnv = %v; want an error with %q", err, want)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "pw-in-var") || strings.Contains(err.Error(), "CORRAL_SERVE_REDIS ")) {
+		t.Errorf("applyEnv = %v; want no value and no error for CORRAL_SERVE_REDIS", err)
+	}
+	t.Setenv("CORRAL_SERVE_DEFAULT_TTLS", "1m")
+	_, _, err = corral(t, "serve", "--origin", "http://127.0.0.1:1", "--redis", "redis://127.0.0.1:1", "--listen", "127.0.0.1:-1")
+	if want := "serve: CORRAL_SERVE_DEFAULT_TTLS is set, but no flag"; exitCode(err) != exitUsage || !strings.Contains(err.Error(), want) {
+		t.Errorf("corral serve with CORRAL_SERVE_DEFAULT_TTLS set: %v (exit %d); want exit %d with %q", err, exitCode(err), exitUsage, want)
+	}
 }
 
 // hotBody is a body larger than a completion notice carries inline.
