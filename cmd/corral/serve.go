@@ -235,10 +235,14 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 	}
 	rdb := redis.NewUniversalClient(&uo)
 	defer rdb.Close()
-	adm, err := newAdmin(rdb, min(o.redisTimeout, time.Second))
+	pingLimit := min(o.redisTimeout, pingBound)
+	health := healthClient(uo, pingLimit)
+	defer health.Close()
+	adm, err := newAdmin(health, pingLimit)
 	if err != nil {
 		return err
 	}
+	pingAtStart(ctx, health, pingLimit, log)
 	h, err := corralhttp.New(rdb, corralhttp.Options{
 		Origin: c.origin,
 		Cache: &core.Options{

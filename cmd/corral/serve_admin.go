@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/corralprom"
@@ -18,19 +19,39 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// pingBound is the longest /healthz waits for Redis's PONG: under 1 s,
+// Kubernetes' default probe timeout, so that a probe answers in time even
+// when Redis is silent.
+const pingBound = 500 * time.Millisecond
+
 // admin serves corral serve's /metrics and /healthz.
 type admin struct {
 	registry  *prometheus.Registry
 	collector *corralprom.Collector // the Cache's Observer
-	rdb       redis.UniversalClient // pinged by /healthz
+	health    redis.UniversalClient // pinged by /healthz (healthClient)
 	pingLimit time.Duration         // how long /healthz waits for Redis's PONG
 	draining  atomic.Bool           // set once shutting down: /healthz answers 503
 }
 
+// healthClient returns the client /healthz pings Redis with: opts, the
+// cache's, with no retries (go-redis retries a command, and the pool a
+// dial, with backoff, which made a probe wait out its bound instead of
+// saying at once that Redis refuses connections), a pool of 2, and every
+// exchange, the dial included, bounded by limit. The caller closes it.
+func healthClient(opts redis.UniversalOptions, limit time.Duration) redis.UniversalClient {
+	opts.MaxRetries, opts.MaxRedirects = -1, -1 // (a Cluster retries through MaxRedirects)
+	opts.DialerRetries = 1                      // one attempt
+	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 2, 0, 2, 2
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = limit, limit, limit, limit
+	opts.ContextTimeoutEnabled = true
+	return redis.NewUniversalClient(&opts)
+}
+
 // newAdmin returns the admin endpoints, with a registry holding the
 // Cache's metrics (corralprom), the Go runtime's and the process's; the
-// Handler registers its own there too.
-func newAdmin(rdb redis.UniversalClient, pingLimit time.Duration) (*admin, error) {
+// Handler registers its own there too. health is the client /healthz
+// pings Redis with (healthClient), for at most pingLimit.
+func newAdmin(health redis.UniversalClient, pingLimit time.Duration) (*admin, error) {
 	col, err := corralprom.New(nil)
 	if err != nil {
 		return nil, err
@@ -42,15 +63,23 @@ func newAdmin(rdb redis.UniversalClient, pingLimit time.Duration) (*admin, error
 			return nil, fmt.Errorf("serve: metrics: %w", err)
 		}
 	}
-	return &admin{registry: reg, collector: col, rdb: rdb, pingLimit: pingLimit}, nil
+	return &admin{registry: reg, collector: col, health: health, pingLimit: pingLimit}, nil
 }
 
-// routes adds /metrics and /healthz to mux.
+// routes adds /metrics and /healthz to mux, for every method, so that
+// they never reach the origin when they share the cache's listener:
+// GET and HEAD are answered, other methods get 405.
 func (a *admin) routes(mux *http.ServeMux, log *slog.Logger) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}))
 	mux.HandleFunc("GET /healthz", a.healthz)
+	for _, path := range []string{"/metrics", "/healthz"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "405 method not allowed: "+path+" answers GET and HEAD", http.StatusMethodNotAllowed)
+		})
+	}
 }
 
 // healthz answers 200 while serving, with a line saying whether Redis
@@ -66,18 +95,58 @@ func (a *admin) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.pingLimit)
 	defer cancel()
-	err := a.rdb.Ping(ctx).Err()
+	fmt.Fprintln(w, redisHealth(a.health.Ping(ctx).Err(), a.pingLimit))
+}
+
+// redisHealth returns /healthz's line for err, the error of a PING bounded
+// by limit. It names the reply's code (WRONGPASS, NOAUTH, LOADING...) but
+// not its text, which is the server's, nor any address: /healthz may be
+// public.
+func redisHealth(err error, limit time.Duration) string {
 	var reply redis.Error
 	switch {
 	case err == nil:
-		fmt.Fprintln(w, "ok: serving; redis answers")
+		return "ok: serving; redis answers"
 	case errors.As(err, &reply):
-		// Only the reply's code (WRONGPASS, NOAUTH, LOADING...): the
-		// text is the server's, and /healthz may be public.
-		code, _, _ := strings.Cut(reply.Error(), " ")
-		fmt.Fprintf(w, "degraded: redis refuses PING (%s); serving from the origin\n", code)
+		return fmt.Sprintf("degraded: redis refuses PING (%s); serving from the origin", replyCode(reply))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "degraded: redis refuses connections; serving from the origin"
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return fmt.Sprintf("degraded: redis does not answer PING within %v; serving from the origin", limit)
+	}
+	return "degraded: redis cannot be reached; serving from the origin"
+}
+
+// replyCode returns the first word of an error reply: its code.
+func replyCode(reply redis.Error) string {
+	code, _, _ := strings.Cut(reply.Error(), " ")
+	return code
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// pingAtStart PINGs Redis once with health, for at most limit, and logs
+// what a refusal or no answer means (the sidecar serves either way): an
+// error reply is a client Redis refuses (a wrong password, a database
+// index out of range), logged as an error naming the reply's code; no
+// answer is a warning. Neither line holds the password.
+func pingAtStart(ctx context.Context, health redis.UniversalClient, limit time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := health.Ping(ctx).Err()
+	var reply redis.Error
+	switch {
+	case err == nil:
+		log.Debug("corral serve: Redis answers PING")
+	case errors.As(err, &reply):
+		log.Error(fmt.Sprintf("corral serve: Redis refuses this client (%s); serving from the origin until it accepts", replyCode(reply)),
+			"reply", reply.Error())
 	default:
-		fmt.Fprintf(w, "degraded: redis does not answer PING within %v; serving from the origin\n", a.pingLimit)
+		log.Warn("corral serve: no answer from Redis; serving from the origin until it answers", "err", err)
 	}
 }
 

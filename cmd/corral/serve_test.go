@@ -10,6 +10,8 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/redisurl"
 	"github.com/spf13/pflag"
 )
 
@@ -373,9 +376,120 @@ func TestServeRedisDown(t *testing.T) {
 			t.Errorf("%d concurrent GETs of %s on one sidecar, Redis down: %d origin requests, want 1", n, path, got)
 		}
 		code, h, err := get(s.Admin + "/healthz")
-		if err != nil || code != 200 || !strings.HasPrefix(h, "degraded: redis does not answer PING") {
+		if err != nil || code != 200 || h != "degraded: redis refuses connections; serving from the origin\n" {
 			t.Errorf("/healthz with Redis down: %d %q %v; want 200 degraded", code, h, err)
 		}
+	}
+}
+
+// /healthz answers within 1 s (Kubernetes' default probe timeout) however
+// Redis fails: at once, saying it refuses connections, from the first
+// probe after it dies (these took 1 s, go-redis retrying the dial with
+// backoff, and said Redis "does not answer PING within 1s"); and, when it
+// accepts connections but never answers, saying so after 500ms.
+func TestServeHealthzBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "body") })
+	dies := startSidecar(t, nil, "--origin", org.URL, "--redis", srv.URL())
+	silent := startSidecar(t, nil, "--origin", org.URL, "--redis", "redis://"+proxy.Addr)
+	probe := func(s *sidecar, want string) {
+		t.Helper()
+		for range 5 {
+			start := time.Now()
+			code, body, err := get(s.Admin + "/healthz")
+			if took := time.Since(start); err != nil || code != 200 || body != want+"\n" || took >= time.Second {
+				t.Errorf("/healthz: %d %q, %v, in %v; want 200 %q within 1s", code, body, err, took, want)
+			}
+		}
+	}
+	probe(silent, "ok: serving; redis answers")
+	proxy.Blackhole(true)
+	probe(silent, "degraded: redis does not answer PING within 500ms; serving from the origin")
+	srv.Kill()
+	probe(dies, "degraded: redis refuses connections; serving from the origin")
+}
+
+// corral serve PINGs Redis at start and logs what a refusal means, naming
+// the reply's code: an ERROR for a wrong password or a database index out
+// of range, a WARN for no answer; never a missing ACL right (it warned
+// that "the ACL user may not publish on corral's channels"), never the
+// password. The sidecar serves all the same.
+func TestServeRedisRefusesClient(t *testing.T) {
+	srv := redistest.Start(t)
+	password := "pw-" + hotBody(t)[:16]
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "body") })
+	for _, tc := range []struct {
+		url  string
+		want string
+	}{
+		{"redis://:wrong-" + password + "@" + srv.Addr,
+			`level=ERROR msg="corral serve: Redis refuses this client (WRONGPASS); serving from the origin until it accepts" reply="WRONGPASS `},
+		{"redis://:" + password + "@" + srv.Addr + "/99",
+			`level=ERROR msg="corral serve: Redis refuses this client (ERR); serving from the origin until it accepts" reply="ERR DB index is out of range"`},
+		{"redis://:" + password + "@" + closedAddr(t),
+			`level=WARN msg="corral serve: no answer from Redis; serving from the origin until it answers" err=`},
+	} {
+		s := startSidecar(t, []string{"CORRAL_SERVE_REDIS=" + tc.url}, "--origin", org.URL)
+		if r := fetch(client(t), s.URL+"/x", nil); r.err != nil || r.code != 200 || r.body != "body" {
+			t.Errorf("GET with %s: %+v; want 200 from the origin", redisurl.Redact(tc.url), r)
+		}
+		if err := s.stop(); err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+		out := s.out.String()
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("log lacks %s:\n%s", tc.want, out)
+		}
+		mustNotContain(t, "the log", out, password, "may not publish", "ACL")
+	}
+}
+
+// /metrics and /healthz on the cache's listener answer every method, so
+// that none reaches the origin (POST /metrics and DELETE /healthz were
+// proxied to it): GET and HEAD are served, the others get 405.
+func TestServeAdminPathsAllMethods(t *testing.T) {
+	srv := redistest.Start(t)
+	health := srv.Client()
+	adm, err := newAdmin(health, pingBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cached atomic.Int32
+	cache := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cached.Add(1) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := adm.servers(cache, ln, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))[0]
+	go hs.srv.Serve(hs.ln)
+	t.Cleanup(func() { hs.srv.Close() })
+	c := client(t)
+	for _, path := range []string{"/metrics", "/healthz"} {
+		for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+			req, _ := http.NewRequest(method, "http://"+ln.Addr().String()+path, strings.NewReader("x"))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := http.StatusMethodNotAllowed
+			if method == "GET" || method == "HEAD" {
+				want = http.StatusOK
+			}
+			if resp.StatusCode != want || want == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: %d, Allow %q; want %d", method, path, resp.StatusCode, resp.Header.Get("Allow"), want)
+			}
+		}
+	}
+	if n := cached.Load(); n != 0 {
+		t.Errorf("%d requests for /metrics or /healthz reached the cache (and the origin)", n)
+	}
+	if code, _, err := get("http://" + ln.Addr().String() + "/other"); err != nil || code != 200 || cached.Load() != 1 {
+		t.Errorf("GET /other: %d, %v, %d requests to the cache; want it served by the cache", code, err, cached.Load())
 	}
 }
 
