@@ -58,23 +58,29 @@ so no other header can vary a shared answer, and a Vary can only name
 headers in the key); --default-ttl for answers without freshness. Each
 response says where it came from in X-Cache: HIT, STALE, MISS (this
 request asked the origin), COALESCED (served by another request's load, on
-this sidecar or another) or PASS (not served through the cache). Origin
+this sidecar or another) or PASS (not served through the cache). Other
+methods go to the origin as they are (PASS); a POST, PUT, PATCH or DELETE
+that it accepts invalidates the stored response of its URL. Origin
 failures get 502, origin timeouts 504, URLs over --max-url 414.
 
 /metrics (Prometheus) and /healthz are served on --admin-listen, or, when it
-is empty, on --listen (those two paths then never reach the origin). /healthz
-answers 200 while serving, saying whether Redis answers: with Redis down the
-sidecar still serves, asking the origin itself (one request per URL at a
-time per sidecar). It answers 503 once shutting down. On SIGINT or SIGTERM
-the sidecar stops accepting connections, lets requests under way finish
-for up to --shutdown-timeout, and exits.
+is empty, on --listen, where they never reach the origin (methods other
+than GET and HEAD get 405). /healthz answers 200 while serving, saying
+whether Redis answers (within 500ms, or --redis-timeout if shorter): with
+Redis down the sidecar still serves, asking the origin itself (one request
+per URL at a time per sidecar). On SIGINT or SIGTERM the sidecar stops accepting connections,
+lets requests under way finish for up to --shutdown-timeout, and exits.
+Meanwhile /healthz answers 503 on --admin-listen; on --listen, whose
+listener closes at once, it is refused: give load balancers --admin-listen.
 
 Every flag can also be set by an environment variable: CORRAL_SERVE_ and the
 flag's name in capitals with dashes as underscores (CORRAL_SERVE_REDIS,
 CORRAL_SERVE_DEFAULT_TTL; --forward-header takes a comma-separated list). A
-flag on the command line wins over its variable. Give a Redis URL with a
-password through CORRAL_SERVE_REDIS rather than the command line, which
-other users of the machine can read. Passwords are never logged or shown.`,
+flag on the command line wins over its variable; a CORRAL_SERVE_ variable
+that is no flag's is an error. Give a Redis URL with a password through
+CORRAL_SERVE_REDIS rather than the command line, which other users of the
+machine can read; percent-encode its special characters (/ as %2F, # as
+%23, ? as %3F, @ as %40). Passwords are never logged or shown.`,
 		Example: `  corral serve --origin http://127.0.0.1:9000 --redis redis://127.0.0.1:6379
   CORRAL_SERVE_REDIS='rediss://app:secret@redis.internal:6380' corral serve --origin https://api.internal --listen :8080 --admin-listen :9090
   corral serve --origin http://app:9000 --redis 'redis://10.0.0.1:6379?addr=10.0.0.2:6379' --default-ttl 30s --near-size 10000`,
@@ -96,7 +102,7 @@ other users of the machine can read. Passwords are never logged or shown.`,
 	f.StringVar(&o.origin, "origin", "", "the origin's base URL, http:// or https:// (required)")
 	f.StringVar(&o.redis, "redis", "", "Redis URL: redis:// or rediss:// (TLS), with user and password if needed; a Cluster as redis://h1:p1?addr=h2:p2 or redis://h1:p1,h2:p2 (required)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve the cache on")
-	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen)")
+	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen, where /healthz is refused rather than 503 while shutting down)")
 	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none (0: such responses are not stored)")
 	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")
 	f.IntVar(&o.maxURL, "max-url", corralhttp.DefaultMaxURLBytes, "longest request URI, in bytes; longer ones get 414")

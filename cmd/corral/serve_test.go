@@ -44,7 +44,8 @@ func TestServeHelp(t *testing.T) {
 		"--prefix", `(default "corral")`, "--near-size int", "--near-ttl duration", "(default 1s)", "--redis-timeout duration",
 		"(default 2s)", "--shutdown-timeout duration", "(default 10s)", "--log-level", "CORRAL_SERVE_DEFAULT_TTL",
 		"--pass-ttl duration", "--revalidate-keep duration", "repeatable or comma-separated (default: none)",
-		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM"} {
+		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM", "get 405",
+		"it is refused: give load balancers --admin-listen", "that is no flag's is an error", "/ as %2F"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}
