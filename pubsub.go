@@ -61,10 +61,11 @@ func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Cont
 		if try.mark == wire.AnnounceSharded && noShard {
 			continue
 		}
+		var reply redis.Error
 		switch err := probe(ctx, try.publish); {
 		case err == nil:
 			return try, nil
-		case redisFailed(err) || clientRefused(err):
+		case !errors.As(err, &reply) || redisFailed(err) || clientRefused(err):
 			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
 		}
 	}
