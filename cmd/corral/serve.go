@@ -169,33 +169,27 @@ type serveConfig struct {
 // check validates o, returning a usage error (without any password).
 func (o serveFlags) check() (serveConfig, error) {
 	var c serveConfig
-	switch {
-	case o.origin == "":
-		return c, fmt.Errorf("--origin is required (or %s)", envName("origin"))
-	case o.redis == "":
-		return c, fmt.Errorf("--redis is required (or %s)", envName("redis"))
-	case o.defaultTTL < 0:
-		return c, fmt.Errorf("--default-ttl must not be negative (got %v)", o.defaultTTL)
-	case o.maxBody <= 0:
-		return c, fmt.Errorf("--max-body must be positive (got %d)", o.maxBody)
-	case o.maxURL <= 0:
-		return c, fmt.Errorf("--max-url must be positive (got %d)", o.maxURL)
-	case o.originTimeout <= 0:
-		return c, fmt.Errorf("--origin-timeout must be positive (got %v)", o.originTimeout)
-	case o.nearSize < 0:
-		return c, fmt.Errorf("--near-size must not be negative (got %d)", o.nearSize)
-	case o.nearTTL <= 0:
-		return c, fmt.Errorf("--near-ttl must be positive (got %v)", o.nearTTL)
-	case o.redisTimeout <= 0:
-		return c, fmt.Errorf("--redis-timeout must be positive (got %v)", o.redisTimeout)
-	case o.passTTL <= 0:
-		return c, fmt.Errorf("--pass-ttl must be positive (got %v)", o.passTTL)
-	case o.revalidateKeep < 0:
-		return c, fmt.Errorf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)
-	case o.shutdownTimeout <= 0:
-		return c, fmt.Errorf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)
-	case o.listen == "":
-		return c, errors.New("--listen must not be empty")
+	for _, r := range []struct {
+		bad bool
+		msg string
+	}{
+		{o.origin == "", "--origin is required (or " + envName("origin") + ")"},
+		{o.redis == "", "--redis is required (or " + envName("redis") + ")"},
+		{o.listen == "", "--listen must not be empty"},
+		{o.defaultTTL < 0, fmt.Sprintf("--default-ttl must not be negative (got %v)", o.defaultTTL)},
+		{o.maxBody <= 0, fmt.Sprintf("--max-body must be positive (got %d)", o.maxBody)},
+		{o.maxURL <= 0, fmt.Sprintf("--max-url must be positive (got %d)", o.maxURL)},
+		{o.originTimeout <= 0, fmt.Sprintf("--origin-timeout must be positive (got %v)", o.originTimeout)},
+		{o.nearSize < 0, fmt.Sprintf("--near-size must not be negative (got %d)", o.nearSize)},
+		{o.nearTTL <= 0, fmt.Sprintf("--near-ttl must be positive (got %v)", o.nearTTL)},
+		{o.redisTimeout <= 0, fmt.Sprintf("--redis-timeout must be positive (got %v)", o.redisTimeout)},
+		{o.passTTL <= 0, fmt.Sprintf("--pass-ttl must be positive (got %v)", o.passTTL)},
+		{o.revalidateKeep < 0, fmt.Sprintf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)},
+		{o.shutdownTimeout <= 0, fmt.Sprintf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)},
+	} {
+		if r.bad {
+			return c, errors.New(r.msg)
+		}
 	}
 	u, err := url.Parse(o.origin)
 	if err != nil {
