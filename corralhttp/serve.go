@@ -162,6 +162,7 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 	case errors.Is(err, corral.ErrClosed):
 		return h.fail(w, http.StatusServiceUnavailable, "corral: shutting down")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, corral.ErrLoadTimeout):
+		h.log.Warn("corral: the origin did not answer in time", "path", r.URL.Path, "timeout", h.opts.OriginTimeout)
 		return h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
 	case errors.Is(err, corral.ErrRemoteLoad):
 		return h.fail(w, http.StatusBadGateway, "corral: the origin failed for the request this one waited for")

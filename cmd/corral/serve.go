@@ -80,7 +80,7 @@ flag on the command line wins over its variable; a CORRAL_SERVE_ variable
 that is no flag's is an error. Give a Redis URL with a password through
 CORRAL_SERVE_REDIS rather than the command line, which other users of the
 machine can read; percent-encode its special characters (/ as %2F, # as
-%23, ? as %3F, @ as %40). Passwords are never logged or shown.`,
+%23, ? as %3F, @ as %40, a comma as %2C, % as %25). Passwords are never logged or shown.`,
 		Example: `  corral serve --origin http://127.0.0.1:9000 --redis redis://127.0.0.1:6379
   CORRAL_SERVE_REDIS='rediss://app:secret@redis.internal:6380' corral serve --origin https://api.internal --listen :8080 --admin-listen :9090
   corral serve --origin http://app:9000 --redis 'redis://10.0.0.1:6379?addr=10.0.0.2:6379' --default-ttl 30s --near-size 10000`,
@@ -115,7 +115,7 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "prefix of the cache's Redis keys (corral.Options.Prefix); sidecars share a cache when they share it")
 	f.IntVar(&o.nearSize, "near-size", 0, "entries held in each sidecar's memory in front of Redis (corral.Options.NearCache.Size; 0: no near cache)")
 	f.DurationVar(&o.nearTTL, "near-ttl", core.DefaultNearCacheTTL, "longest a near cache copy is served without Redis confirming it")
-	f.DurationVar(&o.redisTimeout, "redis-timeout", core.DefaultRedisTimeout, "how long Redis may stay silent before a call fails and the sidecar asks the origin itself (corral.Options.RedisTimeout)")
+	f.DurationVar(&o.redisTimeout, "redis-timeout", core.DefaultRedisTimeout, "how long Redis may stay silent before a call fails and the sidecar asks the origin itself: a call sent as Redis falls silent fails after 1 to 2 times it, later calls after it (corral.Options.RedisTimeout)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests under way may take to finish at shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

@@ -158,13 +158,23 @@ func (a *admin) servers(cache http.Handler, mainLn, adminLn net.Listener, log *s
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	}
-	if adminLn == nil {
-		mux := http.NewServeMux()
-		a.routes(mux, log)
-		mux.Handle("/", cache)
-		return []server{{newServer(mux), mainLn}}
-	}
 	mux := http.NewServeMux()
 	a.routes(mux, log)
+	if adminLn == nil {
+		return []server{{newServer(beside(mux, cache)), mainLn}}
+	}
 	return []server{{newServer(cache), mainLn}, {newServer(mux), adminLn}}
+}
+
+// beside serves /metrics and /healthz with admin and every other path with
+// cache, as sent: not through a ServeMux, which would redirect a path it
+// cleans (//x, /a/../b) instead of passing it to the origin.
+func beside(admin, cache http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" || r.URL.Path == "/healthz" {
+			admin.ServeHTTP(w, r)
+			return
+		}
+		cache.ServeHTTP(w, r)
+	})
 }
