@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -164,7 +165,7 @@ func TestCompat_UnknownFlag(t *testing.T) {
 // failing, so no fail-open and no breaker failure.
 func TestCompression_CorruptEntry(t *testing.T) {
 	e := newEnv(t, nil)
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c := newCache(t, e.srv.Client(), &corral.Options{Compress: true, CompressMinBytes: 1024, Logger: slogTo(&logged)})
 	ctx := context.Background()
 	text := bytes.Repeat([]byte("stampede "), 2000)

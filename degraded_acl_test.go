@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -55,7 +56,7 @@ func TestDegraded_D2_NoChannelRights(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	rules := []string{"~*", "resetchannels", "+@all"}
 	holder := newCache(t, aclClient(t, srv, "nochan", rules...), &corral.Options{Logger: slogTo(&logged)})
 
@@ -156,7 +157,7 @@ func TestDegraded_D2_MissingRights(t *testing.T) {
 		{"no SET in scripts", []string{"~*", "&*", "+@all", "-set"}, "can't run this command", "(SET)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logged lockedBuffer
+			var logged testkit.Buffer
 			c := newCache(t, aclClient(t, srv, strings.ReplaceAll(tc.name, " ", "-"), tc.rules...), &corral.Options{Logger: slogTo(&logged)})
 			var loads atomic.Int32
 			load := func(context.Context) ([]byte, error) { loads.Add(1); return []byte("v"), nil }
@@ -251,7 +252,7 @@ func TestDegraded_D2_MixedFleet(t *testing.T) {
 // (a warning says why, once); every call is answered from Redis.
 func TestDegraded_D2_NearCacheWithoutInvalidations(t *testing.T) {
 	srv := redistest.Start(t)
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c := newCache(t, aclClient(t, srv, "noinval", "~*", "&corral:*", "+@all"),
 		&corral.Options{NearCache: corral.NearCacheOptions{Size: 100}, Logger: slogTo(&logged)})
 	ctx := context.Background()
@@ -283,7 +284,7 @@ var readmeACL = strings.Fields(`resetchannels ~corral:* &corral:* &__redis__:inv
 // logged about rights.
 func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 	srv := redistest.Start(t)
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	opts := func() *corral.Options {
 		return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100}, Logger: slogTo(&logged)}
 	}
@@ -339,7 +340,7 @@ func TestDegraded_D1_ReadOnlyReplica(t *testing.T) {
 	eventually(t, 10*time.Second, "the entry replicated", func() bool {
 		return replica.Client().Exists(ctx, wire.EntryName("corral", "cached")).Val() == 1
 	})
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c := newCache(t, replica.Client(), &corral.Options{Logger: slogTo(&logged)})
 	var loads atomic.Int32
 	load := func(context.Context) ([]byte, error) {

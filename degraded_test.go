@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -55,7 +56,7 @@ func outOfMemory(t *testing.T, rdb *redis.Client) {
 // Stats and the log say that writes are refused.
 func TestDegraded_D1_OutOfMemory(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory", "8mb", "--maxmemory-policy", "noeviction")
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c := newCache(t, srv.Client(), &corral.Options{StaleTTL: time.Minute, DisableJitter: true,
 		Logger: slogTo(&logged)})
 	admin := srv.Client()
@@ -232,7 +233,7 @@ func value_(s string) func(context.Context) ([]byte, error) { return value(s) }
 // that does not decode is the callers' decode error, not reloaded again.
 func TestDegraded_D4_EntriesThatNoLongerDecode(t *testing.T) {
 	e := newEnv(t, nil)
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c := newCache(t, e.srv.Client(), &corral.Options{Logger: slogTo(&logged)})
 	ctx := context.Background()
 	old := newCache(t, e.srv.Client(), nil)
@@ -675,7 +676,7 @@ func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
 				}
 				rdb = srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "any" })
 			}
-			var logged lockedBuffer
+			var logged testkit.Buffer
 			c, err := corral.New(rdb, &corral.Options{Logger: slogTo(&logged)})
 			if err != nil {
 				t.Fatal(err)
@@ -704,7 +705,7 @@ func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
 		srv := redistest.Start(t, "--maxmemory-policy", "volatile-ttl")
 		rdb := srv.Client()
 		srv.Close()
-		var logged lockedBuffer
+		var logged testkit.Buffer
 		c := newCache(t, rdb, &corral.Options{Logger: slogTo(&logged)})
 		if v, err := c.Fetch(context.Background(), "k", time.Minute, value("v")); err != nil || string(v) != "v" {
 			t.Fatalf("Fetch with Redis down = %q, %v; want the loader's value (fail-open)", v, err)
@@ -753,7 +754,7 @@ func TestDegraded_D5_EvictionPolicyCluster(t *testing.T) {
 	if err := evicting.Client().ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err(); err != nil {
 		t.Fatal(err)
 	}
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	c, err := corral.New(cl.Client(), &corral.Options{Logger: slogTo(&logged)})
 	if err != nil {
 		t.Fatal(err)

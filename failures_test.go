@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,7 +43,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	rdb.AddHook(sent)
 	opts := failOpts()
 	opts.BreakerCooldown = 2 * time.Second // open for the whole check, even on a busy machine
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	c := newCache(t, rdb, opts)
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -143,16 +144,7 @@ func isScript(cmd redis.Cmder, sha string) bool {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("not within %v: %s", within, what)
-		case <-tick.C:
-		}
-	}
+	testkit.Eventually(t, within, what, cond)
 }
 
 // waitSubscribed waits until the server counts n subscribers of channel

@@ -20,6 +20,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -507,7 +508,7 @@ func TestLoad_FailOpenCommitsUnderItsLease(t *testing.T) {
 // Errors and warnings name what went wrong with Redis, not only that it did.
 func TestLoad_ErrorsNameTheirCause(t *testing.T) {
 	srv := redistest.Start(t)
-	var logged lockedBuffer
+	var logged testkit.Buffer
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	c := newCache(t, rdb, &corral.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil)), BreakerThreshold: 2, BreakerCooldown: time.Minute})
@@ -526,22 +527,4 @@ func TestLoad_ErrorsNameTheirCause(t *testing.T) {
 	if !errors.Is(err, corral.ErrCircuitOpen) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Get with the breaker open = %v; want ErrCircuitOpen naming the refused connection", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

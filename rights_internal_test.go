@@ -1,35 +1,16 @@
 package corral
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 )
-
-// syncLog is a log destination safe for concurrent use.
-type syncLog struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A client Redis does not accept (a wrong password, none where one is
 // required, a database index out of range) is not a user lacking rights:
@@ -58,7 +39,7 @@ func TestRightsCheckRefusedClient(t *testing.T) {
 		{"no channel rights", func(o *redis.Options) { o.Username, o.Password = "nochan", "pw" }, "", "may not publish on corral's channels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logged syncLog
+			var logged testkit.Buffer
 			c, err := New(srv.Client(tc.opts), &Options{RedisTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -345,16 +346,7 @@ func TestReleaseScriptHoldsAndMarks(t *testing.T) {
 
 func eventually(t *testing.T, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("condition not met within %v", within)
-		case <-tick.C:
-		}
-	}
+	testkit.Eventually(t, within, "the condition", cond)
 }
 
 func TestDeleteScriptRevokesLease(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // origin is a real HTTP server that counts the requests it answers and
@@ -111,18 +112,10 @@ func expect(t *testing.T, w *httptest.ResponseRecorder, xcache string, status in
 	}
 }
 
-// eventually polls cond every 10 ms until it holds, failing t after 10 s.
+// eventually polls cond until it holds, failing t after 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testkit.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, what, cond)
 }
 
 // parallel runs f(i) for i in [0, n) at once, released together.

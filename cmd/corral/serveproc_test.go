@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // The process tests of `corral serve` run the corral binary, built once per
@@ -81,7 +82,7 @@ type sidecar struct {
 	Admin string // of /metrics and /healthz
 
 	cmd    *exec.Cmd
-	out    *syncBuffer // stdout and stderr
+	out    *testkit.Buffer // stdout and stderr
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
 
@@ -100,7 +101,7 @@ func startSidecar(t *testing.T, env []string, args ...string) *sidecar {
 	t.Helper()
 	cmd := exec.Command(corralBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	s := &sidecar{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	s := &sidecar{cmd: cmd, out: &testkit.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout = s.out
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -177,24 +178,6 @@ func startFleet(t *testing.T, n int, env []string, args ...string) []*sidecar {
 		fleet[i] = startSidecar(t, env, args...)
 	}
 	return fleet
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // origin is an HTTP origin that counts the requests it gets, per path.
@@ -292,15 +275,7 @@ func get(url string) (int, string, error) {
 // waitFor polls cond every 10ms until it holds, failing t after bound.
 func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", bound, what)
-		}
-		<-tick.C
-	}
+	testkit.EventuallyEvery(t, bound, 10*time.Millisecond, what, cond)
 }
 
 // closedAddr returns a loopback address nothing listens on.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -298,16 +299,7 @@ func pastSoftExpiry(t *testing.T, rdb *redis.Client, entry string) {
 // poll calls cond until it holds, every millisecond, for up to within.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("not within %v: %s", within, what)
-		case <-tick.C:
-		}
-	}
+	testkit.EventuallyEvery(t, within, time.Millisecond, what, cond)
 }
 
 // add returns the sum of a and b's counters (BreakerOpen: either's).
