@@ -73,10 +73,7 @@ func (c *Cache) fetchEntry(ctx context.Context, key string, load func(ctx contex
 	if err := c.check(ctx, key); err != nil {
 		return nil, err
 	}
-	if load == nil {
-		return nil, ErrNilLoader
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ready(ctx, load == nil); err != nil {
 		return nil, err
 	}
 	return c.fetchValue(ctx, key, loader{entry: load})

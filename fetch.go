@@ -90,6 +90,12 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 	if ttl <= 0 {
 		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
+	return ready(ctx, nilLoader)
+}
+
+// ready checks what every call checks after its key (and TTL): that it
+// has a loader, and that its context has not ended.
+func ready(ctx context.Context, nilLoader bool) error {
 	if nilLoader {
 		return ErrNilLoader
 	}

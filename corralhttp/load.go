@@ -36,10 +36,7 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 		if !mine || !st.handOver(big) {
 			big.close()
 		}
-		if req.auth {
-			return corral.Entry{Value: passMarker}, nil
-		}
-		return h.passEntry(), nil
+		return h.passEntry(req), nil
 	case err != nil:
 		return corral.Entry{}, err
 	}
@@ -55,11 +52,7 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 			st.own = s
 			st.mu.Unlock()
 		}
-		if req.auth {
-			// Not stored: one request's credentials never decide for others.
-			return corral.Entry{Value: passMarker}, nil
-		}
-		return h.passEntry(), nil
+		return h.passEntry(req), nil
 	}
 	b, err := s.encode()
 	if err != nil {
@@ -76,8 +69,14 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 	return corral.Entry{Value: b, TTL: max(v.fresh, time.Millisecond), StaleTTL: stale}, nil
 }
 
-// passEntry is the pass marker's Entry.
-func (h *Handler) passEntry() corral.Entry {
+// passEntry is the Entry of a pass marker for req: stored for PassTTL, or
+// for a request with Authorization not stored at all (one request's
+// credentials never decide for others), so that it only sends the flight's
+// other callers to the origin.
+func (h *Handler) passEntry(req request) corral.Entry {
+	if req.auth {
+		return corral.Entry{Value: passMarker}
+	}
 	return corral.Entry{Value: passMarker, TTL: h.opts.PassTTL, StaleTTL: -1}
 }
 
@@ -196,28 +195,26 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 		h.metrics.origin("error")
 		return nil, nil, originError("request", err)
 	}
+	code := strconv.Itoa(resp.StatusCode) // the metric's label, "error" if the body is cut short
+	defer func() { h.metrics.origin(code) }()
 	received := time.Now()
 	if resp.StatusCode == http.StatusNotModified && prev != nil {
 		resp.Body.Close()
-		h.metrics.origin(statusLabel(resp.StatusCode))
 		return refreshed(prev, resp.Header, received), nil, nil
 	}
 	if resp.ContentLength > h.opts.MaxBodyBytes {
-		h.metrics.origin(statusLabel(resp.StatusCode))
 		return nil, &big{resp: resp}, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, h.opts.MaxBodyBytes+1))
 	switch {
 	case err != nil:
 		resp.Body.Close()
-		h.metrics.origin("error")
+		code = "error"
 		return nil, nil, originError("body", err)
 	case int64(len(body)) > h.opts.MaxBodyBytes:
-		h.metrics.origin(statusLabel(resp.StatusCode))
 		return nil, &big{resp: resp, prefix: body}, nil
 	}
 	resp.Body.Close()
-	h.metrics.origin(statusLabel(resp.StatusCode))
 	s := &stored{body: body}
 	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), received.UnixMilli()
 	s.Age = int64(ageOf(resp.Header) / time.Second)

@@ -2,7 +2,6 @@ package corralhttp
 
 import (
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,5 +83,3 @@ func (m *metrics) origin(code string) {
 		m.originReqs.WithLabelValues(code).Inc()
 	}
 }
-
-func statusLabel(code int) string { return strconv.Itoa(code) }

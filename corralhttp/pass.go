@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 )
 
@@ -31,7 +32,7 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 		},
 		Transport: h.client.Transport,
 		ModifyResponse: func(resp *http.Response) error {
-			h.metrics.origin(statusLabel(resp.StatusCode))
+			h.metrics.origin(strconv.Itoa(resp.StatusCode))
 			resp.Header.Set("X-Cache", Pass)
 			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
 				h.invalidate(resp.Request.Context(), inv)
@@ -42,7 +43,7 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 			h.metrics.origin("error")
 			switch {
 			case errors.Is(context.Cause(r.Context()), errPassTimeout), isTimeout(err):
-				h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
+				h.timedOut(w, r)
 			default:
 				h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", originError("request", err))
 				h.fail(w, http.StatusBadGateway, msgOriginFailed)

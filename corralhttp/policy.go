@@ -131,8 +131,8 @@ func seconds(d cacheobject.DeltaSeconds) time.Duration {
 // token, compared case-insensitively.
 func hasToken(values []string, token string) bool {
 	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
+		for _, t := range splitTokens(v) {
+			if strings.EqualFold(t, token) {
 				return true
 			}
 		}

@@ -26,13 +26,12 @@ const (
 // state is what one request learns about how it was served: from the
 // Observer (its call's outcome) and from its loader, if that ran.
 type state struct {
-	mu        sync.Mutex
-	outcome   corral.EventKind // its call's outcome
-	coalesced bool             // it joined a flight of another request in this process
-	ran       bool             // its loader ran (for this request, not in the background)
-	own       *stored          // a response fetched for it that may not be shared
-	big       *big             // its response, over MaxBodyBytes, to stream
-	answered  bool             // its call returned: a load after that is a background refresh
+	mu       sync.Mutex
+	outcome  corral.EventKind // its call's outcome
+	ran      bool             // its loader ran (for this request, not in the background)
+	own      *stored          // a response fetched for it that may not be shared
+	big      *big             // its response, over MaxBodyBytes, to stream
+	answered bool             // its call returned: a load after that is a background refresh
 }
 
 // loading records that the request's loader runs for it, unless the
@@ -53,7 +52,7 @@ type stateKey struct{}
 type outcomes struct{}
 
 func (outcomes) Observe(ctx context.Context, e corral.Event) {
-	if !e.Kind.Outcome() && e.Kind != corral.EventCoalesced {
+	if !e.Kind.Outcome() {
 		return
 	}
 	st, ok := ctx.Value(stateKey{}).(*state)
@@ -61,11 +60,7 @@ func (outcomes) Observe(ctx context.Context, e corral.Event) {
 		return
 	}
 	st.mu.Lock()
-	if e.Kind == corral.EventCoalesced {
-		st.coalesced = true
-	} else {
-		st.outcome = e.Kind
-	}
+	st.outcome = e.Kind
 	st.mu.Unlock()
 }
 
@@ -162,13 +157,19 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 	case errors.Is(err, corral.ErrClosed):
 		return h.fail(w, http.StatusServiceUnavailable, "corral: shutting down")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, corral.ErrLoadTimeout):
-		h.log.Warn("corral: the origin did not answer in time", "path", r.URL.Path, "timeout", h.opts.OriginTimeout)
-		return h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
+		return h.timedOut(w, r)
 	case errors.Is(err, corral.ErrRemoteLoad):
 		return h.fail(w, http.StatusBadGateway, "corral: the origin failed for the request this one waited for")
 	}
 	h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", err)
 	return h.fail(w, http.StatusBadGateway, msgOriginFailed)
+}
+
+// timedOut answers a request whose origin exchange ran past
+// OriginTimeout: 504, logged.
+func (h *Handler) timedOut(w http.ResponseWriter, r *http.Request) string {
+	h.log.Warn("corral: the origin did not answer in time", "path", r.URL.Path, "timeout", h.opts.OriginTimeout)
+	return h.fail(w, http.StatusGatewayTimeout, "corral: the origin did not answer within "+h.opts.OriginTimeout.String())
 }
 
 // msgOriginFailed is the body of a 502: it names no host or error, which
@@ -236,8 +237,7 @@ func notModified(r *http.Request, s *stored) bool {
 	if inm == "" || etag == "" || s.Status != http.StatusOK {
 		return false
 	}
-	for t := range strings.SplitSeq(inm, ",") {
-		t = strings.TrimSpace(t)
+	for _, t := range splitTokens(inm) {
 		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(etag, "W/") {
 			return true
 		}
