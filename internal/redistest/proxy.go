@@ -12,13 +12,15 @@ import (
 // Proxy is a TCP proxy between clients and a Redis server, for fault
 // injection: it can cut a connection when the server's reply matches a
 // pattern (a reply lost to a dropped connection), delay replies, reset every
-// connection, or turn into a black hole that accepts connections and never
-// answers.
+// connection, turn into a black hole that accepts connections and never
+// answers, or refuse connections as a server that is gone does (a
+// partition that resets them).
 type Proxy struct {
 	Addr string // where clients connect
 
 	target string
-	ln     net.Listener
+	lnMu   sync.Mutex             // guards ln
+	ln     net.Listener           // nil while refusing
 	cut    atomic.Pointer[[]byte] // cut the first connection whose reply contains this
 	hole   atomic.Bool            // drop all data both ways
 	delay  atomic.Int64           // added to every chunk of replies, ns
@@ -37,9 +39,34 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// Refuse makes the proxy refuse connections (on): it stops listening, so a
+// dial gets "connection refused", and closes every connection through it,
+// as a killed server or a partition that resets connections would. Off
+// listens again on the same address. It reports an error if the address
+// could not be taken again.
+func (p *Proxy) Refuse(on bool) error {
+	p.lnMu.Lock()
+	defer p.lnMu.Unlock()
+	switch {
+	case on && p.ln != nil:
+		p.ln.Close()
+		p.ln = nil
+		p.Reset()
+	case !on && p.ln == nil:
+		ln, err := net.Listen("tcp", p.Addr)
+		if err != nil {
+			return err
+		}
+		p.ln = ln
+		p.wg.Add(1)
+		go p.accept(ln)
+	}
+	return nil
 }
 
 // CutOnReply makes the proxy drop, once, the connection on which the server
@@ -66,10 +93,10 @@ func (p *Proxy) Reset() {
 	}
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -137,7 +164,12 @@ func (p *Proxy) untrack(conns ...net.Conn) {
 
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() {
-	p.ln.Close()
+	p.lnMu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	p.lnMu.Unlock()
 	p.mu.Lock()
 	for c := range p.conns {
 		c.Close()

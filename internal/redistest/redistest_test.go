@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +62,19 @@ func TestProxy(t *testing.T) {
 	p.Reset()
 	if v := c.Get(ctx, "k").Val(); v != "hello" {
 		t.Fatalf("after the black hole, Get = %q", v)
+	}
+
+	if err := p.Refuse(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, "k").Err(); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("while refusing, Get = %v; want connection refused", err)
+	}
+	if err := p.Refuse(false); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Get(ctx, "k").Val(); v != "hello" {
+		t.Fatalf("after refusing, Get = %q", v)
 	}
 }
 
