@@ -286,6 +286,10 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 		} else if ok {
 			c.leave(f)
 		}
+		if c.queue.has(k.key) {
+			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)
+			continue
+		}
 		var o *op
 		if k.pc, o = c.startPeek(k.key); o != nil {
 			ops = append(ops, o)

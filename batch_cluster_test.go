@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -108,33 +109,55 @@ func mapValues(m map[string]int) []int {
 }
 
 // With Redis down, FetchMany fails open as Fetch does: one loadMany call
-// for all the keys, its values returned, nothing cached.
+// for all the keys, its values returned, nothing cached in Redis; then,
+// for FailSafe.Throttle, the keys are answered from this process's memory
+// without a load. With DisableFailSafe, every round loads.
 func TestFetchMany_FailOpen(t *testing.T) {
+	for _, safe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fail-safe %v", safe), func(t *testing.T) { fetchManyFailOpen(t, safe) })
+	}
+}
+
+func fetchManyFailOpen(t *testing.T, safe bool) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout = 100 * time.Millisecond })
-	c := newCache(t, rdb, failOpts())
+	o := failOpts()
+	o.DisableFailSafe = !safe
+	o.FailSafe.Throttle = time.Hour // the whole test
+	c := newCache(t, rdb, o)
 	ctx := context.Background()
 	srv.Kill()
 	keys := keyRange("down:", 0, 20)
-	// Each FetchMany is one failed exchange with Redis: the breaker opens
-	// after BreakerThreshold of them; one more round runs with it open.
-	for round, open := 1, 0; open < 2; round++ {
-		if c.Stats().BreakerOpen {
-			open++
-		}
+	for round := 1; round <= 3; round++ {
 		var o batchOrigin
 		vals, err := c.FetchMany(ctx, keys, time.Minute, o.load)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantValues(t, vals, keys)
-		if calls := o.called(); len(calls) != 1 || len(calls[0]) != len(keys) {
-			t.Fatalf("round %d: loadMany calls %v; want one with every key", round, calls)
+		st := c.Stats()
+		switch calls := o.called(); {
+		case round == 1 || !safe:
+			if len(calls) != 1 || len(calls[0]) != len(keys) {
+				t.Fatalf("round %d: loadMany calls %v; want one with every key", round, calls)
+			}
+			want := uint64(len(keys))
+			if !safe {
+				want *= uint64(round)
+			}
+			if st.FailOpens != want {
+				t.Fatalf("round %d: %+v; want %d fail-opens", round, st, want)
+			}
+		default:
+			if len(calls) != 0 || st.FailSafeHits != uint64((round-1)*len(keys)) {
+				t.Fatalf("round %d: loadMany calls %v, %+v; want none, every key from memory", round, calls, st)
+			}
 		}
-		if st := c.Stats(); st.FailOpens != uint64(round*len(keys)) || round == 10 {
-			t.Fatalf("round %d: %+v; want %d fail-opens, and the breaker open before round 10", round, st, round*len(keys))
+		if !st.BreakerOpen {
+			t.Fatalf("round %d: the breaker is closed with Redis refusing connections: %+v", round, st)
 		}
 	}
+	keys = keyRange("failing:", 0, 20)
 	var be *corral.BatchError
 	if _, err := c.FetchMany(ctx, keys, time.Minute, (&batchOrigin{err: errors.New("origin down")}).load); !errors.As(err, &be) || len(be.Errs) != len(keys) {
 		t.Fatalf("a failing loadMany while Redis is down: %v", err)

@@ -4,23 +4,54 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 )
 
 // breaker is the circuit breaker in front of one Redis node (a single server,
-// or one Cluster master: a master failing over does not cut the others off)
-// (github.com/sony/gobreaker). After BreakerThreshold consecutive failed
-// calls it opens: for BreakerCooldown every call fails at once with
-// ErrCircuitOpen, so Fetch fails open without paying RedisTimeout on each
-// call. Then it lets one call through (half-open): a success closes it, a
-// failure opens it again.
+// or one Cluster master: a master failing over does not cut the others off).
+// It opens in two ways:
+//
+//   - After BreakerThreshold consecutive failed exchanges
+//     (github.com/sony/gobreaker): for BreakerCooldown, spread by ±25% per
+//     breaker so that a fleet's instances do not try again together, every
+//     call fails at once with ErrCircuitOpen, so Fetch answers from memory or
+//     fails open without paying RedisTimeout on each call. Then it lets one
+//     call through (half-open): a success closes it, a failure opens it
+//     again.
+//   - At once, tripped, on evidence that the node cannot be used at all: its
+//     probe connection refused (down.go), a silence past the stall bound, or
+//     the client's connections refused at AUTH. It stays open until the
+//     node's recovery probe answers (down.go): no caller's call is the one
+//     that finds out.
 type breaker struct {
 	cb         *gobreaker.TwoStepCircuitBreaker[any]
 	cause      func() error               // what went wrong with Redis lately, for errors and the warning
 	lastFailed atomic.Pointer[failedCall] // the latest call that failed, when cause knows nothing
+	tripped    atomic.Pointer[trip]       // set while tripped (see above)
+
+	node   string
+	o      Options
+	stats  *counters
+	cbOpen atomic.Bool // gobreaker's state is not closed
+
+	mu        sync.Mutex // guards openSince, the open-or-closed state as told
+	openSince time.Time  // when the breaker last opened, either way; zero while closed
+	warn      everyMinute
+}
+
+// trip is a breaker opened by evidence, and why.
+type trip struct {
+	cause error
+	since time.Time
+	// recovering is set once the node's probe answered: only the
+	// recovery's own ops (op.recovery) go through, before any caller's.
+	recovering atomic.Bool
+	latest     atomic.Pointer[failedCall] // why the latest recovery probe failed
 }
 
 // failedCall is an error that a call through the breaker failed with.
@@ -30,11 +61,11 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 	if o.DisableBreaker {
 		return nil
 	}
-	b := &breaker{cause: cause}
+	b := &breaker{cause: cause, node: node, o: o, stats: stats}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
 		Name:        "corral " + node,
 		MaxRequests: 1,
-		Timeout:     o.BreakerCooldown,
+		Timeout:     spread(o.BreakerCooldown, 0.25, o.Rand),
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= uint32(o.BreakerThreshold)
 		},
@@ -43,25 +74,36 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 			var gone callerGone
 			return errors.As(err, &gone) || dialTimedOut(err) // sent again (pipeline.go)
 		},
-		OnStateChange: func(_ string, from, to gobreaker.State) {
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			// Called with gobreaker's lock held: its State may not be asked.
 			observeBreaker(o, node, to)
-			switch to {
-			case gobreaker.StateOpen:
-				stats.breakerOpens.Add(1)
-				o.Logger.Warn("corral: Redis keeps failing; circuit breaker open", "node", node, "cooldown", o.BreakerCooldown, "err", b.why())
-			case gobreaker.StateClosed:
-				o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", node)
+			b.cbOpen.Store(to != gobreaker.StateClosed)
+			if to == gobreaker.StateOpen {
+				b.opened("corral: Redis keeps failing; circuit breaker open", b.why())
 			}
+			b.changed()
 		},
 	})
 	return b
 }
 
+// spread returns d spread uniformly by ±f (a fraction of it).
+func spread(d time.Duration, f float64, rnd func() float64) time.Duration {
+	return time.Duration(float64(d) * (1 + f*(2*rnd()-1)))
+}
+
 // allow lets one exchange with Redis through unless the breaker is open;
-// done reports its outcome.
-func (b *breaker) allow() (done func(error), err error) {
+// done reports its outcome. recovery says every op of the exchange is the
+// recovery's own, sent while tripped once the node's probe answered.
+func (b *breaker) allow(recovery bool) (done func(error), err error) {
 	if b == nil {
 		return func(error) {}, nil
+	}
+	if t := b.tripped.Load(); t != nil {
+		if recovery && t.recovering.Load() {
+			return func(error) {}, nil // not counted: the probe decides
+		}
+		return nil, t.err()
 	}
 	done, err = b.cb.Allow()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
@@ -71,6 +113,87 @@ func (b *breaker) allow() (done func(error), err error) {
 		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
 	}
 	return done, err
+}
+
+// err is the error of a call the trip kept from Redis: ErrCircuitOpen,
+// wrapping the evidence (errors.Is finds ErrRedisTimeout or the refused
+// connection's error through it).
+func (t *trip) err() error {
+	cause := t.cause
+	if l := t.latest.Load(); l != nil {
+		cause = l.err
+	}
+	return fmt.Errorf("%w (for %v: %w)", ErrCircuitOpen, time.Since(t.since).Round(time.Millisecond), cause)
+}
+
+// trip opens the breaker at once for cause (see breaker). It reports
+// whether it was not tripped already: the caller then starts the node's
+// recovery probe.
+func (b *breaker) trip(cause error) bool {
+	if b == nil {
+		return false
+	}
+	t := &trip{cause: cause, since: time.Now()}
+	if !b.tripped.CompareAndSwap(nil, t) {
+		return false
+	}
+	b.opened("corral: Redis cannot be used; circuit breaker open until it answers again", cause)
+	b.changed()
+	return true
+}
+
+// untrip closes a breaker that t tripped, once the node answered its
+// recovery probe.
+func (b *breaker) untrip(t *trip) {
+	if b.tripped.CompareAndSwap(t, nil) {
+		b.changed()
+	}
+}
+
+// opened counts and warns of an opening (at most once a minute per node;
+// at debug level otherwise: a flapping node must not flood the log).
+func (b *breaker) opened(msg string, cause error) {
+	if b.warn.allow() {
+		b.o.Logger.Warn(msg, "node", b.node, "cooldown", b.o.BreakerCooldown, "err", cause)
+	} else {
+		b.o.Logger.Debug(msg, "node", b.node, "err", cause)
+	}
+}
+
+// changed tells the Observer and Stats when the breaker as a whole (either
+// way of opening) opens or closes, and adds up the time it was open.
+func (b *breaker) changed() {
+	open := b.cbOpen.Load() || b.tripped.Load() != nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case open && b.openSince.IsZero():
+		b.openSince = time.Now()
+		b.stats.breakerOpens.Add(1)
+		if b.tripped.Load() != nil && !b.cbOpen.Load() {
+			observeBreaker(b.o, b.node, gobreaker.StateOpen) // gobreaker told of its own
+		}
+	case !open && !b.openSince.IsZero():
+		b.stats.outage.Add(int64(time.Since(b.openSince)))
+		b.openSince = time.Time{}
+		if b.tripped.Load() == nil {
+			b.o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", b.node)
+		}
+		observeBreaker(b.o, b.node, gobreaker.StateClosed)
+	}
+}
+
+// openFor is how long the breaker has been open now; 0 while closed.
+func (b *breaker) openFor() time.Duration {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openSince.IsZero() {
+		return 0
+	}
+	return time.Since(b.openSince)
 }
 
 // failed remembers err, when it says Redis failed, as the latest failure of
@@ -97,7 +220,7 @@ func (b *breaker) why() error {
 
 // open reports whether the breaker is open or half-open now.
 func (b *breaker) open() bool {
-	return b != nil && b.cb.State() != gobreaker.StateClosed
+	return b != nil && (b.cbOpen.Load() || b.tripped.Load() != nil)
 }
 
 // callerGone wraps the error of a call abandoned because its caller's
@@ -108,10 +231,11 @@ func (e callerGone) Error() string { return e.err.Error() }
 func (e callerGone) Unwrap() error { return e.err }
 
 // redisFailed reports whether err says Redis is unavailable: a network
-// error, a timeout, or a reply that means "not now" (loading, cluster down,
-// failing over, busy). Other error replies mean Redis is up and answering:
-// among them a refused write (OOM, READONLY), with which Redis still serves
-// reads; the caller leaving is nobody's failure.
+// error, a timeout, a reply that means "not now" (loading, cluster down,
+// failing over, busy), or a refused AUTH (the client's credentials are not,
+// or no longer, Redis's). Other error replies mean Redis is up and
+// answering: among them a refused write (OOM, READONLY), with which Redis
+// still serves reads; the caller leaving is nobody's failure.
 func redisFailed(err error) bool {
 	if err == nil {
 		return false
@@ -130,5 +254,18 @@ func redisFailed(err error) bool {
 			return true
 		}
 	}
-	return false
+	return authRefused(err)
+}
+
+// authRefused reports whether err is Redis refusing the client's
+// credentials: a wrong password or user (WRONGPASS; "invalid password" from
+// Redis before 6), or none given where one is needed (NOAUTH).
+func authRefused(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
+		strings.HasPrefix(msg, "ERR invalid password") || strings.HasPrefix(msg, "ERR invalid username-password")
 }

@@ -42,6 +42,12 @@ type Cache struct {
 
 	refreshSlots chan struct{} // semaphore: background refreshes running
 
+	queue   *invalidations                   // invalidations Redis is yet to get (queue.go)
+	held    *otter.Cache[string, *heldValue] // fail-open results, without the near cache (failsafe.go)
+	heldSeq atomic.Uint64                    // bumped by every invalidation of held
+	openMu  sync.Mutex                       // guards opens
+	opens   map[string]*openLoad             // the fail-open load under way of each key (failsafe.go)
+
 	warnedLarge  sync.Map // entry names warned of a value over MaxValueBytes
 	warnedDecode sync.Map // keys warned of an entry that did not decode
 	warnedRights sync.Map // NOPERM messages logged
@@ -49,6 +55,8 @@ type Cache struct {
 	checked      atomic.Bool // the first-use checks have started (rights.go)
 	warnNotice   everyMinute
 	warnRefused  everyMinute
+	warnFailOpen everyMinute
+	faults       faults // for Health (health.go)
 
 	peekMu sync.Mutex           // guards peeks
 	peeks  map[string]*peekCall // the peek under way of each key (hit.go)
@@ -84,9 +92,12 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      make(map[string]*flight),
 		peeks:        make(map[string]*peekCall),
+		opens:        make(map[string]*openLoad),
+		queue:        newInvalidations(o.MaxPendingInvalidations),
 	}
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
+		recovered: c.recovered,
 	})
 	c.notify = notify.New(notify.Config{
 		Client: rdb, Mode: c.pubsubMark, NodeFailed: c.nodeFailed,
@@ -95,15 +106,33 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	// Even at CodecVersion 0: a release without a version is the oldest of
 	// all, and meets the entries of any release that set one.
 	c.newer = newNewerCopies()
-	if o.NearCache.Size > 0 {
-		if c.near, err = newNearCache(o.NearCache); err != nil {
+	safeTTL := o.FailSafe.TTL
+	if o.DisableFailSafe {
+		safeTTL = 0
+	}
+	switch {
+	case o.NearCache.Size > 0:
+		if c.near, err = newNearCache(o.NearCache, safeTTL); err != nil {
 			return nil, fmt.Errorf("%w: NearCache: %v", ErrInvalidOptions, err)
 		}
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
+	case !o.DisableFailSafe:
+		c.held = newHeld(o.FailSafe)
 	}
 	c.observing(o.Observer)
+	c.wg.Add(1)
+	go c.replayer()
 	c.warmUp()
 	return c, nil
+}
+
+// recovered is told by the pipeline that node, found down, answers again:
+// its queued invalidations go first, before its breaker lets the callers'
+// calls through (queue.go).
+func (c *Cache) recovered(node string) {
+	ctx, cancel := context.WithTimeout(c.drain, c.opts.RedisTimeout)
+	defer cancel()
+	c.replay(ctx, node, true)
 }
 
 // nodeFailed is the Cache's reaction to a Redis node that may have failed:
@@ -206,14 +235,14 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		return fmt.Errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
 	}
 	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, c.freshness(ttl), 0))
+	c.detach(key)
 	if err != nil {
 		if !errors.Is(err, ErrWriteRefused) {
 			c.countRedisError(ctx, err)
 		}
-		return err
+		return c.invalidateLater(ctx, key, err) // applied as a Delete: a newer value may come meanwhile
 	}
 	c.firstUse()
-	c.detach(key)
 	return nil
 }
 
@@ -228,17 +257,18 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key)); err != nil {
-		if errors.Is(err, ErrWriteRefused) {
-			c.refusedWrite(err.Error())
-			return err
-		}
-		c.countRedisError(ctx, err)
-		return err
-	}
-	c.firstUse()
+	err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key))
 	c.detach(key)
-	return nil
+	switch {
+	case errors.Is(err, ErrWriteRefused):
+		c.refusedWrite(err.Error())
+	case err != nil:
+		c.countRedisError(ctx, err)
+	default:
+		c.firstUse()
+		return nil
+	}
+	return c.invalidateLater(ctx, key, err)
 }
 
 // detach makes calls that start after a Delete or Set of key start a flight
@@ -255,12 +285,15 @@ func (c *Cache) detach(key string) {
 	if c.near != nil {
 		c.near.invalidate(key) // at once here; other processes hear of it from Redis
 	}
+	c.forget(key)
 }
 
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
 	s.BreakerOpen = c.store.pipe.breakerOpen()
+	s.OutageTime += c.store.pipe.openFor()
+	s.InvalidationsPending = int(c.queue.n.Load())
 	return s
 }
 
@@ -287,6 +320,12 @@ func (c *Cache) Close() error {
 	stop := time.AfterFunc(c.opts.RedisTimeout, c.cancelDrain)
 	defer stop.Stop()
 	waitUntil(&c.wg, deadline)
+	if c.queue.n.Load() > 0 {
+		// What is queued for Redis, within Close's bound: through breakers
+		// tripped still (Redis may be back, not yet probed).
+		c.store.pipe.recovering()
+		c.replay(c.drain, "", true)
+	}
 	c.cancelDrain()
 	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))
 	c.store.close()
@@ -295,6 +334,9 @@ func (c *Cache) Close() error {
 		c.near.close()
 	}
 	c.newer.StopAllGoroutines()
+	if c.held != nil {
+		c.held.StopAllGoroutines()
+	}
 	return nil
 }
 

@@ -117,11 +117,21 @@ type how struct {
 func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
 		c.coalesced(ctx, key)
-		return c.await(ctx, f), nil
+		return c.awaitFor(ctx, f, load), nil
 	} else if ok {
 		c.leave(f)
 	}
-	pc, perr := c.peek(ctx, key)
+	var pc *peekCall
+	var perr error
+	if c.queue.has(key) {
+		perr = errPending // not from Redis until its invalidation lands there (queue.go)
+	} else {
+		var a answer
+		var rescued bool
+		if pc, perr, a, rescued = c.peekFor(ctx, key, load); rescued {
+			return a, nil
+		}
+	}
 	a, keep, done, perr := c.afterPeek(ctx, key, pc, perr, h)
 	if done {
 		return a, keep
@@ -133,7 +143,73 @@ func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answ
 	if joined {
 		c.coalesced(ctx, key)
 	}
-	return c.await(ctx, f), nil
+	return c.awaitFor(ctx, f, load), nil
+}
+
+// peekFor is peek for a Fetch of key with load, which may be rescued
+// before its deadline (rescue.go): then rescued is true and a is its
+// answer, counted.
+func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, err error, a answer, rescued bool) {
+	pc, o := c.startPeek(key)
+	if o != nil {
+		o.readBy, _ = ctx.Deadline()
+		c.store.send(o)
+	}
+	select {
+	case <-pc.done:
+		return pc, pc.err, answer{}, false // read inline, or shared with one that ended
+	default:
+	}
+	r := c.planRescue(ctx, key)
+	fire, stop := r.timer()
+	defer stop()
+	for {
+		select {
+		case <-pc.done:
+			return pc, pc.err, answer{}, false
+		case <-ctx.Done():
+			return nil, ctx.Err(), answer{}, false
+		case <-fire:
+			if c.due(&r) {
+				a := c.rescued(ctx, key, load)
+				c.count(ctx, key, a.out)
+				return nil, nil, a, true
+			}
+			fire = nil // Redis answered something: slow, not down
+		}
+	}
+}
+
+// awaitFor is await for a Fetch with load, which may be rescued before its
+// deadline (rescue.go) while the flight waits for Redis's answer.
+func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader) answer {
+	select {
+	case <-f.done:
+		return c.await(ctx, f)
+	default:
+	}
+	r := c.planRescue(ctx, f.key)
+	if r.at.IsZero() {
+		return c.await(ctx, f)
+	}
+	fire, stop := r.timer()
+	defer stop()
+	for {
+		select {
+		case <-f.done:
+			return c.await(ctx, f)
+		case <-ctx.Done():
+			return c.await(ctx, f) // as await does: answered at the same moment, or the context's error
+		case <-fire:
+			if f.asking.Load() && c.due(&r) {
+				c.leave(f)
+				a := c.rescued(ctx, f.key, load)
+				c.count(ctx, f.key, a.out)
+				return a
+			}
+			fire = nil
+		}
+	}
 }
 
 // afterPeek answers a call from its peek (pc, or the peek's error perr)
@@ -159,6 +235,11 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 	case !redisFailed(perr):
 		c.firstUse() // Redis answered: not Redis failing, fetch.lua decides
 		return answer{}, nil, false, nil
+	}
+	if a, ok := c.failSafe(key); ok {
+		c.stats.redisErrors.Add(1)
+		c.count(ctx, key, a.out)
+		return a, nil, true, nil
 	}
 	return answer{}, nil, false, perr
 }

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -35,6 +36,8 @@ type flight struct {
 	// load, or it ended (batchload.go). nil for other flights.
 	decided func()
 
+	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
+
 	// guarded by Cache.mu:
 	callers int  // callers still waiting
 	loading bool // holds a lease: keeps running when callers leave
@@ -63,6 +66,7 @@ const (
 	outFailure                     // cached failure (ErrorTTL)
 	outMiss                        // a load's result, here or in another process
 	outFailOpen                    // the loader ran directly: Redis failed
+	outFailSafe                    // a value held in memory: Redis could not be used (failsafe.go)
 )
 
 // join returns the key's flight, starting one if there is none, with
@@ -198,6 +202,8 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 		c.stats.misses.Add(1)
 	case outFailOpen:
 		c.stats.failOpens.Add(1)
+	case outFailSafe:
+		c.stats.failSafeHits.Add(1)
 	default:
 		return
 	}

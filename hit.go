@@ -25,23 +25,10 @@ import (
 // is under way.
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
-	seq  uint64        // the near cache's invalidations before the peek was sent
+	seq  nearSnap      // the near cache before the peek was sent
 	sent int64         // nearClock before the peek was sent (near cache on)
 	r    peekReply
 	err  error
-}
-
-// peek reads key's entry, joining a peek of it under way. It returns
-// ctx.Err() when ctx ends first.
-func (c *Cache) peek(ctx context.Context, key string) (*peekCall, error) {
-	pc, o := c.startPeek(key)
-	if o != nil {
-		// Read inline, the peek runs in this goroutine, so it ends by this
-		// caller's deadline (then it goes on through the pipeline).
-		o.readBy, _ = ctx.Deadline()
-		c.store.send(o)
-	}
-	return c.awaitPeek(ctx, pc)
 }
 
 // startPeek returns key's peek under way, or a new one with o, its read,
@@ -84,7 +71,7 @@ func (c *Cache) awaitPeek(ctx context.Context, pc *peekCall) (*peekCall, error) 
 // peekCopy is what the near cache may keep of an answer from a peek.
 type peekCopy struct {
 	reply peekReply
-	seq   uint64 // the near cache's invalidations before the peek was sent
+	seq   nearSnap // the near cache before the peek was sent
 }
 
 // entry is the near cache's copy of the answer (val, err), of size bytes as

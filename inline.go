@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -44,11 +45,12 @@ const (
 
 // inliner is the pipeline's state for inline reads.
 type inliner struct {
-	enabled bool          // the client bounds its I/O by the context's deadline
-	bound   time.Duration // an inline read's time limit
-	limit   int32         // inline reads under way at most
-	running atomic.Int32  // inline reads under way
-	restTo  atomic.Int64  // no inline read before this time (Unix ns) after one failed
+	slot    atomic.Pointer[doneSlot] // the Done channel of the reads beginning now
+	enabled bool                     // the client bounds its I/O by the context's deadline
+	bound   time.Duration            // an inline read's time limit
+	limit   int32                    // inline reads under way at most
+	running atomic.Int32             // inline reads under way
+	restTo  atomic.Int64             // no inline read before this time (Unix ns) after one failed
 }
 
 func (in *inliner) init(rdb redis.UniversalClient, timeout time.Duration) {
@@ -93,19 +95,29 @@ func (p *pipeline) inline(o *op) bool {
 		g = p.byNode(g.ops)[0]
 	}
 	live := p.liveness(g.node.addr)
-	if live.unheard.Load() != 0 || live.breaker.open() {
-		return false // the monitor and the breaker decide until the node answers again
+	if live.unheard.Load() != 0 || live.breaker.open() || live.heard.Load() == 0 {
+		// The monitor and the breaker decide until the node answers
+		// (again): a node that never answered may refuse connections, and
+		// only the pipeline's probe finds that out without sitting out
+		// the client's dial retries.
+		return false
 	}
 	at, short := t.Add(in.bound), false
 	if !o.readBy.IsZero() && o.readBy.Before(at) {
 		at, short = o.readBy, true // the caller's deadline: it must not wait past it
 	}
-	ctx := &deadlineCtx{Context: p.ctx, at: at}
+	ctx := &deadlineCtx{Context: p.ctx, at: at, done: in.doneBy(t)}
 	cmd, now, err := p.inlineRead(g, live, ctx, t)
 	if err == nil && notNow(cmd.Err()) {
 		err = cmd.Err()
 	}
 	if err != nil {
+		switch {
+		case unreachable(err) && !dialTimedOut(err), authRefused(err):
+			p.trip(g.node, live, err) // refused by the server: the node cannot be used
+		case !short && errors.Is(err, context.DeadlineExceeded):
+			p.lookSoon(g.node, live) // the client waited past inlineWait: is the server gone?
+		}
 		// A read cut short by its caller's deadline says little of Redis.
 		if now := time.Now(); !short || now.Before(at) {
 			in.restTo.Store(now.Add(inlineRest).UnixNano())
@@ -139,14 +151,62 @@ func (p *pipeline) inlineRead(g group, live *liveness, ctx context.Context, t ti
 	return cmd, now, nil
 }
 
-// deadlineCtx is ctx with a deadline but no timer: go-redis reads only the
-// deadline, to set its socket deadlines; the Cache's closing still ends it.
+// deadlineCtx is ctx with a deadline, and a Done channel shared with the
+// other inline reads that began about when it did (doneBy): go-redis bounds
+// its socket reads and writes by the deadline, and its waits (a pooled
+// connection, the pause between two dials of a refused connection) by Done,
+// which closes inlineWait after the read began (slotWidth more at most).
+// Without Done, a read that found every pooled connection dead (a killed
+// Redis) sat out the client's dial retries: seconds with go-redis's
+// defaults; with it, the refusal is the read's error, which trips the node
+// (down.go). One timer per slotWidth of inline reads, not one per read.
 type deadlineCtx struct {
 	context.Context
-	at time.Time
+	at   time.Time
+	done chan struct{}
 }
 
 func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.at, true }
+func (d *deadlineCtx) Done() <-chan struct{}       { return d.done }
+
+func (d *deadlineCtx) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return d.Context.Err()
+	}
+}
+
+// slotWidth is how close together inline reads begin that share a Done
+// channel; inlineWait is how long a read may wait on the client for
+// anything but the socket (a free connection, a dial's retry).
+const (
+	slotWidth  = 10 * time.Millisecond
+	inlineWait = 20 * time.Millisecond
+)
+
+// doneSlot is the Done channel of the inline reads that began within
+// slotWidth of start: it closes when the last of their bounds has passed.
+type doneSlot struct {
+	start int64 // Unix ns
+	done  chan struct{}
+}
+
+// doneBy returns the Done channel of an inline read beginning at t.
+func (in *inliner) doneBy(t time.Time) chan struct{} {
+	now := t.UnixNano()
+	s := in.slot.Load()
+	if s != nil && now-s.start < int64(slotWidth) && now >= s.start {
+		return s.done
+	}
+	n := &doneSlot{start: now, done: make(chan struct{})}
+	if !in.slot.CompareAndSwap(s, n) {
+		return in.slot.Load().done // another read began a slot just now
+	}
+	time.AfterFunc(slotWidth+inlineWait, func() { close(n.done) })
+	return n.done
+}
 
 // The server's clock without asking for it. Every batch that reads TIME
 // also syncs its node's clock: the server's time, paired with the local

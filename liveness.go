@@ -31,8 +31,9 @@ import (
 // what a client starved of CPU sees.
 
 const (
-	maxStalls  = 10 // a batch whose node stays alive waits at most this many bounds (not counting starved time: cpuwait.go)
-	probeAfter = 100 * time.Millisecond
+	maxStalls   = 10 // a batch whose node stays alive waits at most this many bounds (not counting starved time: cpuwait.go)
+	probeAfter  = 100 * time.Millisecond
+	monitorTick = 25 * time.Millisecond // the monitor's tick while batches fly, at most RedisTimeout/4
 )
 
 // transferRate is the slowest rate, in bytes per second, at which corral
@@ -70,6 +71,39 @@ type liveness struct {
 	prober              // the node's probe connection (probe.go)
 	plain   atomic.Bool // the node is probed through the client (probe.go)
 	probing atomic.Bool // a probe through the client is under way
+
+	nctx atomic.Pointer[nodeCtx] // the context of the client's calls to the node; nil until the first
+}
+
+// nodeCtx is the context of the client's calls to a node: cancelled when
+// the node trips (down.go), so that calls left inside the client (waiting
+// out its dial retries) end rather than pile up connection errors, and
+// replaced for the calls after. One per node, not one per batch.
+type nodeCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// context returns the context of the client's calls to l's node, a child
+// of parent (the pipeline's).
+func (l *liveness) context(parent context.Context) context.Context {
+	if c := l.nctx.Load(); c != nil {
+		return c.ctx
+	}
+	c := &nodeCtx{}
+	c.ctx, c.cancel = context.WithCancel(parent)
+	if l.nctx.CompareAndSwap(nil, c) {
+		return c.ctx
+	}
+	c.cancel()
+	return l.nctx.Load().ctx
+}
+
+// cutOff ends the client's calls to l's node under way.
+func (l *liveness) cutOff() {
+	if c := l.nctx.Swap(nil); c != nil {
+		c.cancel()
+	}
 }
 
 // refusal is a connection a node refused.
@@ -109,7 +143,11 @@ func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 	if c, ok := g.node.client.(*redis.Client); ok && !live.plain.Load() && !live.prober.started.Load() {
 		p.dialProbe(g.node, live, c, false) // before it is needed
 	}
-	done, err := live.breaker.allow()
+	recovery := true
+	for _, o := range g.ops {
+		recovery = recovery && o.recovery
+	}
+	done, err := live.breaker.allow(recovery)
 	if err != nil {
 		p.failed(err)
 		return nil, err
@@ -122,6 +160,13 @@ func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
 	b.seen = b.sent
 	p.flyMu.Lock()
+	// A trip fails the batches in flight under flyMu (failInflight): one
+	// that came since allow is seen here, or this batch is seen there.
+	if t := live.breaker.trip0(); t != nil && !(recovery && t.recovering.Load()) {
+		p.flyMu.Unlock()
+		done(errTripped)
+		return nil, t.err()
+	}
 	b.deadline = b.sent.Add(b.bound)
 	p.inflight[b] = struct{}{}
 	p.flyMu.Unlock()
@@ -156,7 +201,7 @@ func (b *batch) settle(err error) bool {
 // monitor watches the batches in flight (see the top of this file), ticking
 // only while there are some.
 func (p *pipeline) monitor() {
-	tick := min(probeAfter, p.timeout/4)
+	tick := min(monitorTick, p.timeout/4)
 	for {
 		select {
 		case <-p.busy:
@@ -182,57 +227,69 @@ func (p *pipeline) watch() bool {
 	starved := p.cpu.starved()
 	var failed []*batch
 	var errs []error
+	var down []bool
 	p.flyMu.Lock()
 	for b := range p.inflight {
 		if b.settled.Load() {
 			delete(p.inflight, b)
 			continue
 		}
-		if err := p.check(b, now, starved); err != nil {
+		if err, trip := p.check(b, now, starved); err != nil {
 			delete(p.inflight, b)
-			failed, errs = append(failed, b), append(errs, err)
+			failed, errs, down = append(failed, b), append(errs, err), append(down, trip)
 		}
 	}
 	left := len(p.inflight) > 0
 	p.flyMu.Unlock()
 	for i, b := range failed {
 		p.giveUp(b, errs[i])
+		if down[i] {
+			p.trip(b.node, b.live, errs[i]) // silent, or refusing connections: the node is down
+		}
 	}
 	return left
 }
 
-// check applies the liveness rules to b at now; a non-nil error fails it.
-// starved says this process's goroutines waited long for the CPU since the
-// last check: that time does not count toward the cap. Called with flyMu
-// held.
-func (p *pipeline) check(b *batch, now time.Time, starved bool) error {
+// check applies the liveness rules to b at now; a non-nil error fails it,
+// and trip says it is evidence that the node is down (a refusal, a
+// silence), not merely a batch that never got its answer. starved says this
+// process's goroutines waited long for the CPU since the last check: that
+// time does not count toward the cap. Called with flyMu held.
+func (p *pipeline) check(b *batch, now time.Time, starved bool) (err error, trip bool) {
 	if !starved {
 		b.counted += now.Sub(b.seen)
 	}
 	b.seen = now
 	if r := b.live.refused.Load(); r != nil && r.at.After(b.sent) {
-		return unreachableError{r.err}
+		return unreachableError{r.err}, true
 	}
-	window := b.deadline.Add(-p.timeout)
-	if window.Before(b.sent) {
-		window = b.sent
+	heardAt := time.Unix(0, b.live.heard.Load())
+	switch age := now.Sub(b.sent); {
+	case age >= p.probeAt && now.Sub(heardAt) >= p.probeAt:
+		p.probe(b.node, b.live) // nothing heard from the node for a while: is it there?
+	case age >= quickLook && heardAt.Before(b.sent):
+		p.lookSoon(b.node, b.live) // a server gone away closed the probe's connection
 	}
-	heard := time.Unix(0, b.live.heard.Load()).After(window)
-	if !heard && now.Sub(b.sent) >= probeAfter {
-		p.probe(b.node, b.live)
-	}
+	// A PING out, and nothing heard since: its silence for a bound less the
+	// probe's delay is a bound of silence from the node, counted from
+	// before the batch was sent or from the node's last word, whichever is
+	// later.
 	unheard := b.live.unheard.Load()
-	silent := !heard && unheard != 0 && now.Sub(time.Unix(0, unheard)) >= p.timeout
+	pingOut := unheard != 0 && b.live.heard.Load() < unheard
+	silent := pingOut && now.Sub(time.Unix(0, unheard)) >= p.timeout-p.probeAt
 	switch {
-	case b.counted >= maxStalls*b.bound || now.Sub(b.sent) >= 3*maxStalls*b.bound || now.After(b.deadline) && silent:
-		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond))
-	case now.After(b.deadline):
-		// Alive, only slow; or a probe is yet to be answered. The patience
-		// is deliberate: a client or server starved of CPU (a busy machine)
-		// answers late, and a wrong verdict costs a load per process.
+	case now.After(b.deadline) && silent:
+		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond)), true
+	case b.counted >= maxStalls*b.bound || now.Sub(b.sent) >= 3*maxStalls*b.bound:
+		return p.timeoutError(now.Sub(b.sent).Round(time.Millisecond)), false
+	case now.After(b.deadline) && !pingOut:
+		// Alive, only slow: the node answered lately, its probe included.
+		// The patience is deliberate: a client or server starved of CPU (a
+		// busy machine) answers late, and a wrong verdict costs a load per
+		// process. (With a PING out, each tick asks again.)
 		b.deadline = now.Add(p.timeout)
 	}
-	return nil
+	return nil, false
 }
 
 // silent reports whether l's probe has gone unanswered for timeout, with
@@ -278,6 +335,16 @@ func (p *pipeline) breakerOpen() bool {
 		return !open
 	})
 	return open
+}
+
+// openFor is how long the nodes' breakers have been open now, summed.
+func (p *pipeline) openFor() time.Duration {
+	var d time.Duration
+	p.nodes.Range(func(_, l any) bool {
+		d += l.(*liveness).breaker.openFor()
+		return true
+	})
+	return d
 }
 
 // noteLate records the client's late answer to a batch given up on.

@@ -39,7 +39,12 @@ func (c *Cache) callLoader(ctx context.Context, l loader) (val []byte, fr freshn
 // becomes a *PanicError. A loader still running at the deadline is
 // abandoned: its late result is dropped.
 func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshness, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), c.opts.LoadTimeout)
+	return c.runLoad(f.ctx, f.key, f.load)
+}
+
+// runLoad is runLoader for key's load l, under context.WithoutCancel(ctx).
+func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(fctx), c.opts.LoadTimeout)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
 
@@ -51,7 +56,7 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshne
 	done := make(chan result, 1)
 	start := time.Now()
 	c.stats.loads.Add(1)
-	lctx := c.loadStarted(ctx, f.key) // the loader's: a Tracer's scope in ctx
+	lctx := c.loadStarted(ctx, key) // the loader's: a Tracer's scope in ctx
 	go func() {
 		returned := false
 		defer func() {
@@ -61,13 +66,16 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshne
 				done <- result{err: errLoaderExited}
 			}
 		}()
-		v, fr, err := c.callLoader(lctx, f.load)
+		v, fr, err := c.callLoader(lctx, l)
 		returned = true
 		done <- result{v, fr, err}
 	}()
 	select {
 	case r := <-done:
 		val, fr, err = r.val, r.fr, r.err
+		if err != nil && ctx.Err() != nil {
+			err = c.loadCut() // most likely the context's error: say which end it met
+		}
 	case <-ctx.Done():
 		err = c.loadCut()
 	}
@@ -75,7 +83,7 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshne
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.loadErrors.Add(1)
 	}
-	c.loadEnded(lctx, f.key, took, err)
+	c.loadEnded(lctx, key, took, err)
 	return val, took, fr, err
 }
 

@@ -21,8 +21,11 @@ type NearCacheOptions struct {
 	// stored bytes a value was read as). 0 means no byte limit.
 	MaxBytes int64
 
-	// TTL is the longest a copy is served from memory without Redis
-	// confirming it, even if an invalidation were lost. Default 1s.
+	// TTL is the longest a copy is served from memory as a hit without
+	// Redis confirming it, even if an invalidation were lost. Default 1s.
+	// While Redis cannot be used, copies are served longer, up to
+	// Options.FailSafe.TTL (see Options.FailSafe): they are kept that
+	// long, within the entry's soft expiry and the bounds above.
 	TTL time.Duration
 }
 
@@ -42,8 +45,12 @@ type nearEntry struct {
 	err  error // ErrNotFound for a negative entry
 	soft int64 // the soft expiry, on nearClock
 	took float64
-	life time.Duration // how long otter keeps it: TTL, or until the soft expiry
+	life time.Duration // how long otter keeps it: the longer of TTL and the fail-safe TTL, until the soft expiry
 	size uint32
+
+	fresh int64  // served as a hit until this (nearClock): TTL after it was stored; 0 for a fail-open copy, never a hit
+	safe  int64  // served while Redis cannot be used until this (nearClock), within soft; 0 for never
+	epoch uint64 // the invalidation stream's epoch when it was read (nearCache.epoch)
 }
 
 // nearBase is the origin of nearClock.
@@ -53,21 +60,34 @@ var nearBase = time.Now()
 func nearClock() int64 { return int64(time.Since(nearBase)) }
 
 // nearCache holds copies of entries in memory (github.com/maypok86/otter).
-// A copy is served only while the invalidation stream is up (healthy) and
-// before its soft expiry; it is stored only if no invalidation arrived
-// while it was read (seq), so a copy read before a write can never outlive
-// that write's invalidation.
+// A copy is served as a hit only while the invalidation stream is up
+// (healthy), has been up since before the copy was read (its epoch), for at
+// most TTL, and before its soft expiry; it is stored only if no
+// invalidation arrived while it was read (seq), so a copy read before a
+// write can never outlive that write's invalidation. A copy is kept longer,
+// up to the fail-safe TTL, for calls whose own Redis attempt failed
+// (failSafe): a stream that breaks makes copies unfit to be hits, but does
+// not throw them away, since while Redis is unreachable they are the only
+// ones left.
 type nearCache struct {
 	c       *otter.Cache[nearKey, *nearEntry]
 	ttl     time.Duration
+	safeTTL time.Duration // Options.FailSafe.TTL; 0 when fail-safe is off
 	seq     atomic.Uint64 // bumped by every invalidation and purge
+	epoch   atomic.Uint64 // bumped whenever the stream goes up or down
 	healthy atomic.Bool   // the invalidation stream is up
 
 	typesMu sync.Mutex                     // serialises additions to types
 	types   atomic.Pointer[[]reflect.Type] // the types copies were decoded into
 }
 
-func newNearCache(o NearCacheOptions) (*nearCache, error) {
+// nearSnap is what the near cache was before a read of Redis whose result
+// may be stored.
+type nearSnap struct {
+	seq, epoch uint64
+}
+
+func newNearCache(o NearCacheOptions, safeTTL time.Duration) (*nearCache, error) {
 	oo := &otter.Options[nearKey, *nearEntry]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[nearKey, *nearEntry]) time.Duration {
 			return e.Value.life
@@ -86,7 +106,7 @@ func newNearCache(o NearCacheOptions) (*nearCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &nearCache{c: c, ttl: o.TTL}
+	n := &nearCache{c: c, ttl: o.TTL, safeTTL: safeTTL}
 	n.types.Store(&[]reflect.Type{nil})
 	return n, nil
 }
@@ -102,8 +122,9 @@ func (n *nearCache) get(k nearKey, x float64) (*nearEntry, bool) {
 	return e, true
 }
 
-// lookup returns k's copy, while the stream is healthy and before the
-// copy's soft expiry (nil otherwise), and the time it was read at.
+// lookup returns k's copy, while the stream is healthy, has been since
+// the copy was read, and before the copy's fresh end (nil otherwise), and
+// the time it was read at.
 func (n *nearCache) lookup(k nearKey) (*nearEntry, int64) {
 	if !n.healthy.Load() {
 		return nil, 0
@@ -113,7 +134,7 @@ func (n *nearCache) lookup(k nearKey) (*nearEntry, int64) {
 		return nil, 0
 	}
 	now := nearClock()
-	if now >= e.soft {
+	if now >= e.fresh || e.epoch != n.epoch.Load() {
 		return nil, 0
 	}
 	return e, now
@@ -150,16 +171,44 @@ func (c *Cache) nearGet(k nearKey, h *how) (*nearEntry, bool) {
 }
 
 // snapshot is taken before a read of Redis whose result may be stored.
-func (n *nearCache) snapshot() uint64 { return n.seq.Load() }
+func (n *nearCache) snapshot() nearSnap {
+	return nearSnap{seq: n.seq.Load(), epoch: n.epoch.Load()}
+}
 
 // put stores a copy read from Redis, unless an invalidation (or a purge)
-// came since seq was taken before the read: the copy may then be older than
-// what Redis holds.
-func (n *nearCache) put(k nearKey, e *nearEntry, seq uint64) {
-	if !n.healthy.Load() || n.seq.Load() != seq {
+// came since snap was taken before the read: the copy may then be older
+// than what Redis holds. A copy read while the stream was down, or whose
+// stream changed since, is stored for fail-safe use only (its epoch).
+func (n *nearCache) put(k nearKey, e *nearEntry, snap nearSnap) {
+	now := nearClock()
+	left := time.Duration(e.soft - now)
+	e.fresh = now + int64(min(n.ttl, left))
+	if n.safeTTL > 0 {
+		e.safe = now + int64(min(n.safeTTL, left))
+	}
+	e.epoch = snap.epoch
+	n.set(k, e, snap.seq, max(n.ttl, n.safeTTL), left)
+}
+
+// putFailOpen stores a copy of what a fail-open load returned (soft: its
+// soft expiry on nearClock): never a hit, served only while Redis cannot be
+// used, up to the fail-safe TTL. seq is the snapshot's from before the load.
+func (n *nearCache) putFailOpen(k nearKey, e *nearEntry, seq uint64) {
+	if n.safeTTL <= 0 {
 		return
 	}
-	e.life = min(n.ttl, time.Duration(e.soft-nearClock()))
+	left := time.Duration(e.soft - nearClock())
+	e.safe = nearClock() + int64(min(n.safeTTL, left))
+	n.set(k, e, seq, n.safeTTL, left)
+}
+
+// set stores e for keep at most, until left has passed, unless an
+// invalidation came since seq.
+func (n *nearCache) set(k nearKey, e *nearEntry, seq uint64, keep, left time.Duration) {
+	if n.seq.Load() != seq {
+		return
+	}
+	e.life = min(keep, left)
 	if e.life <= 0 {
 		return
 	}
@@ -167,6 +216,26 @@ func (n *nearCache) put(k nearKey, e *nearEntry, seq uint64) {
 	if n.seq.Load() != seq {
 		n.c.Invalidate(k) // an invalidation came between the check and the Set
 	}
+}
+
+// failSafe returns a copy of key that may be served while Redis cannot be
+// used, of any type it was kept as (the bytes first), and its type.
+func (n *nearCache) failSafe(key string) (*nearEntry, reflect.Type, bool) {
+	now := nearClock()
+	for _, t := range *n.types.Load() {
+		if e, ok := n.c.GetIfPresent(nearKey{key, t}); ok && now < e.safe {
+			return e, t, true
+		}
+	}
+	return nil, nil, false
+}
+
+// streamChanged records that the invalidation stream went up or down:
+// copies read before are no longer hits (one may have missed an
+// invalidation), though they stay for fail-safe use.
+func (n *nearCache) streamChanged() {
+	n.seq.Add(1)
+	n.epoch.Add(1)
 }
 
 // use records that copies of type t are kept, so that invalidations reach

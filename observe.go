@@ -108,6 +108,7 @@ const (
 	EventFailureHit   // ErrCachedFailure from a cached failure, with ErrorTTL (Stats.FailureHits)
 	EventMiss         // no usable entry: a load's result, here or in another process, or its error (Stats.Misses)
 	EventFailOpen     // Redis failed: the loader's result, run directly (Stats.FailOpens)
+	EventFailSafe     // Redis could not be used: a value this process held in memory (Stats.FailSafeHits)
 
 	// EventCoalesced: the call joined a flight of another call for the
 	// key in this process, and shares its answer (Stats.Coalesced). Its
@@ -140,6 +141,14 @@ const (
 	EventBreakerHalfOpen
 	EventBreakerClosed
 
+	// An invalidation (Delete, Set) that could not reach Redis was queued
+	// for the background to apply once Redis answers (Stats.Invalidations
+	// Queued), was applied so (InvalidationsReplayed), or was dropped
+	// (InvalidationsDropped: the queue was full, or Redis denied it).
+	EventInvalidationQueued
+	EventInvalidationReplayed
+	EventInvalidationDropped
+
 	// EventFetchStart and EventFetchEnd, for Tracers only: a Fetch call
 	// began; it returned (Duration, Err).
 	EventFetchStart
@@ -149,11 +158,14 @@ const (
 var eventNames = [...]string{
 	EventHit: "hit", EventNearHit: "near_hit", EventStaleHit: "stale_hit", EventStaleIfError: "stale_if_error",
 	EventNegativeHit: "negative_hit", EventFailureHit: "failure_hit", EventMiss: "miss", EventFailOpen: "fail_open",
+	EventFailSafe:  "fail_safe",
 	EventCoalesced: "coalesced", EventLoadStart: "load_start", EventLoadEnd: "load_end",
 	EventWaitStart: "wait_start", EventWaitEnd: "wait_end", EventLeaseLost: "lease_lost",
 	EventCommitRejected: "commit_rejected", EventBreakerOpen: "breaker_open",
 	EventBreakerHalfOpen: "breaker_half_open", EventBreakerClosed: "breaker_closed",
-	EventFetchStart: "fetch_start", EventFetchEnd: "fetch_end",
+	EventInvalidationQueued: "invalidation_queued", EventInvalidationReplayed: "invalidation_replayed",
+	EventInvalidationDropped: "invalidation_dropped",
+	EventFetchStart:          "fetch_start", EventFetchEnd: "fetch_end",
 }
 
 // String returns k's name in snake case ("hit", "stale_if_error", ...),
@@ -166,13 +178,13 @@ func (k EventKind) String() string {
 }
 
 // Outcome reports whether k is the outcome of a call (EventHit to
-// EventFailOpen).
-func (k EventKind) Outcome() bool { return k >= EventHit && k <= EventFailOpen }
+// EventFailSafe).
+func (k EventKind) Outcome() bool { return k >= EventHit && k <= EventFailSafe }
 
 // outcomeEvents maps a flight's outcome to its event.
 var outcomeEvents = [...]EventKind{
 	outHit: EventHit, outStale: EventStaleHit, outStaleIfError: EventStaleIfError, outNegative: EventNegativeHit,
-	outFailure: EventFailureHit, outMiss: EventMiss, outFailOpen: EventFailOpen,
+	outFailure: EventFailureHit, outMiss: EventMiss, outFailOpen: EventFailOpen, outFailSafe: EventFailSafe,
 }
 
 // MultiObserver returns an Observer that tells each of obs, in order (nil

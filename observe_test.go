@@ -246,7 +246,7 @@ func TestEventKindNames(t *testing.T) {
 			outcomes = append(outcomes, k.String())
 		}
 	}
-	want := []string{"hit", "near_hit", "stale_hit", "stale_if_error", "negative_hit", "failure_hit", "miss", "fail_open"}
+	want := []string{"hit", "near_hit", "stale_hit", "stale_if_error", "negative_hit", "failure_hit", "miss", "fail_open", "fail_safe"}
 	if !slices.Equal(outcomes, want) || corral.EventKind(0).String() != "unknown" {
 		t.Fatalf("outcomes %q; want %q", outcomes, want)
 	}

@@ -169,6 +169,26 @@ type Options struct {
 	// calling the loader directly when Redis fails.
 	DisableFailOpen bool
 
+	// FailSafe configures what a Cache serves from its own memory while it
+	// cannot use Redis for a call (Redis refuses connections, is silent
+	// past RedisTimeout, refuses the client's AUTH, or its breaker is
+	// open), instead of calling the loader: near-cache copies up to
+	// FailSafe.TTL, and what fail-open loads returned, so that each key
+	// costs at most one origin load per process per FailSafe.Throttle
+	// while Redis stays away. See FailSafeOptions.
+	FailSafe FailSafeOptions
+
+	// MaxPendingInvalidations bounds the invalidations (Deletes and Sets)
+	// that could not reach Redis, kept to be applied once it answers; past
+	// it, a new one is dropped (Stats.InvalidationsDropped, a warning).
+	// Default 10,000.
+	MaxPendingInvalidations int
+
+	// DisableFailSafe serves nothing from memory when Redis cannot be used:
+	// every fail-open flight calls the loader, and near copies are hits
+	// only (within NearCache.TTL), as before fail-safe existed.
+	DisableFailSafe bool
+
 	// BreakerThreshold is how many exchanges in a row with a Redis node
 	// must fail (time out, lose or be refused their connection) before the
 	// node's circuit breaker opens and skips it for BreakerCooldown. A "not
@@ -245,10 +265,14 @@ func (o *Options) withDefaults() (Options, error) {
 	if strings.ContainsAny(r.Prefix, "{}") {
 		return Options{}, invalid("Prefix %q contains a brace; braces would change the Cluster hash slot of corral's keys", r.Prefix)
 	}
+	var err error
 	for _, fill := range []func(*Options) error{fillDurations, fillFactors, fillSizes} {
-		if err := fill(&r); err != nil {
+		if err = fill(&r); err != nil {
 			return Options{}, err
 		}
+	}
+	if r.FailSafe, err = r.FailSafe.withDefaults(); err != nil {
+		return Options{}, err
 	}
 	switch n := &r.NearCache; {
 	case n.Size < 0 || n.MaxBytes < 0 || n.TTL < 0:
@@ -349,6 +373,7 @@ func fillSizes(r *Options) error {
 		{"BreakerThreshold", &r.BreakerThreshold, DefaultBreakerThreshold},
 		{"MaxValueBytes", &r.MaxValueBytes, DefaultMaxValueBytes},
 		{"CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes},
+		{"MaxPendingInvalidations", &r.MaxPendingInvalidations, DefaultMaxPendingInvalidations},
 	} {
 		if *n.v < 0 {
 			return invalid("%s is negative (%d)", n.name, *n.v)

@@ -50,6 +50,7 @@ type op struct {
 	noscript bool           // the server lacked the script: send its source
 	retryBy  time.Time      // a "not now" reply's retries end (retryLater)
 	resendBy time.Time      // a send that could not connect is tried again until (sendAgain)
+	recovery bool           // sent by a tripped node's recovery, before the callers' ops (down.go)
 	finish   func(opResult) // called once, by the pipeline
 }
 
@@ -66,9 +67,15 @@ type pipeline struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // nil off a Cluster
 	timeout time.Duration        // RedisTimeout
+	probeAt time.Duration        // a batch unanswered this long has its node probed: probeAfter, at most RedisTimeout/2
 	failed  func(err error)      // told of every failure that says Redis is unavailable
 	// newBreaker makes the circuit breaker of a node (nil when disabled).
 	newBreaker func(node string) *breaker
+	// recovered is called by a tripped node's recovery once the node
+	// answers, before its breaker closes (down.go); nil for nothing.
+	recovered func(node string)
+	rand      func() float64 // Options.Rand
+	probers   sync.WaitGroup // recovery probes running (down.go)
 
 	mu      sync.Mutex // guards queue, senders, idle and closed
 	queue   []*op
@@ -89,12 +96,23 @@ type pipeline struct {
 	inliner // inline.go
 }
 
-func newPipeline(rdb redis.UniversalClient, timeout time.Duration, failed func(error), newBreaker func(*pipeline, string) *breaker) *pipeline {
+// pipeConfig is what a pipeline is made with.
+type pipeConfig struct {
+	timeout    time.Duration                    // RedisTimeout
+	rand       func() float64                   // Options.Rand
+	failed     func(err error)                  // told of every failure that says Redis is unavailable
+	newBreaker func(*pipeline, string) *breaker // a node's circuit breaker (nil when disabled)
+	recovered  func(node string)                // see pipeline.recovered
+}
+
+func newPipeline(rdb redis.UniversalClient, cfg pipeConfig) *pipeline {
 	p := &pipeline{
-		rdb: rdb, timeout: timeout, failed: failed, stop: make(chan struct{}),
+		rdb: rdb, timeout: cfg.timeout, probeAt: min(probeAfter, cfg.timeout/2), failed: cfg.failed,
+		recovered: cfg.recovered, rand: cfg.rand, stop: make(chan struct{}),
 		work: make(chan struct{}, maxBatches),
 	}
-	p.newBreaker = func(node string) *breaker { return newBreaker(p, node) }
+	timeout := cfg.timeout
+	p.newBreaker = func(node string) *breaker { return cfg.newBreaker(p, node) }
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	p.health.init()
@@ -304,6 +322,9 @@ func (p *pipeline) byNode(ops []*op) []group {
 // the watch gave up on the batch while the client still waited. sender says
 // the calling goroutine is a sender (counted out if given up on).
 func (p *pipeline) exchange(g group, sender bool) bool {
+	if g.ops = p.admit(g, p.liveness(g.node.addr)); len(g.ops) == 0 {
+		return true
+	}
 	p.batches.Add(1)
 	b, err := p.begin(g, sender)
 	if err != nil {
@@ -312,7 +333,7 @@ func (p *pipeline) exchange(g group, sender bool) bool {
 		}
 		return true
 	}
-	cmds, now, err := p.exec(g, p.ctx)
+	cmds, now, err := p.exec(g, b.live.context(p.ctx))
 	if !b.settle(err) {
 		return false // the watch answered the ops already
 	}
@@ -416,4 +437,8 @@ func (p *pipeline) close() {
 	for _, o := range queued {
 		o.finish(opResult{err: ErrClosed})
 	}
+	// A recovery probe ends at once with p.ctx, unless it is inside a
+	// client's read that ignores the context (a client without
+	// ContextTimeoutEnabled): that one ends at the client's ReadTimeout.
+	waitUntil(&p.probers, time.Now().Add(50*time.Millisecond))
 }

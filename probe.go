@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,13 @@ var ping = []byte("PING\r\n")
 
 // prober is a node's probe connection.
 type prober struct {
-	mu      sync.Mutex
-	conn    net.Conn // nil before it is dialled, and after it failed
-	dialing bool
-	pinged  bool      // a PING is out, unanswered
-	sentAt  time.Time // when it was written
-	closed  bool
+	mu       sync.Mutex
+	conn     net.Conn // nil before it is dialled, and after it failed
+	dialing  bool
+	pinged   bool      // a PING is out, unanswered
+	sentAt   time.Time // when it was written
+	answered bool      // conn answered a PING: a node that closes it before is refusing
+	closed   bool
 
 	started atomic.Bool // a dial was started once
 }
@@ -76,17 +78,28 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 		pr.dialing = false
 		switch {
 		case err != nil:
-			if !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, errNotProbeable) {
+			refused := !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, errNotProbeable) && !isTimeout(err)
+			if refused {
 				l.refused.Store(&refusal{err: err, at: time.Now()})
 				p.note(err)
 			}
 			if errors.Is(err, errNotProbeable) {
 				l.plain.Store(true)
 			}
+			if refused {
+				defer func() { go p.trip(node, l, unreachableError{err}) }() // after pr.mu is released
+			}
 		case pr.closed:
 			conn.Close()
 		default:
-			pr.conn = conn
+			// A PING at once: a server that accepts connections and closes
+			// them unanswered (a proxy or load balancer in front of a dead
+			// Redis, maxclients reached) is found out at the next look.
+			pr.conn, pr.answered = conn, false
+			conn.SetWriteDeadline(time.Now().Add(p.timeout))
+			if _, err := conn.Write(ping); err == nil {
+				pr.pinged, pr.sentAt = true, time.Now()
+			}
 		}
 	}()
 }
@@ -109,14 +122,14 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 	}
 	pr := &l.prober
 	pr.mu.Lock()
-	conn, pinged := pr.conn, pr.pinged
+	conn := pr.conn
 	if conn == nil {
 		pr.mu.Unlock()
 		p.dialProbe(node, l, c, true)
 		return
 	}
 	var err error
-	if !pinged {
+	if !pr.pinged {
 		now := time.Now()
 		conn.SetWriteDeadline(now.Add(p.timeout))
 		if _, err = conn.Write(ping); err == nil {
@@ -124,47 +137,66 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 			l.unheard.CompareAndSwap(0, now.UnixNano())
 		}
 	} else {
-		var buf [512]byte
-		var n int
-		n, err = readNow(conn, buf[:])
-		if n == 0 && err == nil {
-			sent := pr.sentAt.UnixNano()
-			if l.heard.Load() > sent && time.Since(pr.sentAt) >= probeAfter {
-				// The node answered other calls since this PING went out,
-				// but not the PING: the probe's own connection is stuck.
-				// A new one is dialled at the next probe.
-				err = errProbeStuck
-			} else {
-				// Nothing heard since the PING went out (a batch answered
-				// before it may have cleared unheard): the silence counts
-				// from the PING.
-				l.unheard.CompareAndSwap(0, sent)
-			}
-		}
-		if n > 0 {
-			// Answered: whatever else is in the socket is the same answer.
-			for n == len(buf) && err == nil {
-				n, err = readNow(conn, buf[:])
-			}
-			// The node was there when the PING went out: that much is sure
-			// however late the answer is read (and it may be the answer to
-			// a PING of long ago, whose batch was answered first).
-			pr.pinged = false
-			for sent := pr.sentAt.UnixNano(); ; {
-				h := l.heard.Load()
-				if h >= sent || l.heard.CompareAndSwap(h, sent) {
-					break
-				}
-			}
-			l.unheard.Store(0)
-		}
+		err = pr.look(l, true)
 	}
+	p.probeEnded(node, l, err) // unlocks pr.mu
+}
+
+// look reads what the probe connection received, without waiting: the
+// answer to the PING out, if it came. silence says a PING unanswered counts
+// as the node's silence (a probe's), not only as a PING still out. It
+// returns the connection's error, if it failed or ended. pr.mu is held.
+func (pr *prober) look(l *liveness, silence bool) error {
+	var buf [512]byte
+	n, err := readNow(pr.conn, buf[:])
+	if n == 0 && err == nil && pr.pinged && silence {
+		sent := pr.sentAt.UnixNano()
+		if l.heard.Load() > sent && time.Since(pr.sentAt) >= probeAfter {
+			// The node answered other calls since this PING went out,
+			// but not the PING: the probe's own connection is stuck.
+			// A new one is dialled at the next probe.
+			return errProbeStuck
+		}
+		// Nothing heard since the PING went out (a batch answered before
+		// it may have cleared unheard): the silence counts from the PING.
+		l.unheard.CompareAndSwap(0, sent)
+	}
+	if n > 0 && pr.pinged {
+		// Answered: whatever else is in the socket is the same answer,
+		// and then maybe its end (a server gone since).
+		for n > 0 && err == nil {
+			n, err = readNow(pr.conn, buf[:])
+		}
+		// The node was there when the PING went out: that much is sure
+		// however late the answer is read (and it may be the answer to a
+		// PING of long ago, whose batch was answered first).
+		pr.pinged, pr.answered = false, true
+		for sent := pr.sentAt.UnixNano(); ; {
+			h := l.heard.Load()
+			if h >= sent || l.heard.CompareAndSwap(h, sent) {
+				break
+			}
+		}
+		l.unheard.Store(0)
+	}
+	return err
+}
+
+// probeEnded closes the probe connection when err says it failed or ended
+// (a new one is dialled at the next probe), and unlocks pr.mu. A connection
+// the node closed before answering any PING is a refusal: the node trips.
+func (p *pipeline) probeEnded(node nodeRef, l *liveness, err error) {
+	pr := &l.prober
+	refused := err != nil && !pr.answered && !errors.Is(err, errProbeStuck) && !isTimeout(err)
 	if err != nil {
-		// The connection failed or ended: dialled again at the next probe.
-		conn.Close()
+		pr.conn.Close()
 		pr.conn, pr.pinged = nil, false
 	}
 	pr.mu.Unlock()
+	if refused {
+		// Not here: the monitor may hold flyMu, which the trip takes.
+		go p.trip(node, l, unreachableError{fmt.Errorf("the connection was closed before it answered: %w", err)})
+	}
 }
 
 // pingProbe probes node with a PING through its client, unless such a

@@ -43,7 +43,9 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			c.stats.redisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
+		f.asking.Store(true)
 		r, err := c.store.fetch(fctx, f.names, args)
+		f.asking.Store(false)
 		args.x = c.earlyFactor()
 		switch {
 		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
@@ -261,19 +263,36 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 // so waiters in other processes are not left to the lease's expiry. A
 // commit that finds the lease not held by token changes nothing.
 func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
+	sent := token != "" && !unreachable(redisErr) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
+	if redisFailed(redisErr) {
+		if a, ok := c.failSafe(f.key); ok {
+			if sent {
+				return a, func() { c.releaseLease(f.names, token, releaseArgs{notice: wire.Recheck}) }
+			}
+			return a, nil
+		}
+	}
 	if c.opts.DisableFailOpen {
 		return answer{err: redisErr}, nil
 	}
-	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
-		// The breaker warned once as it opened, and refused writes are
-		// warned of apart: no warning per call.
+	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) || !c.warnFailOpen.allow() {
+		// The breaker warned once as it opened, refused writes are warned
+		// of apart, and the rest once a minute: no warning per call.
 		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	} else {
 		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	}
-	val, took, fr, err := c.runLoader(f)
+	var val []byte
+	var took time.Duration
+	var fr freshness
+	var err error
+	if redisFailed(redisErr) {
+		val, took, fr, err = c.loadOpen(f.ctx, f.key, f.load) // one at a time, kept for fail-safe use
+	} else {
+		val, took, fr, err = c.runLoader(f)
+	}
 	a := answer{val: val, err: err, out: outFailOpen}
-	if token == "" || unreachable(redisErr) || errors.Is(redisErr, ErrCircuitOpen) {
+	if !sent {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}
 	return a, func() {

@@ -1,6 +1,9 @@
 package corral
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats are a Cache's counters since New. "Calls" are Fetch calls, and
 // each key of a FetchMany call counts as one; one flight (the in-process
@@ -32,11 +35,22 @@ type Stats struct {
 	DecodeFailures  uint64 // cached entries Fetch[T] could not decode, and reloaded
 
 	FailOpens     uint64 // calls answered by the loader directly because Redis failed or refused writes
+	FailSafeHits  uint64 // calls answered from this process's memory because Redis could not be used (Options.FailSafe)
 	WritesRefused uint64 // writes Redis refused while serving reads (OOM, READONLY): leases, commits, Sets
 	NoticesFailed uint64 // notices Redis refused to publish after a write that stood (no channel rights)
 	RedisErrors   uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
 	BreakerOpens  uint64 // times the circuit breaker opened
 	BreakerOpen   bool   // the circuit breaker is open or half-open now
+	// OutageTime is how long Redis could not be used, in all: the time
+	// circuit breakers were open (after BreakerThreshold failures, or at
+	// once on a refused connection, a silence past RedisTimeout or a
+	// refused AUTH), summed over nodes, the current outage included.
+	OutageTime time.Duration
+
+	InvalidationsQueued   uint64 // Deletes and Sets that could not reach Redis, queued to be applied once it answers
+	InvalidationsReplayed uint64 // queued invalidations applied to Redis
+	InvalidationsDropped  uint64 // queued invalidations given up: the queue was full, or Redis denied them
+	InvalidationsPending  int    // invalidations queued now, not yet applied
 
 	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
 	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
@@ -50,9 +64,12 @@ type counters struct {
 	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
 	refreshes, refreshErrors, leasesLost, evictions  atomic.Uint64
 	commitsRejected, failOpens, redisErrors          atomic.Uint64
+	failSafeHits                                     atomic.Uint64
+	queued, replayed, dropped                        atomic.Uint64
 	commitRetries, valuesTooLarge, uncached          atomic.Uint64
 	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
 	breakerOpens                                     atomic.Uint64
+	outage                                           atomic.Int64 // ns the breakers were open, closed periods only
 	subscribes, unsubscribes                         atomic.Uint64
 }
 
@@ -80,12 +97,18 @@ func (c *counters) snapshot() Stats {
 		Uncached:        c.uncached.Load(),
 		DecodeFailures:  c.decodeFailures.Load(),
 		FailOpens:       c.failOpens.Load(),
+		FailSafeHits:    c.failSafeHits.Load(),
 		WritesRefused:   c.writesRefused.Load(),
 		NoticesFailed:   c.noticesFailed.Load(),
 		RedisErrors:     c.redisErrors.Load(),
 		BreakerOpens:    c.breakerOpens.Load(),
-		Subscribes:      c.subscribes.Load(),
-		Unsubscribes:    c.unsubscribes.Load(),
+		OutageTime:      time.Duration(c.outage.Load()),
+
+		InvalidationsQueued:   c.queued.Load(),
+		InvalidationsReplayed: c.replayed.Load(),
+		InvalidationsDropped:  c.dropped.Load(),
+		Subscribes:            c.subscribes.Load(),
+		Unsubscribes:          c.unsubscribes.Load(),
 	}
 }
 

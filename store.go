@@ -64,9 +64,10 @@ type store struct {
 
 // storeHooks are what the store tells its Cache of. Each may be nil.
 type storeHooks struct {
-	noticeFailed func(error)      // a notice Redis refused to publish (a write that stood)
-	refusedWrite func(why string) // a write Redis refused (OOM, a replica)
-	nodeFailed   func()           // a call failed: its node may have failed over
+	noticeFailed func(error)       // a notice Redis refused to publish (a write that stood)
+	refusedWrite func(why string)  // a write Redis refused (OOM, a replica)
+	nodeFailed   func()            // a call failed: its node may have failed over
+	recovered    func(node string) // a node found down answers again; its breaker closes on return
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
@@ -75,15 +76,23 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
-	s.pipe = newPipeline(rdb, o.RedisTimeout, func(error) {
-		if s.hooks.nodeFailed != nil {
-			s.hooks.nodeFailed()
-		}
-	}, func(p *pipeline, node string) *breaker {
-		if c, ok := rdb.(*redis.Client); ok && node == "" {
-			node = c.Options().Addr // off a Cluster: the server's address, for the warnings
-		}
-		return newBreaker(o, stats, node, p.lastError)
+	s.pipe = newPipeline(rdb, pipeConfig{timeout: o.RedisTimeout, rand: o.Rand,
+		failed: func(error) {
+			if s.hooks.nodeFailed != nil {
+				s.hooks.nodeFailed()
+			}
+		},
+		newBreaker: func(p *pipeline, node string) *breaker {
+			if c, ok := rdb.(*redis.Client); ok && node == "" {
+				node = c.Options().Addr // off a Cluster: the server's address, for the warnings
+			}
+			return newBreaker(o, stats, node, p.lastError)
+		},
+		recovered: func(node string) {
+			if s.hooks.recovered != nil {
+				s.hooks.recovered(node)
+			}
+		},
 	})
 	return s
 }
@@ -98,7 +107,13 @@ const largeReply = 256 << 10
 // call runs a script through the pipeline. size is the payload it carries,
 // in bytes.
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
-	r := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size,
+	return s.callAs(ctx, false, sc, keys, size, args...)
+}
+
+// callAs is call; recovery marks the op as a tripped node's recovery's own
+// (down.go), which its breaker lets through before the callers' ops.
+func (s *store) callAs(ctx context.Context, recovery bool, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
+	r := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size, recovery: recovery,
 		build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
 		rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
 	})
@@ -308,12 +323,18 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	return wr.Status == 1, nil
 }
 
+// delete invalidates n (delete.lua).
 func (s *store) delete(ctx context.Context, n wire.Names) error {
+	return s.deleteAs(ctx, n, false)
+}
+
+// deleteAs is delete; recovery as for callAs.
+func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error {
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := s.call(ctx, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
+	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
 	if err == nil {
 		_, err = s.written(res)
 	}

@@ -190,14 +190,15 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 	if err := conn.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", id, "BCAST", "PREFIX", t.prefix).Err(); err != nil {
 		return err
 	}
-	// Copies read before the stream was up may have missed invalidations.
-	t.near.purge()
+	// Copies read before the stream was up may have missed invalidations:
+	// they are no longer hits (kept for fail-safe use, near.go).
+	t.near.streamChanged()
 	t.up.Add(1)
 	t.setHealthy()
 	defer func() {
 		t.up.Add(-1)
 		t.setHealthy()
-		t.near.purge()
+		t.near.streamChanged()
 	}()
 	t.warned.Store(false)
 	return t.listen(ctx, ps, conn, func() bool { return subID.Load() != id })

@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ func (c *Cache) decodeFailed(key, what string) {
 // permissionDenied logs a right the ACL user lacks (err wraps
 // ErrPermission and Redis's NOPERM text, which names it), once per right.
 func (c *Cache) permissionDenied(err error) {
+	c.faults.seen(err)
 	var reply redis.Error
 	what := err.Error()
 	if errors.As(err, &reply) {
@@ -78,6 +80,7 @@ const maxWarnedKeys = 10000
 // why is Redis's reason (OOM, READONLY, or its error text).
 func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
+	c.faults.seen(fmt.Errorf("%w (%s)", ErrWriteRefused, why))
 	if c.warnRefused.allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
 	}

@@ -1,0 +1,236 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A node found down. Some evidence says a node cannot be used at all, not
+// merely that it is slow: the probe connection's dial refused (the server
+// is gone, or a partition resets connections), a silence past the stall
+// bound (liveness.go), or the client's connections refused at AUTH (a wrong
+// or rotated password). Such evidence trips the node's breaker at once
+// (breaker.go) and fails the node's batches in flight, so that every call
+// fails within a millisecond or two, whatever the client's own retries
+// (go-redis's defaults retry a refused dial for seconds): Fetch then answers
+// from this process's memory, or fails open (fail-safe, heldvalues.go).
+//
+// A tripped node has one recovery probe, a goroutine that asks it, after a
+// pause spread at random so that a fleet's instances do not come back
+// together, whether it answers: a PING on a connection of its own (dialled
+// with the client's dialer, without retries), then a PING through the
+// client, which proves its credentials too. Only once both answer are the
+// process's queued invalidations applied (recovered, the Cache's replay),
+// and only then does the breaker close for the callers: what this process
+// forgot while Redis was away reaches Redis before this process reads from
+// it again.
+
+const (
+	recoverFirst = 50 * time.Millisecond  // the first recovery probe, spread ±50%
+	recoverMax   = 250 * time.Millisecond // the longest pause between probes, spread ±50%
+	recoverAuth  = time.Second            // the pause after a refused AUTH
+	recoverBound = 500 * time.Millisecond // a probe's PING is answered within this, capped at RedisTimeout
+	quickLook    = 20 * time.Millisecond  // a batch unanswered this long has its node's probe connection looked at
+)
+
+// errTripped marks an exchange the trip kept from Redis after gobreaker let
+// it through: not counted by gobreaker.
+var errTripped = errors.New("corral: not sent: the node's breaker tripped")
+
+// trip trips node's breaker for cause, fails the node's batches in flight
+// with it, and starts the node's recovery probe unless one runs.
+func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
+	tripped := l.breaker.trip(cause)
+	if t := l.breaker.tripped.Load(); t != nil {
+		cause = t.err()
+	}
+	p.failInflight(l, cause)
+	if !tripped {
+		return
+	}
+	l.cutOff() // the calls the batches left in the client end (after their ops were answered)
+	t := l.breaker.tripped.Load()
+	p.mu.Lock()
+	if !p.closed { // close waits for the probes only once closed is set
+		p.probers.Add(1)
+		go p.recoverNode(node, l, t)
+	}
+	p.mu.Unlock()
+}
+
+// failInflight gives up every batch in flight to the node of l.
+func (p *pipeline) failInflight(l *liveness, err error) {
+	var failed []*batch
+	p.flyMu.Lock()
+	for b := range p.inflight {
+		if b.live == l {
+			delete(p.inflight, b)
+			failed = append(failed, b)
+		}
+	}
+	p.flyMu.Unlock()
+	for _, b := range failed {
+		p.giveUp(b, err)
+	}
+}
+
+// admit answers the ops of g that the node's trip keeps from Redis with its
+// error, and returns the others: all of them when the node is not tripped,
+// the recovery's own once its probe answered, none before.
+func (p *pipeline) admit(g group, live *liveness) []*op {
+	t := live.breaker.trip0()
+	if t == nil {
+		return g.ops
+	}
+	keep := g.ops[:0]
+	err := t.err()
+	for _, o := range g.ops {
+		if o.recovery && t.recovering.Load() {
+			keep = append(keep, o)
+			continue
+		}
+		o.finish(opResult{err: err})
+	}
+	if len(keep) < len(g.ops) {
+		p.failed(err) // on a Cluster: its slots may have a new master by now
+	}
+	return keep
+}
+
+// recovering lets the recovery's ops through every tripped breaker, as if
+// each node had answered its probe: for Close's last replay.
+func (p *pipeline) recovering() {
+	p.nodes.Range(func(_, l any) bool {
+		if t := l.(*liveness).breaker.trip0(); t != nil {
+			t.recovering.Store(true)
+		}
+		return true
+	})
+}
+
+// trip0 returns b's trip, or nil when it is not tripped (or b is nil).
+func (b *breaker) trip0() *trip {
+	if b == nil {
+		return nil
+	}
+	return b.tripped.Load()
+}
+
+// recoverNode is a tripped node's recovery probe (see the top of this file).
+// It ends when the node answers, or when the pipeline closes.
+func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
+	defer p.probers.Done()
+	pause := recoverFirst
+	for {
+		timer := time.NewTimer(spread(pause, 0.5, p.rand))
+		select {
+		case <-timer.C:
+		case <-p.stop:
+			timer.Stop()
+			return
+		}
+		err := p.answers(node, l)
+		if err == nil {
+			t.recovering.Store(true)
+			if p.recovered != nil {
+				p.recovered(node.addr) // the queued invalidations, first
+			}
+			l.breaker.untrip(t)
+			return
+		}
+		t.latest.Store(&failedCall{err})
+		pause = min(2*pause, recoverMax)
+		if authRefused(err) {
+			pause = recoverAuth // a password is not fixed in milliseconds
+		}
+	}
+}
+
+// answers asks node whether it can be used again: a PING on a connection
+// of its own (not for nodes probed through the client), then a PING
+// through the client. It returns why not, or nil.
+func (p *pipeline) answers(node nodeRef, l *liveness) error {
+	if c, ok := node.client.(*redis.Client); ok && !l.plain.Load() {
+		if err := p.pingOwn(c, min(p.timeout, recoverBound)); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+	defer cancel()
+	err := node.client.Ping(ctx).Err()
+	if err != nil && (!isReplyError(err) || redisFailed(err)) {
+		return err // no answer, or one that says no (a refused AUTH, LOADING, ...)
+	}
+	now := time.Now().UnixNano()
+	l.heard.Store(now)
+	l.unheard.Store(0)
+	return nil
+}
+
+// pingOwn dials c's server with c's own dialer, once, writes a PING and
+// looks for any answer (one that wants AUTH answers with an error: it is
+// there) for up to bound, reading the socket directly, so that a process
+// starved of CPU does not miss an answer that came.
+func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(p.ctx, bound)
+	defer cancel()
+	o := c.Options()
+	conn, err := o.Dialer(ctx, o.Network, o.Addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (no connection within %v)", ErrRedisTimeout, bound)
+		}
+		return unreachableError{err}
+	}
+	defer conn.Close()
+	if _, err := conn.Write(ping); err != nil {
+		return unreachableError{err}
+	}
+	var buf [64]byte
+	for tick := time.NewTicker(5 * time.Millisecond); ; {
+		n, err := readNow(conn, buf[:])
+		switch {
+		case n > 0:
+			tick.Stop()
+			return nil
+		case err != nil:
+			tick.Stop()
+			return unreachableError{err}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			tick.Stop()
+			return fmt.Errorf("%w (no answer to a PING within %v)", ErrRedisTimeout, bound)
+		}
+	}
+}
+
+// lookSoon looks at the node's probe connection without waiting (probe
+// look): a server that went away closed it (EOF, a reset), and then a new
+// one is dialled at once, whose refusal trips the node; one it closed
+// before it answered a PING trips it at once. So a killed or restarted
+// Redis is known within a monitor tick of the first call it leaves
+// unanswered, not after the client's retries.
+func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
+	c, ok := node.client.(*redis.Client)
+	if !ok || l.plain.Load() {
+		return
+	}
+	pr := &l.prober
+	pr.mu.Lock()
+	if pr.conn == nil {
+		pr.mu.Unlock()
+		return // being dialled, or to be dialled by the next probe
+	}
+	err := pr.look(l, false)
+	ended := err != nil
+	p.probeEnded(node, l, err) // unlocks pr.mu
+	if ended {
+		p.dialProbe(node, l, c, true)
+	}
+}

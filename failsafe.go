@@ -1,0 +1,234 @@
+package corral
+
+import (
+	"context"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// Memory is the last line. While this process cannot use Redis for a call
+// (Redis refuses connections, is silent past RedisTimeout, refuses the
+// client's AUTH, or the node's breaker is open), a value the process holds
+// is served instead of calling the origin (fail-safe):
+//
+//   - With the near cache, its copies: kept past NearCacheOptions.TTL, up
+//     to FailSafeOptions.TTL after Redis last confirmed them (never past
+//     their soft expiry), and no longer thrown away when the invalidation
+//     stream drops, but served so only to a call whose own Redis attempt
+//     failed. While Redis answers, coherence comes first: a copy is a hit
+//     only within NearCacheOptions.TTL and while the stream is up.
+//   - What a fail-open load returned: with the near cache, as a copy served
+//     so for FailSafeOptions.TTL; without it, in a small memory of its own
+//     (held), for FailSafeOptions.Throttle. Either way, however many callers
+//     ask, a key costs at most one origin load per process per Throttle
+//     (per TTL with the near cache) while Redis stays away.
+//
+// Fail-open loads of a key in this process are one at a time (opens): a
+// flight's and those of callers whose deadline could not wait for Redis
+// (rescue.go) share one.
+
+// FailSafeOptions configures what a Cache serves from its own memory while
+// it cannot use Redis for a call (see Options.FailSafe). The zero value of
+// each field means its default.
+type FailSafeOptions struct {
+	// TTL is how long a near-cache copy may be served while Redis cannot be
+	// used, counted from the read of Redis it came from, or from the
+	// fail-open load that made it; never past its soft expiry. Copies are
+	// kept in the near cache this long (within its Size and MaxBytes), so a
+	// longer TTL holds more of them. Default 1 min.
+	TTL time.Duration
+
+	// Throttle is how long, without the near cache, a value a fail-open
+	// load returned (or its ErrNotFound) is served from memory while Redis
+	// cannot be used, before the key is loaded again: each key costs at
+	// most one origin load per process per Throttle. Never past the
+	// value's soft TTL (NegativeTTL for ErrNotFound). Default 1s.
+	Throttle time.Duration
+
+	// Size is the most values kept for Throttle (without the near cache).
+	// Default 10,000.
+	Size int
+
+	// MaxBytes bounds the total size, in bytes, of those values. Default
+	// 16 MiB.
+	MaxBytes int64
+}
+
+// Defaults of FailSafeOptions.
+const (
+	DefaultFailSafeTTL      = time.Minute
+	DefaultFailSafeThrottle = time.Second
+	DefaultFailSafeSize     = 10_000
+	DefaultFailSafeMaxBytes = 16 << 20
+)
+
+// withDefaults fills in o's defaults, or returns an error for a negative
+// field.
+func (o FailSafeOptions) withDefaults() (FailSafeOptions, error) {
+	if o.TTL < 0 || o.Throttle < 0 || o.Size < 0 || o.MaxBytes < 0 {
+		return o, invalid("FailSafe has a negative TTL, Throttle, Size or MaxBytes (%+v)", o)
+	}
+	o.TTL = cmpOr(o.TTL, DefaultFailSafeTTL)
+	o.Throttle = cmpOr(o.Throttle, DefaultFailSafeThrottle)
+	o.Size = cmpOr(o.Size, DefaultFailSafeSize)
+	o.MaxBytes = cmpOr(o.MaxBytes, DefaultFailSafeMaxBytes)
+	return o, nil
+}
+
+// cmpOr returns v, or def when v is zero.
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// heldValue is what a fail-open load returned, kept for Throttle.
+type heldValue struct {
+	val   []byte
+	err   error   // ErrNotFound, or nil
+	until int64   // served until this (nearClock)
+	took  float64 // the load's duration, ms
+}
+
+// newHeld returns the memory of fail-open results kept without the near
+// cache, bounded by o's Size and MaxBytes.
+func newHeld(o FailSafeOptions) *otter.Cache[string, *heldValue] {
+	floor := uint32(max(o.MaxBytes/int64(o.Size), 1)) // so that at most Size fit
+	return otter.Must(&otter.Options[string, *heldValue]{
+		MaximumWeight: uint64(o.MaxBytes),
+		Weigher:       func(_ string, h *heldValue) uint32 { return max(uint32(min(len(h.val), 1<<31)), floor) },
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *heldValue]) time.Duration {
+			return time.Duration(e.Value.until - nearClock())
+		}),
+	})
+}
+
+// failSafe answers a call of key from memory, when this process holds a
+// value it may serve while Redis cannot be used (see the top of this
+// file): a near copy (a decoded one is encoded again: the caller decodes
+// it), or a fail-open load's result.
+func (c *Cache) failSafe(key string) (answer, bool) {
+	if c.opts.DisableFailSafe {
+		return answer{}, false
+	}
+	if c.near != nil {
+		e, typ, ok := c.near.failSafe(key)
+		if !ok {
+			return answer{}, false
+		}
+		if e.err != nil {
+			return answer{err: e.err, out: outFailSafe}, true
+		}
+		if typ == nil {
+			val, _ := e.val.([]byte)
+			return answer{val: val, out: outFailSafe}, true
+		}
+		b, err := c.opts.Codec.Marshal(e.val)
+		if err != nil {
+			return answer{}, false
+		}
+		return answer{val: b, out: outFailSafe}, true
+	}
+	h, ok := c.held.GetIfPresent(key)
+	if !ok || nearClock() >= h.until {
+		return answer{}, false
+	}
+	return answer{val: h.val, err: h.err, out: outFailSafe}, true
+}
+
+// openLoad is a fail-open load of a key under way (Cache.opens).
+type openLoad struct {
+	done chan struct{} // closed once the fields below are set
+	val  []byte
+	took time.Duration
+	fr   freshness
+	err  error
+}
+
+// loadOpen runs a fail-open load of key with l, or joins the one under way
+// in this process, and keeps what it returns for fail-safe use. ctx is the
+// load's (runLoad's): it bounds a joiner's wait too.
+func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error) {
+	c.openMu.Lock()
+	if o := c.opens[key]; o != nil {
+		c.openMu.Unlock()
+		select {
+		case <-o.done:
+			return o.val, o.took, o.fr, o.err
+		case <-ctx.Done():
+			return nil, 0, freshness{}, c.closedErr(ctx.Err())
+		}
+	}
+	o := &openLoad{done: make(chan struct{})}
+	c.opens[key] = o
+	c.openMu.Unlock()
+	var snap nearSnap
+	if c.near != nil {
+		snap = c.near.snapshot()
+	}
+	held := c.heldSeq.Load()
+	o.val, o.took, o.fr, o.err = c.runLoad(ctx, key, l)
+	c.hold(key, o, snap, held)
+	c.openMu.Lock()
+	if c.opens[key] == o {
+		delete(c.opens, key)
+	}
+	c.openMu.Unlock()
+	close(o.done)
+	return o.val, o.took, o.fr, o.err
+}
+
+// hold keeps what the fail-open load o returned for fail-safe use (see the
+// top of this file), unless an invalidation of the key came since snap (the
+// near cache's) or held (heldSeq) were taken, before the load: a Delete
+// that returned during it must not be undone by it.
+func (c *Cache) hold(key string, o *openLoad, snap nearSnap, held uint64) {
+	if c.opts.DisableFailSafe || !o.fr.stored() && o.err == nil {
+		return
+	}
+	soft, err := o.fr.soft, o.err
+	switch {
+	case err == nil:
+		if len(o.val) > c.opts.MaxValueBytes {
+			return
+		}
+		if o.fr.exact {
+			soft -= time.Since(o.fr.from)
+		}
+	case isNotFound(err):
+		soft, err = c.opts.NegativeTTL, ErrNotFound
+	default:
+		return // a failure is not kept: the next caller tries again
+	}
+	now := nearClock()
+	if c.near != nil {
+		c.near.putFailOpen(nearKey{key: key}, &nearEntry{val: o.val, err: err, soft: now + int64(soft),
+			took: float64(o.took.Microseconds()) / 1000, size: uint32(min(len(o.val), 1<<31))}, snap.seq)
+		return
+	}
+	h := &heldValue{val: o.val, err: err, until: now + int64(min(c.opts.FailSafe.Throttle, soft)),
+		took: float64(o.took.Microseconds()) / 1000}
+	if h.until <= now || c.heldSeq.Load() != held {
+		return
+	}
+	c.held.Set(key, h)
+	if c.heldSeq.Load() != held {
+		c.held.Invalidate(key) // an invalidation came between the check and the Set
+	}
+}
+
+// forget drops what this process holds of key for fail-safe use, and lets
+// no fail-open load under way keep its result: key was just invalidated
+// (Delete, Set, or one queued for Redis).
+func (c *Cache) forget(key string) {
+	c.openMu.Lock()
+	delete(c.opens, key)
+	c.openMu.Unlock()
+	if c.held != nil {
+		c.heldSeq.Add(1)
+		c.held.Invalidate(key)
+	}
+}

@@ -1,0 +1,74 @@
+package corral
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// healthWindow is how long after it was last seen a fault that leaves Redis
+// answering (a right denied, writes refused) makes Health report it.
+const healthWindow = 10 * time.Second
+
+// fault is a Redis fault a call met, and when.
+type fault struct {
+	err error
+	at  time.Time
+}
+
+// faults remembers the latest fault that leaves Redis answering.
+type faults struct{ last atomic.Pointer[fault] }
+
+func (f *faults) seen(err error) { f.last.Store(&fault{err: err, at: time.Now()}) }
+
+// recent returns the latest fault seen within healthWindow, or nil.
+func (f *faults) recent() error {
+	if l := f.last.Load(); l != nil && time.Since(l.at) < healthWindow {
+		return l.err
+	}
+	return nil
+}
+
+// Health returns nil while this Cache can use Redis as it needs, and
+// otherwise why not, as an error to match with errors.Is:
+//
+//   - ErrCircuitOpen, wrapping the cause, while a node's circuit breaker is
+//     open: Redis refuses connections (the connection's error), is silent
+//     (ErrRedisTimeout), refuses the client's credentials (Redis's
+//     WRONGPASS or NOAUTH reply), or kept failing. Calls are then answered
+//     from memory or fail open (Options.FailSafe).
+//   - ErrPermission, wrapping Redis's NOPERM reply, when a call met a right
+//     the ACL user lacks in the last 10 s: the calls that need it fail.
+//   - ErrWriteRefused, naming OOM or READONLY, when Redis refused a write
+//     in the last 10 s: hits are served, nothing is stored.
+//
+// It asks nothing of Redis: it says what the Cache's own calls met, so it
+// costs nothing to call often (a health check). A Cache that has made no
+// call yet is healthy.
+func (c *Cache) Health() error {
+	if err := c.store.pipe.openErr(); err != nil {
+		return err
+	}
+	return c.faults.recent()
+}
+
+// openErr returns the error of a node whose breaker is open (the first
+// found), or nil.
+func (p *pipeline) openErr() error {
+	var err error
+	p.nodes.Range(func(_, l any) bool {
+		b := l.(*liveness).breaker
+		switch t := b.trip0(); {
+		case t != nil:
+			err = t.err()
+		case b.open():
+			if why := b.why(); why != nil {
+				err = fmt.Errorf("%w (%w)", ErrCircuitOpen, why)
+			} else {
+				err = ErrCircuitOpen
+			}
+		}
+		return err == nil
+	})
+	return err
+}

@@ -1,0 +1,461 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// Outages: Redis refusing connections, silent, or gone for a while, as a
+// normal day (failsafe.go, down.go). The faults come from a killed server
+// or a TCP proxy that refuses, cuts or swallows connections; origin loads
+// are counted.
+
+// quickStartClient is the README's Quick start client: go-redis's
+// defaults (which retry a refused dial for seconds), with
+// ContextTimeoutEnabled.
+func quickStartClient(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// refusingAddr returns a loopback address where nothing listens.
+func refusingAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// A refused connection fails open at once, whatever the client's retry
+// options: the Quick start's client retries a refused dial for seconds, and
+// corral must not sit that out. Each way of refusing: a Redis that was
+// never there (a Cache's first call), one killed under a running Cache, and
+// a partition that resets connections and refuses new ones (a proxy).
+func TestOutage_RefusedFailsFast(t *testing.T) {
+	const bound = 50 * time.Millisecond // the target; the test allows slack on a busy machine
+	for _, how := range []string{"never there", "killed", "partitioned"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			var c *corral.Cache
+			switch how {
+			case "never there":
+				c = newCache(t, quickStartClient(t, refusingAddr(t)), &corral.Options{Logger: testLogger(t)})
+			case "killed":
+				srv := redistest.Start(t)
+				c = newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t)})
+				if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+					t.Fatal(err)
+				}
+				srv.Kill()
+			case "partitioned":
+				srv := redistest.Start(t)
+				proxy := redistest.StartProxy(t, srv.Addr)
+				c = newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t)})
+				if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+					t.Fatal(err)
+				}
+				if err := proxy.Refuse(true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var loads atomic.Int32
+			for i := range 3 {
+				start := time.Now()
+				v, err := c.Fetch(ctx, fmt.Sprintf("k%d", i), time.Minute, slow(0, &loads, "v"))
+				took := time.Since(start)
+				t.Logf("call %d answered after %v", i, took.Round(time.Microsecond))
+				if err != nil || string(v) != "v" {
+					t.Fatalf("Fetch = %q, %v; want the loader's value (fail-open)", v, err)
+				}
+				if took > bound+slack {
+					t.Fatalf("call %d failed open after %v; want about %v at most, not the client's dial retries", i, took, bound)
+				}
+			}
+			if st := c.Stats(); !st.BreakerOpen || st.FailOpens != 3 {
+				t.Fatalf("stats %+v; want the breaker open and 3 fail-open calls", st)
+			}
+		})
+	}
+}
+
+// A silent Redis fails a call within RedisTimeout and a monitor tick of
+// the call, not twice that; with RedisTimeout 200 ms, 50 callers of 50
+// keys on a black hole are all answered within 0.7 s, and later calls at
+// once.
+func TestOutage_SilentBound(t *testing.T) {
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			proxy := redistest.StartProxy(t, srv.Addr)
+			o := &redis.Options{Addr: proxy.Addr}
+			kind.opts(o)
+			rdb := redis.NewClient(o)
+			t.Cleanup(func() { rdb.Close() })
+			c := newCache(t, rdb, &corral.Options{RedisTimeout: 200 * time.Millisecond, Logger: testLogger(t)})
+			ctx := context.Background()
+			if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Blackhole(true)
+			start := time.Now()
+			var wg sync.WaitGroup
+			var slowest atomic.Int64
+			for i := range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v, err := c.Fetch(ctx, fmt.Sprintf("k%d", i), time.Minute, value("v"))
+					if err != nil || string(v) != "v" {
+						t.Errorf("Fetch = %q, %v; want the loader's value", v, err)
+					}
+					for took := int64(time.Since(start)); ; {
+						if s := slowest.Load(); took <= s || slowest.CompareAndSwap(s, took) {
+							break
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("50 callers answered within %v", time.Duration(slowest.Load()).Round(time.Millisecond))
+			if d := time.Duration(slowest.Load()); d > 700*time.Millisecond {
+				t.Fatalf("the slowest caller was answered after %v; want 0.7 s at most", d)
+			}
+			start = time.Now()
+			if _, err := c.Fetch(ctx, "later", time.Minute, value("v")); err != nil || time.Since(start) > slack {
+				t.Fatalf("a later call: %v after %v; want the value at once (breaker open)", err, time.Since(start))
+			}
+		})
+	}
+}
+
+// outageFleet is n Caches, each with its own client through a proxy of its
+// own to one Redis, so that the test can cut any of them off.
+type outageFleet struct {
+	srv     *redistest.Server
+	proxies []*redistest.Proxy
+	caches  []*corral.Cache
+}
+
+func newOutageFleet(t *testing.T, n int, opts func() *corral.Options) *outageFleet {
+	f := &outageFleet{srv: redistest.Start(t)}
+	for range n {
+		p := redistest.StartProxy(t, f.srv.Addr)
+		o := opts()
+		if o.Logger == nil {
+			o.Logger = quiet
+		}
+		f.proxies = append(f.proxies, p)
+		f.caches = append(f.caches, newCache(t, quickStartClient(t, p.Addr), o))
+	}
+	return f
+}
+
+// keyLoads counts loads per instance and key.
+type keyLoads struct {
+	mu sync.Mutex
+	n  map[[2]int]int
+}
+
+func (k *keyLoads) loader(inst, key int, d time.Duration) func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		k.mu.Lock()
+		if k.n == nil {
+			k.n = map[[2]int]int{}
+		}
+		k.n[[2]int{inst, key}]++
+		k.mu.Unlock()
+		return slow(d, nil, fmt.Sprintf("v%d", key))(ctx)
+	}
+}
+
+// max returns the most loads of one key in one instance, and the total.
+func (k *keyLoads) max() (most, total int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, n := range k.n {
+		most, total = max(most, n), total+n
+	}
+	return most, total
+}
+
+// traffic runs goroutines per Cache of f, each fetching keys in turn with
+// a 1 ms pause, for d, and returns the calls made and the slowest.
+func traffic(t *testing.T, f *outageFleet, goroutines, keys int, d time.Duration, loads *keyLoads) (calls int64, slowest time.Duration) {
+	t.Helper()
+	var n, worst atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for i, c := range f.caches {
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := g; time.Now().Before(end); k++ {
+					key := k % keys
+					start := time.Now()
+					v, err := c.Fetch(context.Background(), fmt.Sprintf("k%d", key), time.Hour, loads.loader(i, key, 10*time.Millisecond))
+					took := int64(time.Since(start))
+					if err != nil || string(v) != fmt.Sprintf("v%d", key) {
+						t.Errorf("instance %d: Fetch k%d = %q, %v", i, key, v, err)
+						return
+					}
+					n.Add(1)
+					for {
+						if w := worst.Load(); took <= w || worst.CompareAndSwap(w, took) {
+							break
+						}
+					}
+					time.Sleep(time.Millisecond) // a paced client, not synchronisation
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return n.Load(), time.Duration(worst.Load())
+}
+
+// During an outage each key costs at most one origin load per instance per
+// FailSafe.Throttle (1 s), whatever the number of callers: 8 instances x 10
+// goroutines over 5 keys, Redis killed for 3 s, a 10 ms loader. (Without
+// fail-safe memory, each flight loaded: about 12 loads per key per
+// instance.)
+func TestOutage_LoadsPerKeyPerInstance(t *testing.T) {
+	f := newOutageFleet(t, 8, func() *corral.Options { return &corral.Options{} })
+	f.srv.Kill()
+	var loads keyLoads
+	calls, slowest := traffic(t, f, 10, 5, 3*time.Second, &loads)
+	most, total := loads.max()
+	t.Logf("%d calls, %d loads (at most %d of one key in one instance), slowest call %v", calls, total, most, slowest.Round(time.Millisecond))
+	// 3 s at one load a second, plus one for a Throttle that ends just
+	// before the run does, and a slow machine's ragged edges.
+	if most > 4 {
+		t.Fatalf("%d loads of one key in one instance in 3 s; want at most 4 (one per FailSafe.Throttle)", most)
+	}
+	var failSafe uint64
+	for _, c := range f.caches {
+		failSafe += c.Stats().FailSafeHits
+	}
+	if failSafe == 0 || uint64(calls) < failSafe {
+		t.Fatalf("%d fail-safe hits in %d calls", failSafe, calls)
+	}
+}
+
+// With the near cache, copies held when Redis went away are served through
+// the outage, past NearCache.TTL (up to FailSafe.TTL): no load at all. The
+// invalidation stream dropped with Redis; that no longer throws them away.
+func TestOutage_NearCopiesServedThroughOutage(t *testing.T) {
+	f := newOutageFleet(t, 4, func() *corral.Options {
+		return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100, TTL: 200 * time.Millisecond}}
+	})
+	var warm keyLoads
+	for i, c := range f.caches {
+		for k := range 5 {
+			warmNear(t, c, fmt.Sprintf("k%d", k), warm.loader(i, k, 0))
+		}
+	}
+	f.srv.Kill()
+	var loads keyLoads
+	calls, slowest := traffic(t, f, 10, 5, 2*time.Second, &loads) // ten NearCache.TTLs
+	_, total := loads.max()
+	t.Logf("%d calls, %d loads, slowest call %v", calls, total, slowest.Round(time.Millisecond))
+	if total != 0 {
+		t.Fatalf("%d loads during the outage; want none: every key was held in memory", total)
+	}
+}
+
+// versioned is an origin whose value of every key is "v<version>".
+type versioned struct{ version atomic.Int32 }
+
+func (o *versioned) load(n *atomic.Int32) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) {
+		if n != nil {
+			n.Add(1)
+		}
+		return []byte(fmt.Sprintf("v%d", o.version.Load())), nil
+	}
+}
+
+// A Delete or a Set made while this process is cut off from Redis returns
+// its error and drops this process's copy at once; once the partition
+// heals, it reaches Redis within a second, with no further call (the Set as
+// a Delete): another instance then loads the new value.
+func TestOutage_InvalidationDuringPartition(t *testing.T) {
+	for _, write := range []string{"Delete", "Set"} {
+		t.Run(write, func(t *testing.T) {
+			srv := redistest.Start(t)
+			proxy := redistest.StartProxy(t, srv.Addr)
+			opts := func() *corral.Options {
+				return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100}, Logger: testLogger(t)}
+			}
+			a := newCache(t, quickStartClient(t, proxy.Addr), opts()) // the one cut off
+			b := newCache(t, srv.Client(), opts())
+			ctx := context.Background()
+			var origin versioned
+			origin.version.Store(1)
+			if v, err := a.Fetch(ctx, "{k}", time.Hour, origin.load(nil)); err != nil || string(v) != "v1" {
+				t.Fatalf("warm-up: %q, %v", v, err)
+			}
+			warmNear(t, a, "{k}", origin.load(nil))
+			if err := proxy.Refuse(true); err != nil {
+				t.Fatal(err)
+			}
+			origin.version.Store(2) // the write the invalidation is for
+			var err error
+			if write == "Delete" {
+				err = a.Delete(ctx, "{k}")
+			} else {
+				err = a.Set(ctx, "{k}", []byte("v2"), time.Hour)
+			}
+			if err == nil || !strings.Contains(err.Error(), "queued") {
+				t.Fatalf("%s while cut off = %v; want its error, saying it is queued", write, err)
+			}
+			if st := a.Stats(); st.InvalidationsQueued != 1 || st.InvalidationsPending != 1 {
+				t.Fatalf("stats %+v; want 1 invalidation queued and pending", st)
+			}
+			// This process's copy is gone at once: the origin's new value.
+			if v, err := a.Fetch(ctx, "{k}", time.Hour, origin.load(nil)); err != nil || string(v) != "v2" {
+				t.Fatalf("Fetch after the %s, cut off: %q, %v; want v2 (the copy dropped)", write, v, err)
+			}
+			// Redis still has v1 (the other instance sees it) until the heal.
+			if v, _ := b.Get(ctx, "{k}"); string(v) != "v1" {
+				t.Fatalf("before the heal Redis has %q", v)
+			}
+			if err := proxy.Refuse(false); err != nil {
+				t.Fatal(err)
+			}
+			healed := time.Now()
+			eventually(t, time.Second+slack, "the invalidation reaches Redis", func() bool {
+				_, err := b.Get(ctx, "{k}")
+				return errors.Is(err, corral.ErrMiss)
+			})
+			t.Logf("applied %v after the heal", time.Since(healed).Round(time.Millisecond))
+			if v, err := b.Fetch(ctx, "{k}", time.Hour, origin.load(nil)); err != nil || string(v) != "v2" {
+				t.Fatalf("the other instance: %q, %v; want v2, loaded anew", v, err)
+			}
+			if st := a.Stats(); st.InvalidationsReplayed != 1 || st.InvalidationsPending != 0 {
+				t.Fatalf("stats %+v; want the invalidation replayed", st)
+			}
+		})
+	}
+}
+
+// The queue is bounded: past MaxPendingInvalidations, an invalidation is
+// dropped, counted and warned of (once), and its error says so; those
+// queued are applied once Redis is back.
+func TestOutage_InvalidationQueueOverflow(t *testing.T) {
+	srv := redistest.Start(t)
+	logs := &testkit.Buffer{}
+	c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{MaxPendingInvalidations: 3,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	ctx := context.Background()
+	for i := range 5 {
+		if err := c.Set(ctx, fmt.Sprintf("k%d", i), []byte("old"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	for i := range 5 {
+		err := c.Delete(ctx, fmt.Sprintf("k%d", i))
+		if want := map[bool]string{true: "queued", false: "not queued"}[i < 3]; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Delete %d = %v; want an error saying %q", i, err, want)
+		}
+	}
+	if st := c.Stats(); st.InvalidationsQueued != 3 || st.InvalidationsDropped != 2 || st.InvalidationsPending != 3 {
+		t.Fatalf("stats %+v; want 3 queued, 2 dropped", st)
+	}
+	if n := strings.Count(logs.String(), "queue of invalidations for Redis is full"); n != 1 {
+		t.Fatalf("%d warnings of the full queue; want 1:\n%s", n, logs.String())
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second+slack, "the queued invalidations are applied", func() bool {
+		return c.Stats().InvalidationsReplayed == 3
+	})
+}
+
+// Close applies what is queued, within its bound, though Redis came back
+// only a moment before.
+func TestOutage_CloseAppliesQueued(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	admin := srv.Client()
+	rdb := quickStartClient(t, proxy.Addr)
+	c, err := corral.New(rdb, &corral.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", []byte("old"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Refuse(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "k"); err == nil {
+		t.Fatal("Delete succeeded cut off from Redis")
+	}
+	if err := proxy.Refuse(false); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.Close()
+	if took := time.Since(start); took > corral.DefaultRedisTimeout+slack {
+		t.Fatalf("Close took %v", took)
+	}
+	if n := admin.Exists(ctx, wire.NewNames("corral", "k").Entry).Val(); n != 0 {
+		t.Fatal("after Close, the Delete made while cut off is not in Redis")
+	}
+}
+
+// A caller whose deadline comes before corral's verdict on a silent Redis
+// is not left to time out: it fails open in time to run the loader before
+// its deadline, once per process however many such callers there are.
+func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t)}) // RedisTimeout 2s
+	ctx := context.Background()
+	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(true)
+	var loads atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			v, err := c.Fetch(cctx, "k", time.Minute, slow(50*time.Millisecond, &loads, "v"))
+			if err != nil || string(v) != "v" {
+				t.Errorf("Fetch with a 1 s deadline on a silent Redis = %q, %v; want the loader's value", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("20 callers with 1 s deadlines answered within %v, %d loads", time.Since(start).Round(time.Millisecond), loads.Load())
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads; want 1 (one fail-open load per process)", n)
+	}
+}

@@ -1,0 +1,254 @@
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// Nothing is forgotten. A Delete or Set that cannot reach Redis (refused,
+// silent, the breaker open, the write refused by a replica, the caller gone
+// with the outcome unknown) still returns its error, and drops this
+// process's own copies at once; but the invalidation is also queued, and
+// applied in the background, in order, as soon as Redis answers again
+// (auto-recovery): by the node's recovery probe before the node's breaker
+// closes (down.go), and otherwise by the Cache's replayer, which tries every
+// replayEvery while invalidations wait. A Set is applied as a Delete of its
+// key: a newer value may have been written meanwhile. Until a key's
+// invalidation has landed, this process does not read that key from Redis
+// (pending): its calls are answered as while Redis is down (fail-safe, or
+// fail-open), never with what Redis held before the invalidation.
+//
+// The queue holds at most Options.MaxPendingInvalidations; past that, a new
+// invalidation is dropped, counted (Stats.InvalidationsDropped) and warned
+// of. Close tries to apply what is queued within its bound.
+
+// DefaultMaxPendingInvalidations is Options.MaxPendingInvalidations's
+// default.
+const DefaultMaxPendingInvalidations = 10_000
+
+// replayEvery is how often the replayer tries the queue while
+// invalidations wait (spread ±50%).
+const replayEvery = 250 * time.Millisecond
+
+// invalidation is one queued Delete (or Set, applied as a Delete).
+type invalidation struct {
+	key string
+}
+
+// invalidations is a Cache's queue (see the top of this file).
+type invalidations struct {
+	mu      sync.Mutex
+	ops     []invalidation // in the order they were made
+	pending map[string]int // keys with an invalidation queued, and how many
+	n       atomic.Int32   // len(ops): read on every call, without the lock
+	max     int
+	wake    chan struct{} // a new invalidation: the replayer tries at once
+
+	replayMu sync.Mutex // one replay at a time, so that order holds
+	warn     everyMinute
+}
+
+func newInvalidations(max int) *invalidations {
+	return &invalidations{pending: map[string]int{}, max: max, wake: make(chan struct{}, 1)}
+}
+
+// has reports whether key has an invalidation queued.
+func (q *invalidations) has(key string) bool {
+	if q.n.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending[key] > 0
+}
+
+// add queues an invalidation of key, unless one is queued already (it does
+// the same). It reports false when the queue is full.
+func (q *invalidations) add(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending[key] > 0 {
+		return true
+	}
+	if len(q.ops) >= q.max {
+		return false
+	}
+	q.ops = append(q.ops, invalidation{key: key})
+	q.pending[key]++
+	q.n.Store(int32(len(q.ops)))
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// snapshot returns the invalidations queued now, in order.
+func (q *invalidations) snapshot() []invalidation {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]invalidation(nil), q.ops...)
+}
+
+// done removes the queued invalidations of ops (applied, or dropped).
+func (q *invalidations) done(ops []invalidation) {
+	if len(ops) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(ops))
+	for _, o := range ops {
+		gone[o.key] = true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kept := q.ops[:0]
+	for _, o := range q.ops {
+		if gone[o.key] {
+			if q.pending[o.key]--; q.pending[o.key] <= 0 {
+				delete(q.pending, o.key)
+			}
+			continue
+		}
+		kept = append(kept, o)
+	}
+	clear(q.ops[len(kept):])
+	q.ops = kept
+	q.n.Store(int32(len(q.ops)))
+}
+
+// errPending is the Redis failure of a call of a key whose invalidation
+// Redis is yet to get: the call skips Redis (as if its breaker were open),
+// and is answered as while Redis is down.
+var errPending = fmt.Errorf("%w (an invalidation of the key is queued for Redis)", ErrCircuitOpen)
+
+// pendingPeek is the peek of such a key in a FetchMany: failed with
+// errPending, never sent.
+var pendingPeek = func() *peekCall {
+	pc := &peekCall{done: make(chan struct{}), err: errPending}
+	close(pc.done)
+	return pc
+}()
+
+// queueable reports whether a write that failed with err may not have
+// reached Redis, and is to be applied again: Redis failed (refused,
+// silent, the breaker open), refused the write (a replica, out of memory),
+// or the caller left with the outcome unknown.
+func queueable(err error) bool {
+	var gone callerGone
+	return redisFailed(err) || errors.Is(err, ErrWriteRefused) || errors.As(err, &gone)
+}
+
+// invalidateLater queues the invalidation of key that failed with err,
+// when it may not have reached Redis, and returns the error for the caller:
+// err, saying what became of the invalidation.
+func (c *Cache) invalidateLater(ctx context.Context, key string, err error) error {
+	if !queueable(err) || c.ctx.Err() != nil {
+		return err
+	}
+	if !c.queue.add(key) {
+		c.stats.dropped.Add(1)
+		c.observe(ctx, EventInvalidationDropped, key)
+		if c.queue.warn.allow() {
+			c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
+				"key", key, "max", c.opts.MaxPendingInvalidations, "err", err)
+		}
+		return fmt.Errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
+	}
+	c.stats.queued.Add(1)
+	c.observe(ctx, EventInvalidationQueued, key)
+	return fmt.Errorf("%w (queued: applied once Redis answers)", err)
+}
+
+// replayer applies the queue in the background (see the top of this
+// file), until Close.
+func (c *Cache) replayer() {
+	defer c.wg.Done()
+	var timer *time.Timer
+	for {
+		var tick <-chan time.Time
+		if c.queue.n.Load() > 0 {
+			timer = time.NewTimer(spread(replayEvery, 0.5, c.opts.Rand))
+			tick = timer.C
+		}
+		select {
+		case <-c.ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-c.queue.wake:
+		case <-tick:
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		c.replay(c.ctx, "", false)
+	}
+}
+
+// replay applies the queued invalidations, in order, each bounded by
+// RedisTimeout: only those of node's keys when node is not "" (a node's
+// recovery, whose ops pass its tripped breaker: recovery), otherwise all.
+// An invalidation of a node that failed waits for the next replay, and so
+// do the later ones of that node; one Redis denies (ErrPermission) is
+// dropped, and warned of.
+func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
+	q := c.queue
+	q.replayMu.Lock()
+	defer q.replayMu.Unlock()
+	failed := map[string]bool{} // nodes whose invalidation failed in this replay
+	var applied, dropped []invalidation
+	for _, inv := range q.snapshot() {
+		n := wire.NewNames(c.opts.Prefix, inv.key)
+		at := c.store.pipe.nodeOf(n.Entry)
+		if node != "" && at != node || failed[at] {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.opts.RedisTimeout)
+		err := c.store.deleteAs(rctx, n, recovery)
+		cancel()
+		switch {
+		case err == nil:
+			applied = append(applied, inv)
+		case errors.Is(err, ErrPermission):
+			dropped = append(dropped, inv)
+			c.permissionDenied(err)
+			c.opts.Logger.Warn("corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, "err", err)
+		default:
+			failed[at] = true
+		}
+	}
+	q.done(applied)
+	q.done(dropped)
+	for _, inv := range applied {
+		c.stats.replayed.Add(1)
+		c.observe(ctx, EventInvalidationReplayed, inv.key)
+	}
+	for _, inv := range dropped {
+		c.stats.dropped.Add(1)
+		c.observe(ctx, EventInvalidationDropped, inv.key)
+	}
+}
+
+// nodeOf is the address of the node that serves the Redis key name: ""
+// off a Cluster, where the pipeline's one node has no address.
+func (p *pipeline) nodeOf(name string) string {
+	if p.cluster == nil {
+		return ""
+	}
+	m, err := p.cluster.MasterForKey(context.Background(), name)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}
