@@ -175,13 +175,41 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("%s: rounds %d, timeout %v", s.Name, s.Rounds, s.Timeout)
 		}
 	}
-	want := []string{"cold-stampede-20ms", "cold-stampede-200ms", "cold-stampede-2s", "expiry-zipf", "hit-path", "big-value", "redis-stall", "redis-outage", "long-load"}
+	want := []string{"cold-stampede-20ms", "cold-stampede-200ms", "cold-stampede-2s", "expiry-zipf", "hit-path", "big-value", "redis-stall", "redis-outage", "redis-outage-warm", "long-load"}
 	if !slices.Equal(names, want) {
 		t.Errorf("scenarios = %v, want %v", names, want)
 	}
 	full, quick := scenarios(false)[0], scenarios(true)[0]
 	if full.requests() != 2000 || quick.requests() >= full.requests() || quick.Rounds != 1 {
 		t.Errorf("cold-stampede: full %d requests, quick %d in %d rounds", full.requests(), quick.requests(), quick.Rounds)
+	}
+}
+
+// TestOutageWarm checks that redis-outage-warm is redis-outage's traffic
+// with a warm-up, in full and in -quick sizes, and that its setup says so.
+func TestOutageWarm(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		byName := map[string]Scenario{}
+		for _, s := range scenarios(quick) {
+			byName[s.Name] = *s
+		}
+		cold, warm := byName["redis-outage"], byName["redis-outage-warm"]
+		if cold.Warm || !warm.Warm || !warm.Outage {
+			t.Fatalf("quick %v: redis-outage warm %v; redis-outage-warm warm %v, outage %v", quick, cold.Warm, warm.Warm, warm.Outage)
+		}
+		if !strings.Contains(warm.Setup(), "every key warm first") || strings.Contains(cold.Setup(), "warm") {
+			t.Errorf("quick %v: setups %q and %q", quick, cold.Setup(), warm.Setup())
+		}
+		warm.Name, warm.Description, warm.Warm = cold.Name, cold.Description, cold.Warm
+		if warm != cold {
+			t.Errorf("quick %v: redis-outage-warm differs from redis-outage beyond its warm-up:\n%+v\n%+v", quick, warm, cold)
+		}
+	}
+	full, quick := scenarios(false), scenarios(true)
+	i := slices.IndexFunc(full, func(s *Scenario) bool { return s.Name == "redis-outage-warm" })
+	if quick[i].requests() >= full[i].requests() || quick[i].Duration >= full[i].Duration {
+		t.Errorf("-quick does not shrink redis-outage-warm: %d goroutines for %v, full %d for %v",
+			quick[i].requests(), quick[i].Duration, full[i].requests(), full[i].Duration)
 	}
 }
 

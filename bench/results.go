@@ -44,7 +44,8 @@ type SystemResult struct {
 	System string `json:"system"`
 	Status string `json:"status,omitempty"`
 
-	OriginLoads            *int64           `json:"origin_loads,omitempty"` // the most of any round
+	OriginLoads            *int64           `json:"origin_loads,omitempty"`        // the most of any round; after the warm-up, if any
+	WarmupOriginLoads      *int64           `json:"warmup_origin_loads,omitempty"` // redis-outage-warm: the warm-up's, the most of any round
 	OriginLoadsPerRound    []int64          `json:"origin_loads_per_round,omitempty"`
 	PeakOriginConcurrency  *int64           `json:"peak_origin_concurrency,omitempty"`
 	LatencyMS              *Latency         `json:"latency_ms,omitempty"`

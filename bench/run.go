@@ -56,7 +56,8 @@ func (r *recorder) record(took time.Duration, err error) {
 
 // trial is what one system's run of a scenario measured.
 type trial struct {
-	loads, peak  int64
+	loads, peak  int64 // after the warm-up, if any
+	warmLoads    int64 // the warm-up's
 	rec          *recorder
 	commands     map[string]int64 // sent by the clients (wire.go); nil when Redis was down
 	commandTotal int64
@@ -127,6 +128,14 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		closeAll()
 		return nil, err
 	}
+	var warmLoads int64
+	if sc.Warm {
+		if err := r.warm(ctx, sc, insts, vals, ns); err != nil {
+			closeAll()
+			return nil, err
+		}
+		warmLoads = o.restartCount()
+	}
 	if sc.Outage {
 		r.srv.Kill()
 	}
@@ -137,7 +146,7 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	} else {
 		r.burst(ctx, sc, insts, rec, vals, ns)
 	}
-	t := &trial{rec: rec, elapsed: time.Since(start)}
+	t := &trial{rec: rec, elapsed: time.Since(start), warmLoads: warmLoads}
 	closeAll()
 	t.loads, t.peak = o.loads.Load(), o.peak.Load()
 	if sc.Outage {
@@ -312,13 +321,14 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var loads, peak, warmLoads, reqs, errs, cmdTotal, serverTotal, maxUS int64
 	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
 	for _, t := range ts {
 		sr.OriginLoadsPerRound = append(sr.OriginLoadsPerRound, t.loads)
 		loads = max(loads, t.loads)
 		peak = max(peak, t.peak)
+		warmLoads = max(warmLoads, t.warmLoads)
 		hist.Merge(t.rec.hist)
 		maxUS = max(maxUS, t.rec.maxUS)
 		reqs += t.rec.requests
@@ -338,6 +348,9 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	n := int64(len(ts))
 	sr.OriginLoads = &loads
 	sr.PeakOriginConcurrency = &peak
+	if sc.Warm {
+		sr.WarmupOriginLoads = &warmLoads
+	}
 	sr.LatencyMS = &Latency{
 		P50: ms(min(hist.ValueAtQuantile(50), maxUS)), // the histogram rounds up to its precision
 		P99: ms(min(hist.ValueAtQuantile(99), maxUS)),
