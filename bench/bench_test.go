@@ -295,3 +295,98 @@ func TestTargetsGoal(t *testing.T) {
 		t.Errorf("a peer below both: %q", got)
 	}
 }
+
+// outageResults are synthetic redis-outage and redis-outage-warm rows of
+// corral, corral-near and sturdyc, which meet every outage target.
+func outageResults() *Results {
+	row := func(system string, answered, loads int64, p99 float64) SystemResult {
+		per := float64(int(float64(loads)*1000/float64(answered)*10+0.5)) / 10
+		var none int64
+		return SystemResult{System: system, Requests: &answered, Answered: &answered, Errors: &none, OriginLoads: &loads,
+			PeakOriginConcurrency: &none, LoadsPer1kRequests: &per, LatencyMS: &Latency{P50: 0.01, P99: p99, Max: p99 * 2}}
+	}
+	return &Results{Scenarios: []ScenarioResult{
+		{Name: "redis-outage", Results: []SystemResult{
+			row("corral", 25000, 250, 80), row("corral-near", 28000, 80, 50), row("sturdyc", 30000, 80, 45),
+		}},
+		{Name: "redis-outage-warm", Results: []SystemResult{
+			row("corral", 9000, 3000, 1700), row("corral-near", 30000, 0, 15), row("sturdyc", 50000, 0, 0.002),
+		}},
+	}}
+}
+
+// outageVerdicts returns the result column of the outage targets' rows, in
+// order.
+func outageVerdicts(t *testing.T, res *Results) []string {
+	t.Helper()
+	var out []string
+	for _, row := range targets(res) {
+		if strings.HasPrefix(row[0], "redis-outage") {
+			out = append(out, row[1])
+		}
+	}
+	if len(out) != len(outageTargets) {
+		t.Fatalf("%d outage target rows, want %d", len(out), len(outageTargets))
+	}
+	return out
+}
+
+func TestOutageTargetsMet(t *testing.T) {
+	want := []string{
+		"met: origin loads per 1,000 requests 10.0; requests answered 25000, sturdyc's 30000; p99 80.0 ms",
+		"met: origin loads per 1,000 requests 2.9, sturdyc's 2.7; requests answered 28000, sturdyc's 30000; p99 50.0 ms",
+		"met: origin loads 0, sturdyc's 0; p99 15.0 ms",
+	}
+	if got := outageVerdicts(t, outageResults()); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+	md := markdown(outageResults(), nil)
+	for _, label := range []string{
+		"| redis-outage, corral (default options): origin loads per 1,000 requests at most 12; requests answered at least 0.8x sturdyc's; p99 at most 100 ms | met: ",
+		"| redis-outage, corral-near: origin loads per 1,000 requests at most 1.2x sturdyc's; requests answered at least 0.9x sturdyc's; p99 at most 60 ms | met: ",
+		"| redis-outage-warm, corral-near: origin loads at most sturdyc's; p99 at most 20 ms | met: ",
+	} {
+		if !strings.Contains(md, label) {
+			t.Errorf("BENCHMARKS.md lacks %q", label)
+		}
+	}
+}
+
+func TestOutageTargetsNotMet(t *testing.T) {
+	res := outageResults()
+	outage, warm := res.Scenarios[0].Results, res.Scenarios[1].Results
+	outage[0].LatencyMS.P99 = 101       // corral: over its p99 bound only
+	*outage[1].LoadsPer1kRequests = 3.3 // corral-near: over 1.2x sturdyc's 2.7 loads per 1k,
+	*outage[1].Answered = 26999         // and under 0.9x sturdyc's 30000 answers
+	*warm[1].OriginLoads = 1            // one load more than sturdyc
+	warm[1].LatencyMS.P99 = 20.1
+	want := []string{
+		"**not met**: origin loads per 1,000 requests 10.0; requests answered 25000, sturdyc's 30000; p99 101 ms (over 100 ms)",
+		"**not met**: origin loads per 1,000 requests 3.3, sturdyc's 2.7 (over 1.2x sturdyc's); requests answered 26999, sturdyc's 30000 (under 0.9x sturdyc's); p99 50.0 ms",
+		"**not met**: origin loads 1, sturdyc's 0 (over sturdyc's); p99 20.1 ms (over 20 ms)",
+	}
+	if got := outageVerdicts(t, res); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestOutageTargetsNotRun(t *testing.T) {
+	res := outageResults()
+	res.Scenarios[0].Results[2] = SystemResult{System: "sturdyc", Status: "failed: bench: connect to Redis: refused"}
+	res.Scenarios = res.Scenarios[:1] // redis-outage-warm not run
+	want := []string{
+		"not run (sturdyc: failed: bench: connect to Redis: refused)",
+		"not run (sturdyc: failed: bench: connect to Redis: refused)",
+		"not run",
+	}
+	if got := outageVerdicts(t, res); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+	res.Scenarios[0].Results = res.Scenarios[0].Results[1:] // corral not in the run
+	if got := outageVerdicts(t, res)[0]; got != "not run" {
+		t.Errorf("corral absent: %q", got)
+	}
+	if got := outageVerdicts(t, fixture(t)); !slices.Equal(got, []string{"not run", "not run", "not run"}) {
+		t.Errorf("a run without the outage scenarios: %q", got)
+	}
+}
