@@ -390,3 +390,58 @@ func TestOutageTargetsNotRun(t *testing.T) {
 		t.Errorf("a run without the outage scenarios: %q", got)
 	}
 }
+
+// TestPeerWinsOutage checks that the reasons given in an outage scenario
+// are the outage's: sturdyc's p99 by its in-memory cache, corral-near's by
+// the near hits counted in the run.
+func TestPeerWinsOutage(t *testing.T) {
+	res := outageResults()
+	near := int64(12345)
+	res.Scenarios[0].Results[1].NearHits = &near
+	wins := strings.Join(peerWins(res.Scenarios[0]), "\n")
+	for _, want := range []string{
+		"**sturdyc** has a lower p99 (45.0 ms against corral's 80.0): " + whyOutage["sturdyc/p99"],
+		"**corral-near** has a lower p99 (50.0 ms against corral's 80.0): it is corral with its near cache, which answered 12345 of its 28000 requests while Redis was down (Stats.NearHits)",
+	} {
+		if !strings.Contains(wins, want) {
+			t.Errorf("peer wins lack %q:\n%s", want, wins)
+		}
+	}
+	if strings.Contains(wins, "pays with one origin load per instance") {
+		t.Errorf("a burst's reason in an outage:\n%s", wins)
+	}
+}
+
+// TestSummarizeWarm checks a redis-outage-warm row: origin loads are the
+// outage's, the warm-up's apart, and a near cache's hits are summed over
+// the rounds; results.json names both.
+func TestSummarizeWarm(t *testing.T) {
+	var sc *Scenario
+	for _, s := range scenarios(false) {
+		if s.Name == "redis-outage-warm" {
+			sc = s
+		}
+	}
+	rec := newRecorder()
+	for range 100 {
+		rec.record(time.Millisecond, nil)
+	}
+	var row SystemResult
+	summarize(&row, []*trial{
+		{loads: 2, peak: 1, warmLoads: 10, nearHits: 90, hasNear: true, rec: rec},
+		{loads: 4, peak: 2, warmLoads: 9, nearHits: 80, hasNear: true, rec: rec},
+	}, sc)
+	if *row.OriginLoads != 4 || *row.WarmupOriginLoads != 10 || *row.NearHits != 170 || *row.LoadsPer1kRequests != 30 {
+		t.Errorf("loads %d, warm-up loads %d, near hits %d, per 1k %.1f; want 4, 10, 170, 30.0",
+			*row.OriginLoads, *row.WarmupOriginLoads, *row.NearHits, *row.LoadsPer1kRequests)
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"warmup_origin_loads":10`, `"near_hits":170`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("results.json row lacks %s: %s", k, b)
+		}
+	}
+}

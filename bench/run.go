@@ -58,6 +58,8 @@ func (r *recorder) record(took time.Duration, err error) {
 type trial struct {
 	loads, peak  int64 // after the warm-up, if any
 	warmLoads    int64 // the warm-up's
+	nearHits     int64 // requests answered by a near cache, if hasNear
+	hasNear      bool
 	rec          *recorder
 	commands     map[string]int64 // sent by the clients (wire.go); nil when Redis was down
 	commandTotal int64
@@ -140,6 +142,7 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		r.srv.Kill()
 	}
 	rec := newRecorder()
+	near, hasNear := nearHits(insts)
 	start := time.Now()
 	if sc.Workload == steady {
 		r.steady(ctx, sc, insts, rec, vals, ns)
@@ -147,6 +150,10 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		r.burst(ctx, sc, insts, rec, vals, ns)
 	}
 	t := &trial{rec: rec, elapsed: time.Since(start), warmLoads: warmLoads}
+	if hasNear {
+		after, _ := nearHits(insts)
+		t.nearHits, t.hasNear = int64(after-near), true
+	}
 	closeAll()
 	t.loads, t.peak = o.loads.Load(), o.peak.Load()
 	if sc.Outage {
@@ -162,6 +169,24 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	t.serverCalls, t.serverTotal = after.sub(before)
 	t.commands, t.commandTotal = commandStats(wc.snapshot()).sub(sent)
 	return t, nil
+}
+
+// nearCounter is an Instance that counts the requests its near cache
+// answered (corral's Stats.NearHits); ok is false when it has none.
+type nearCounter interface {
+	nearHits() (n uint64, ok bool)
+}
+
+// nearHits sums the near hits of insts so far; ok is false when none of
+// them has a near cache.
+func nearHits(insts []Instance) (n uint64, ok bool) {
+	for _, in := range insts {
+		if c, is := in.(nearCounter); is {
+			m, has := c.nearHits()
+			n, ok = n+m, ok || has
+		}
+	}
+	return n, ok
 }
 
 // check is the error of a request that returned other bytes than the
@@ -322,6 +347,8 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	}
 	hist := newHistogram()
 	var loads, peak, warmLoads, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var near int64
+	hasNear := false
 	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
 	for _, t := range ts {
@@ -333,6 +360,8 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		maxUS = max(maxUS, t.rec.maxUS)
 		reqs += t.rec.requests
 		errs += t.rec.errors
+		near += t.nearHits
+		hasNear = hasNear || t.hasNear
 		if first == nil {
 			first = t.rec.firstErr
 		}
@@ -357,6 +386,9 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		Max: ms(maxUS),
 	}
 	sr.Requests = &reqs
+	if hasNear {
+		sr.NearHits = &near
+	}
 	answered := reqs - errs
 	sr.Answered = &answered
 	sr.Errors = &errs

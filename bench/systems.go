@@ -186,6 +186,8 @@ func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) 
 
 func (c *corralInstance) Close() error { return c.cache.Close() }
 
+func (c *corralInstance) nearHits() (uint64, bool) { return c.cache.Stats().NearHits, c.near }
+
 // --- seed and naive, from corral's demo ---
 
 // demoStrategy adapts one of the demo's strategies, so the benchmark runs
