@@ -445,3 +445,24 @@ func TestSummarizeWarm(t *testing.T) {
 		}
 	}
 }
+
+// TestChartsOutageWarm checks redis-outage-warm's charts: p99 and origin
+// loads, the latter titled as counted after the warm-up.
+func TestChartsOutageWarm(t *testing.T) {
+	res := outageResults()
+	ten := int64(10)
+	for i := range res.Scenarios[1].Results {
+		res.Scenarios[1].Results[i].WarmupOriginLoads = &ten
+	}
+	charts, err := writeCharts(res, t.TempDir(), "bench/charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bench/charts/redis-outage-warm-p99.png", "bench/charts/redis-outage-warm-loads.png"}
+	if !slices.Equal(charts["redis-outage-warm"], want) {
+		t.Errorf("charts %v, want %v", charts["redis-outage-warm"], want)
+	}
+	if loadsSpan(res.Scenarios[0]) != "" || loadsSpan(res.Scenarios[1]) == "" {
+		t.Error("only redis-outage-warm's loads are counted after a warm-up")
+	}
+}
