@@ -346,9 +346,8 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, warmLoads, reqs, errs, cmdTotal, serverTotal, maxUS int64
-	var near int64
-	hasNear := false
+	var loads, peak, warmLoads, near, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var hasNear bool
 	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
 	for _, t := range ts {
