@@ -175,13 +175,41 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("%s: rounds %d, timeout %v", s.Name, s.Rounds, s.Timeout)
 		}
 	}
-	want := []string{"cold-stampede-20ms", "cold-stampede-200ms", "cold-stampede-2s", "expiry-zipf", "hit-path", "big-value", "redis-stall", "redis-outage", "long-load"}
+	want := []string{"cold-stampede-20ms", "cold-stampede-200ms", "cold-stampede-2s", "expiry-zipf", "hit-path", "big-value", "redis-stall", "redis-outage", "redis-outage-warm", "long-load"}
 	if !slices.Equal(names, want) {
 		t.Errorf("scenarios = %v, want %v", names, want)
 	}
 	full, quick := scenarios(false)[0], scenarios(true)[0]
 	if full.requests() != 2000 || quick.requests() >= full.requests() || quick.Rounds != 1 {
 		t.Errorf("cold-stampede: full %d requests, quick %d in %d rounds", full.requests(), quick.requests(), quick.Rounds)
+	}
+}
+
+// TestOutageWarm checks that redis-outage-warm is redis-outage's traffic
+// with a warm-up, in full and in -quick sizes, and that its setup says so.
+func TestOutageWarm(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		byName := map[string]Scenario{}
+		for _, s := range scenarios(quick) {
+			byName[s.Name] = *s
+		}
+		cold, warm := byName["redis-outage"], byName["redis-outage-warm"]
+		if cold.Warm || !warm.Warm || !warm.Outage {
+			t.Fatalf("quick %v: redis-outage warm %v; redis-outage-warm warm %v, outage %v", quick, cold.Warm, warm.Warm, warm.Outage)
+		}
+		if !strings.Contains(warm.Setup(), "every key warm first") || strings.Contains(cold.Setup(), "warm") {
+			t.Errorf("quick %v: setups %q and %q", quick, cold.Setup(), warm.Setup())
+		}
+		warm.Name, warm.Description, warm.Warm = cold.Name, cold.Description, cold.Warm
+		if warm != cold {
+			t.Errorf("quick %v: redis-outage-warm differs from redis-outage beyond its warm-up:\n%+v\n%+v", quick, warm, cold)
+		}
+	}
+	full, quick := scenarios(false), scenarios(true)
+	i := slices.IndexFunc(full, func(s *Scenario) bool { return s.Name == "redis-outage-warm" })
+	if quick[i].requests() >= full[i].requests() || quick[i].Duration != full[i].Duration {
+		t.Errorf("-quick must shrink redis-outage-warm's goroutines, not its time: %d goroutines for %v, full %d for %v",
+			quick[i].requests(), quick[i].Duration, full[i].requests(), full[i].Duration)
 	}
 }
 
@@ -265,5 +293,176 @@ func TestTargetsGoal(t *testing.T) {
 	rows[2].LatencyMS = lat(20)
 	if got := goal(); got != "cold-stampede-20ms: **missed** (corral 40.0 ms, corral-near 30.0 ms, naive 20.0 ms)" {
 		t.Errorf("a peer below both: %q", got)
+	}
+}
+
+// outageResults are synthetic redis-outage and redis-outage-warm rows of
+// corral, corral-near and sturdyc, which meet every outage target.
+func outageResults() *Results {
+	row := func(system string, answered, loads int64, p99 float64) SystemResult {
+		per := float64(int(float64(loads)*1000/float64(answered)*10+0.5)) / 10
+		var none int64
+		return SystemResult{System: system, Requests: &answered, Answered: &answered, Errors: &none, OriginLoads: &loads,
+			PeakOriginConcurrency: &none, LoadsPer1kRequests: &per, LatencyMS: &Latency{P50: 0.01, P99: p99, Max: p99 * 2}}
+	}
+	return &Results{Scenarios: []ScenarioResult{
+		{Name: "redis-outage", Results: []SystemResult{
+			row("corral", 25000, 250, 80), row("corral-near", 28000, 80, 50), row("sturdyc", 30000, 80, 45),
+		}},
+		{Name: "redis-outage-warm", Results: []SystemResult{
+			row("corral", 9000, 3000, 1700), row("corral-near", 30000, 0, 15), row("sturdyc", 50000, 0, 0.002),
+		}},
+	}}
+}
+
+// outageVerdicts returns the result column of the outage targets' rows, in
+// order.
+func outageVerdicts(t *testing.T, res *Results) []string {
+	t.Helper()
+	var out []string
+	for _, row := range targets(res) {
+		if strings.HasPrefix(row[0], "redis-outage") {
+			out = append(out, row[1])
+		}
+	}
+	if len(out) != len(outageTargets) {
+		t.Fatalf("%d outage target rows, want %d", len(out), len(outageTargets))
+	}
+	return out
+}
+
+func TestOutageTargetsMet(t *testing.T) {
+	want := []string{
+		"met: origin loads per 1,000 requests 10.0; requests answered 25000, sturdyc's 30000; p99 80.0 ms",
+		"met: origin loads per 1,000 requests 2.9, sturdyc's 2.7; requests answered 28000, sturdyc's 30000; p99 50.0 ms",
+		"met: origin loads 0, sturdyc's 0; p99 15.0 ms",
+	}
+	if got := outageVerdicts(t, outageResults()); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+	md := markdown(outageResults(), nil)
+	for _, label := range []string{
+		"| redis-outage, corral (default options): origin loads per 1,000 requests at most 12; requests answered at least 0.8x sturdyc's; p99 at most 100 ms | met: ",
+		"| redis-outage, corral-near: origin loads per 1,000 requests at most 1.2x sturdyc's; requests answered at least 0.9x sturdyc's; p99 at most 60 ms | met: ",
+		"| redis-outage-warm, corral-near: origin loads at most sturdyc's; p99 at most 20 ms | met: ",
+	} {
+		if !strings.Contains(md, label) {
+			t.Errorf("BENCHMARKS.md lacks %q", label)
+		}
+	}
+}
+
+func TestOutageTargetsNotMet(t *testing.T) {
+	res := outageResults()
+	outage, warm := res.Scenarios[0].Results, res.Scenarios[1].Results
+	outage[0].LatencyMS.P99 = 101       // corral: over its p99 bound only
+	*outage[1].LoadsPer1kRequests = 3.3 // corral-near: over 1.2x sturdyc's 2.7 loads per 1k,
+	*outage[1].Answered = 26999         // and under 0.9x sturdyc's 30000 answers
+	*warm[1].OriginLoads = 1            // one load more than sturdyc
+	warm[1].LatencyMS.P99 = 20.1
+	want := []string{
+		"**not met**: origin loads per 1,000 requests 10.0; requests answered 25000, sturdyc's 30000; p99 101 ms (over 100 ms)",
+		"**not met**: origin loads per 1,000 requests 3.3, sturdyc's 2.7 (over 1.2x sturdyc's); requests answered 26999, sturdyc's 30000 (under 0.9x sturdyc's); p99 50.0 ms",
+		"**not met**: origin loads 1, sturdyc's 0 (over sturdyc's); p99 20.1 ms (over 20 ms)",
+	}
+	if got := outageVerdicts(t, res); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestOutageTargetsNotRun(t *testing.T) {
+	res := outageResults()
+	res.Scenarios[0].Results[2] = SystemResult{System: "sturdyc", Status: "failed: bench: connect to Redis: refused"}
+	res.Scenarios = res.Scenarios[:1] // redis-outage-warm not run
+	want := []string{
+		"not run (sturdyc: failed: bench: connect to Redis: refused)",
+		"not run (sturdyc: failed: bench: connect to Redis: refused)",
+		"not run",
+	}
+	if got := outageVerdicts(t, res); !slices.Equal(got, want) {
+		t.Errorf("verdicts:\n%q\nwant\n%q", got, want)
+	}
+	res.Scenarios[0].Results = res.Scenarios[0].Results[1:] // corral not in the run
+	if got := outageVerdicts(t, res)[0]; got != "not run" {
+		t.Errorf("corral absent: %q", got)
+	}
+	if got := outageVerdicts(t, fixture(t)); !slices.Equal(got, []string{"not run", "not run", "not run"}) {
+		t.Errorf("a run without the outage scenarios: %q", got)
+	}
+}
+
+// TestPeerWinsOutage checks that the reasons given in an outage scenario
+// are the outage's: sturdyc's p99 by its in-memory cache, corral-near's by
+// the near hits counted in the run.
+func TestPeerWinsOutage(t *testing.T) {
+	res := outageResults()
+	near := int64(12345)
+	res.Scenarios[0].Results[1].NearHits = &near
+	wins := strings.Join(peerWins(res.Scenarios[0]), "\n")
+	for _, want := range []string{
+		"**sturdyc** has a lower p99 (45.0 ms against corral's 80.0): " + whyOutage["sturdyc/p99"],
+		"**corral-near** has a lower p99 (50.0 ms against corral's 80.0): it is corral with its near cache, which answered 12345 of its 28000 requests while Redis was down (Stats.NearHits)",
+	} {
+		if !strings.Contains(wins, want) {
+			t.Errorf("peer wins lack %q:\n%s", want, wins)
+		}
+	}
+	if strings.Contains(wins, "pays with one origin load per instance") {
+		t.Errorf("a burst's reason in an outage:\n%s", wins)
+	}
+}
+
+// TestSummarizeWarm checks a redis-outage-warm row: origin loads are the
+// outage's, the warm-up's apart, and a near cache's hits are summed over
+// the rounds; results.json names both.
+func TestSummarizeWarm(t *testing.T) {
+	var sc *Scenario
+	for _, s := range scenarios(false) {
+		if s.Name == "redis-outage-warm" {
+			sc = s
+		}
+	}
+	rec := newRecorder()
+	for range 100 {
+		rec.record(time.Millisecond, nil)
+	}
+	var row SystemResult
+	summarize(&row, []*trial{
+		{loads: 2, peak: 1, warmLoads: 10, nearHits: 90, hasNear: true, rec: rec},
+		{loads: 4, peak: 2, warmLoads: 9, nearHits: 80, hasNear: true, rec: rec},
+	}, sc)
+	if *row.OriginLoads != 4 || *row.WarmupOriginLoads != 10 || *row.NearHits != 170 || *row.LoadsPer1kRequests != 30 {
+		t.Errorf("loads %d, warm-up loads %d, near hits %d, per 1k %.1f; want 4, 10, 170, 30.0",
+			*row.OriginLoads, *row.WarmupOriginLoads, *row.NearHits, *row.LoadsPer1kRequests)
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"warmup_origin_loads":10`, `"near_hits":170`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("results.json row lacks %s: %s", k, b)
+		}
+	}
+}
+
+// TestChartsOutageWarm checks redis-outage-warm's charts: p99 and origin
+// loads, the latter titled as counted after the warm-up.
+func TestChartsOutageWarm(t *testing.T) {
+	res := outageResults()
+	ten := int64(10)
+	for i := range res.Scenarios[1].Results {
+		res.Scenarios[1].Results[i].WarmupOriginLoads = &ten
+	}
+	charts, err := writeCharts(res, t.TempDir(), "bench/charts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bench/charts/redis-outage-warm-p99.png", "bench/charts/redis-outage-warm-loads.png"}
+	if !slices.Equal(charts["redis-outage-warm"], want) {
+		t.Errorf("charts %v, want %v", charts["redis-outage-warm"], want)
+	}
+	if loadsSpan(res.Scenarios[0]) != "" || loadsSpan(res.Scenarios[1]) == "" {
+		t.Error("only redis-outage-warm's loads are counted after a warm-up")
 	}
 }

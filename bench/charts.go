@@ -66,11 +66,22 @@ func writeCharts(res *Results, dir, rel string) (map[string][]string, error) {
 		if err := add(sc, sc.Name+"-p99.png", sc.Name+": p99 latency", "ms", p99); err != nil {
 			return nil, err
 		}
-		if err := add(sc, sc.Name+"-loads.png", sc.Name+": origin loads (most of any round)", "loads", loads); err != nil {
+		if err := add(sc, sc.Name+"-loads.png", sc.Name+": origin loads ("+loadsSpan(sc)+"most of any round)", "loads", loads); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// loadsSpan says which loads a scenario's loads chart counts when they are
+// not all of them: after a warm-up, the warm-up's are left out.
+func loadsSpan(sc ScenarioResult) string {
+	for _, r := range sc.Results {
+		if r.WarmupOriginLoads != nil {
+			return "after the warm-up, "
+		}
+	}
+	return ""
 }
 
 func barOf(r SystemResult, value func(SystemResult) (float64, bool)) bar {
@@ -143,6 +154,8 @@ func barChart(path, title, unit string, res *Results, bars []bar) error {
 
 func fmtValue(v float64) string {
 	switch {
+	case v == 0:
+		return "0"
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
 	case v >= 10:

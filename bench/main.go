@@ -25,7 +25,10 @@
 //
 // Scenarios (scenarios.go) are bursts (every goroutine released at once on
 // cold keys), steady traffic (goroutines loop for a duration), and the hit
-// path (one goroutine's hits on warm keys, timed like testing.B). In each
+// path (one goroutine's hits on warm keys, timed like testing.B). In the
+// outage scenarios Redis is killed before the traffic starts; in
+// redis-outage-warm every instance is first warmed on every key (warm.go),
+// and the origin's counts start again after the warm-up. In each
 // scenario the systems' trials are interleaved, round after round, in an
 // order rotated each round. Latency goes into HDR histograms
 // (github.com/HdrHistogram/hdrhistogram-go); rounds are merged.

@@ -75,3 +75,11 @@ func (o *origin) load(ctx context.Context, key string) ([]byte, error) {
 	}
 	return append([]byte(nil), o.values.get(key)...), nil
 }
+
+// restartCount starts the counts again, for a run after a warm-up: loads
+// from now on, and a peak of the loads running now. It returns the loads
+// counted until now.
+func (o *origin) restartCount() int64 {
+	o.peak.Store(o.inflight.Load())
+	return o.loads.Swap(0)
+}

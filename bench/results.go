@@ -44,12 +44,14 @@ type SystemResult struct {
 	System string `json:"system"`
 	Status string `json:"status,omitempty"`
 
-	OriginLoads            *int64           `json:"origin_loads,omitempty"` // the most of any round
+	OriginLoads            *int64           `json:"origin_loads,omitempty"`        // the most of any round; after the warm-up, if any
+	WarmupOriginLoads      *int64           `json:"warmup_origin_loads,omitempty"` // redis-outage-warm: the warm-up's, the most of any round
 	OriginLoadsPerRound    []int64          `json:"origin_loads_per_round,omitempty"`
 	PeakOriginConcurrency  *int64           `json:"peak_origin_concurrency,omitempty"`
 	LatencyMS              *Latency         `json:"latency_ms,omitempty"`
 	Requests               *int64           `json:"requests,omitempty"`
 	Answered               *int64           `json:"answered,omitempty"`              // requests that got the origin's value
+	NearHits               *int64           `json:"near_hits,omitempty"`             // corral-near: requests its near cache answered (Stats.NearHits), every round's
 	LoadsPer1kRequests     *float64         `json:"loads_per_1k_requests,omitempty"` // steady traffic: origin loads per 1,000 requests
 	RedisCommands          *int64           `json:"redis_commands,omitempty"`        // sent by the clients, mean per round
 	RedisCommandsByName    map[string]int64 `json:"redis_commands_by_name,omitempty"`

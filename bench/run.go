@@ -56,7 +56,10 @@ func (r *recorder) record(took time.Duration, err error) {
 
 // trial is what one system's run of a scenario measured.
 type trial struct {
-	loads, peak  int64
+	loads, peak  int64 // after the warm-up, if any
+	warmLoads    int64 // the warm-up's
+	nearHits     int64 // requests answered by a near cache, if hasNear
+	hasNear      bool
 	rec          *recorder
 	commands     map[string]int64 // sent by the clients (wire.go); nil when Redis was down
 	commandTotal int64
@@ -127,17 +130,30 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		closeAll()
 		return nil, err
 	}
+	var warmLoads int64
+	if sc.Warm {
+		if err := r.warm(ctx, sc, insts, vals, ns); err != nil {
+			closeAll()
+			return nil, err
+		}
+		warmLoads = o.restartCount()
+	}
 	if sc.Outage {
 		r.srv.Kill()
 	}
 	rec := newRecorder()
+	near, hasNear := nearHits(insts)
 	start := time.Now()
 	if sc.Workload == steady {
 		r.steady(ctx, sc, insts, rec, vals, ns)
 	} else {
 		r.burst(ctx, sc, insts, rec, vals, ns)
 	}
-	t := &trial{rec: rec, elapsed: time.Since(start)}
+	t := &trial{rec: rec, elapsed: time.Since(start), warmLoads: warmLoads}
+	if hasNear {
+		after, _ := nearHits(insts)
+		t.nearHits, t.hasNear = int64(after-near), true
+	}
 	closeAll()
 	t.loads, t.peak = o.loads.Load(), o.peak.Load()
 	if sc.Outage {
@@ -153,6 +169,24 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	t.serverCalls, t.serverTotal = after.sub(before)
 	t.commands, t.commandTotal = commandStats(wc.snapshot()).sub(sent)
 	return t, nil
+}
+
+// nearCounter is an Instance that counts the requests its near cache
+// answered (corral's Stats.NearHits); ok is false when it has none.
+type nearCounter interface {
+	nearHits() (n uint64, ok bool)
+}
+
+// nearHits sums the near hits of insts so far; ok is false when none of
+// them has a near cache.
+func nearHits(insts []Instance) (n uint64, ok bool) {
+	for _, in := range insts {
+		if c, is := in.(nearCounter); is {
+			m, has := c.nearHits()
+			n, ok = n+m, ok || has
+		}
+	}
+	return n, ok
 }
 
 // check is the error of a request that returned other bytes than the
@@ -312,17 +346,21 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var loads, peak, warmLoads, near, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var hasNear bool
 	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
 	for _, t := range ts {
 		sr.OriginLoadsPerRound = append(sr.OriginLoadsPerRound, t.loads)
 		loads = max(loads, t.loads)
 		peak = max(peak, t.peak)
+		warmLoads = max(warmLoads, t.warmLoads)
 		hist.Merge(t.rec.hist)
 		maxUS = max(maxUS, t.rec.maxUS)
 		reqs += t.rec.requests
 		errs += t.rec.errors
+		near += t.nearHits
+		hasNear = hasNear || t.hasNear
 		if first == nil {
 			first = t.rec.firstErr
 		}
@@ -338,12 +376,18 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	n := int64(len(ts))
 	sr.OriginLoads = &loads
 	sr.PeakOriginConcurrency = &peak
+	if sc.Warm {
+		sr.WarmupOriginLoads = &warmLoads
+	}
 	sr.LatencyMS = &Latency{
 		P50: ms(min(hist.ValueAtQuantile(50), maxUS)), // the histogram rounds up to its precision
 		P99: ms(min(hist.ValueAtQuantile(99), maxUS)),
 		Max: ms(maxUS),
 	}
 	sr.Requests = &reqs
+	if hasNear {
+		sr.NearHits = &near
+	}
 	answered := reqs - errs
 	sr.Answered = &answered
 	sr.Errors = &errs

@@ -158,6 +158,7 @@ func (s System) status(sc *Scenario) string {
 type corralInstance struct {
 	env   Env
 	cache *corral.Cache
+	near  bool // the cache has a near cache (warm.go waits for it)
 }
 
 func newCorral(env Env) (Instance, error) {
@@ -174,7 +175,7 @@ func newCorralNear(env Env) (Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &corralInstance{env: env, cache: c}, nil
+	return &corralInstance{env: env, cache: c, near: true}, nil
 }
 
 func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
@@ -184,6 +185,8 @@ func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) 
 }
 
 func (c *corralInstance) Close() error { return c.cache.Close() }
+
+func (c *corralInstance) nearHits() (uint64, bool) { return c.cache.Stats().NearHits, c.near }
 
 // --- seed and naive, from corral's demo ---
 

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// warmer is an Instance that needs more than one Fetch of a key to hold it
+// in memory. warm returns the key's value once the instance answers it from
+// memory, or an error when ctx ends first.
+type warmer interface {
+	warm(ctx context.Context, key string) ([]byte, error)
+}
+
+// warmTick is how often a warmer asks again.
+const warmTick = time.Millisecond
+
+// warm caches every key of sc in every instance before an outage: each
+// instance, in its own goroutine, asks for the keys in turn, as a warmer
+// when it is one, else with one Fetch. The instances run at once so that
+// the warm-up is short: the copies a near cache holds are then young when
+// Redis dies. Each key's warming is bounded by sc.Timeout.
+func (r *runner) warm(ctx context.Context, sc *Scenario, insts []Instance, vals *values, ns string) error {
+	errs := make([]error, len(insts))
+	var wg sync.WaitGroup
+	for i, in := range insts {
+		wg.Go(func() { errs[i] = warmInstance(ctx, sc, in, vals, ns) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	return nil
+}
+
+// warmInstance warms one instance on every key, in order.
+func warmInstance(ctx context.Context, sc *Scenario, in Instance, vals *values, ns string) error {
+	fetch := in.Fetch
+	if w, ok := in.(warmer); ok {
+		fetch = w.warm
+	}
+	for k := range sc.Keys {
+		key := keyName(k)
+		kctx, cancel := context.WithTimeout(ctx, sc.Timeout)
+		v, err := fetch(kctx, ns+key)
+		cancel()
+		if err := check(v, err, key, vals); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// warm fetches key until corral answers it from its near cache, seen as
+// Stats.NearHits rising across a Fetch (only the warm-up's goroutine asks
+// this instance, so the rise is its own). The first Fetches go to Redis:
+// one loads, and a copy is kept only once the invalidation stream is up
+// and a read of Redis found the entry. Without a near cache, one Fetch is
+// all there is.
+func (c *corralInstance) warm(ctx context.Context, key string) ([]byte, error) {
+	tick := time.NewTicker(warmTick)
+	defer tick.Stop()
+	for {
+		before := c.cache.Stats().NearHits
+		v, err := c.Fetch(ctx, key)
+		if err != nil || !c.near || c.cache.Stats().NearHits > before {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not answered from the near cache: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
