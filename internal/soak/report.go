@@ -134,7 +134,7 @@ func (r *Report) WriteViolations(w io.Writer, limit int) error {
 			return err
 		}
 	}
-	for _, inv := range []int{InvLoads, InvStale, InvDeadline, InvError} {
+	for _, inv := range sortedKeys(InvariantNames) {
 		if more[inv] > 0 {
 			if _, err := fmt.Fprintf(w, "soak: ... and %d more violations of invariant %d (%s)\n", more[inv], inv, InvariantNames[inv]); err != nil {
 				return err
