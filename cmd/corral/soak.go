@@ -59,7 +59,7 @@ drawn from --seed:
 The workers run corral with RedisTimeout %v, LeaseTTL %v, a TTL of --ttl
 with a stale-while-revalidate window as long (so no early refresh),
 Jitter %v, BreakerCooldown %v and fail-open on; every Fetch has a %v
-deadline. Then it checks four invariants:
+deadline. Then it checks five invariants:
 
   1. Loads per key per refresh <= 1, plus 1 per takeover.
      (a) Fleet-wide: for every key, in every window of TTL x (1 - Jitter) - 5ms
@@ -82,12 +82,20 @@ deadline. Then it checks four invariants:
   4. No error: fail-open is on and the origin never fails, so every Fetch
      returns a value (a killed worker's calls just stop), and no worker exits
      or hangs by itself.
+  5. Fail-open loads per key per worker per Redis restart <= %d: a worker's
+     loads of a key made while it saw Redis trouble (as in 1a) that began
+     between Redis going down and %v after it answered again (a call sent
+     before may fail 2 x RedisTimeout + 100ms late and open the breaker,
+     which skips Redis for BreakerCooldown, then probes, answered within a
+     RedisTimeout). A load counts for the latest restart before it, once.
+     While Redis is down, a process is to serve what it holds in memory and
+     keep a fail-open result about a second: one load of a key per second.
 
 It prints a summary line on stdout (--json: one JSON document), each
 violation on stderr, and exits 1 on any violation, 2 when the soak could not
 run (no redis-server, Redis unreachable, a worker that would not start).`,
 			soak.RedisTimeout, soak.LeaseTTL, soak.Jitter, soak.BreakerCooldown, soak.Deadline,
-			time.Second, soak.Deadline, soak.DeadlineSlack),
+			time.Second, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.OutageGrace),
 		Example: `  corral soak
   corral soak --duration 1m --processes 8 --seed 42 -v
   corral soak --redis redis://127.0.0.1:6379 --json`,

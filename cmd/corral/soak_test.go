@@ -19,7 +19,8 @@ func TestSoakHelpDocumentsInvariantsAndDefaults(t *testing.T) {
 		"1. Loads per key per refresh <= 1, plus 1 per takeover",
 		"2. No value older than a Delete after it returned",
 		"3. No caller past its deadline: every Fetch returns within 2s + 100ms",
-		"4. No error", "exits 1 on any violation, 2 when the soak could not"} {
+		"4. No error", "5. Fail-open loads per key per worker per Redis restart <= 2",
+		"1.2s after it answered again", "exits 1 on any violation, 2 when the soak could not"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("soak --help lacks %q:\n%s", want, out)
 		}

@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// Check checks the four invariants over r.
+// Check checks the five invariants over r.
 func Check(r *Records) Result {
 	ix := newIndex(r)
 	var res Result
 	checkLoads(ix, &res)
 	checkFlights(ix, &res)
+	checkOutages(ix, &res)
 	checkStale(ix, &res)
 	checkCalls(ix, &res)
 	for _, f := range r.Failures {
@@ -37,6 +38,7 @@ type index struct {
 	calls    map[[2]int][]Call          // by worker and key, sorted by Start
 	degraded map[int][]Interval         // by worker, merged, sorted
 	killedAt map[int]time.Duration      // by worker
+	outages  []Outage                   // sorted by Down
 }
 
 func newIndex(r *Records) *index {
@@ -65,6 +67,7 @@ func newIndex(r *Records) *index {
 	for _, k := range r.Kills {
 		ix.killedAt[k.Worker] = k.At
 	}
+	ix.outages = slices.SortedFunc(slices.Values(r.Outages), func(a, b Outage) int { return cmp.Compare(a.Down, b.Down) })
 	return ix
 }
 

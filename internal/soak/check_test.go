@@ -150,6 +150,117 @@ func TestCheckFailOpen(t *testing.T) {
 	mustFind(t, Check(&Records{TTL: DefaultTTL, Loads: loads}), InvLoads, "worker 3 ran 4 loads of key k2 at once (at most 3 allowed")
 }
 
+// restart is a Redis restart that went down at down for the default
+// downtime.
+func restart(down time.Duration) Outage { return Outage{Down: down, Up: down + DefaultRedisDowntime} }
+
+// Invariant 5: each worker may fail open twice per key per Redis restart;
+// fail-open loads outside every restart's window are not its concern.
+func TestCheckFailOpenPerRestart(t *testing.T) {
+	restarts := []Outage{restart(time.Second), restart(5 * time.Second)}
+	var loads []Load
+	var calls []Call
+	for _, o := range restarts {
+		for w := 1; w <= 3; w++ {
+			for key := range 2 {
+				loads = append(loads, failOpenLoad(key, w, o.Down+time.Duration(w)*ms_),
+					failOpenLoad(key, w, o.Up+OutageGrace-time.Duration(w)*ms_))
+				calls = append(calls, Call{Key: key, Worker: w, Start: o.Down, End: o.Down + 21*ms_, Version: 1})
+			}
+		}
+	}
+	// Worker 4 served k0 from memory throughout the first restart.
+	calls = append(calls, Call{Key: 0, Worker: 4, Start: 1100 * ms_, End: 1101 * ms_, Version: 1})
+	// Before the first restart, and after its grace: not counted.
+	for i := range 10 {
+		loads = append(loads, failOpenLoad(0, 1, 100*ms_+time.Duration(i)*30*ms_),
+			failOpenLoad(0, 1, restarts[0].Up+OutageGrace+ms_+time.Duration(i)*30*ms_))
+	}
+	r := &Records{TTL: DefaultTTL, Loads: loads, Calls: calls, Outages: restarts}
+	res := Check(r)
+	mustPass(t, res)
+	// 12 workers and keys (3 x 2 x 2 restarts) with 2 loads each, and
+	// worker 4's k0 with none.
+	if res.OutageLoads != 24 || res.OutageMax != 2 || res.OutageMean != 24.0/13 {
+		t.Errorf("outage loads %d, max %d, mean %v; want 24, 2, %v", res.OutageLoads, res.OutageMax, res.OutageMean, 24.0/13)
+	}
+
+	r.Loads = append(r.Loads, failOpenLoad(1, 2, 5200*ms_))
+	res = Check(r)
+	mustFind(t, res, InvOutage, "worker 2: 3 fail-open loads of key k1 in Redis restart 2 (down t=5.000s, up t=5.500s, counted until t=6.700s), at most 2 allowed: 5.002s 5.200s 6.698s")
+	if vs := only(res, InvOutage); len(vs) != 1 || vs[0].Worker != 2 || vs[0].Key != 1 || vs[0].At != 6698*ms_ {
+		t.Errorf("want one violation of invariant 5, by worker 2 of k1 at its third load (6.698s), got %v", vs)
+	}
+	if res.OutageMax != 3 {
+		t.Errorf("outage max %d, want 3", res.OutageMax)
+	}
+}
+
+// A load OutageGrace after Up still counts for the restart; one later does
+// not.
+func TestCheckFailOpenPerRestartGrace(t *testing.T) {
+	o := restart(time.Second)
+	for _, tc := range []struct {
+		last time.Duration
+		want bool // a violation
+	}{
+		{o.Up + OutageGrace, true},
+		{o.Up + OutageGrace + 1, false},
+	} {
+		r := &Records{TTL: DefaultTTL, Outages: []Outage{o},
+			Loads: []Load{failOpenLoad(0, 1, o.Down), failOpenLoad(0, 1, o.Up), failOpenLoad(0, 1, tc.last)}}
+		res := Check(r)
+		if !tc.want {
+			mustPass(t, res)
+			continue
+		}
+		mustFind(t, res, InvOutage, "worker 1: 3 fail-open loads of key k0 in Redis restart 1")
+	}
+}
+
+// Restarts whose windows overlap: a load counts for the latest restart
+// that went down before it, once; neither window lends the other its
+// allowance.
+func TestCheckFailOpenPerRestartOverlap(t *testing.T) {
+	a, b := restart(time.Second), restart(2*time.Second) // a's window would run to 2.7s
+	check := func(starts ...time.Duration) Result {
+		var loads []Load
+		for _, s := range starts {
+			loads = append(loads, failOpenLoad(0, 1, s))
+		}
+		return Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{b, a}})
+	}
+	// Counted twice, a would have 4 loads.
+	res := check(1000*ms_, 1900*ms_, 2000*ms_, 2600*ms_)
+	mustPass(t, res)
+	if res.OutageLoads != 4 || res.OutageMax != 2 {
+		t.Errorf("outage loads %d, max %d; want 4, 2", res.OutageLoads, res.OutageMax)
+	}
+	mustFind(t, check(1000*ms_, 2000*ms_, 2100*ms_, 2600*ms_), InvOutage,
+		"worker 1: 3 fail-open loads of key k0 in Redis restart 2 (down t=2.000s, up t=2.500s, counted until t=3.700s)")
+	mustFind(t, check(1000*ms_, 1500*ms_, 1990*ms_, 2600*ms_), InvOutage,
+		"worker 1: 3 fail-open loads of key k0 in Redis restart 1 (down t=1.000s, up t=1.500s, counted until t=2.000s)")
+}
+
+// A load that is not tagged fail-open counts when one of its worker's
+// degraded intervals holds its start, and only then.
+func TestCheckFailOpenPerRestartDegraded(t *testing.T) {
+	o := restart(time.Second)
+	// One per soft TTL: leased, these would be sound for invariant 1a.
+	loads := []Load{load(0, 1, o.Down), load(0, 1, o.Down+500*ms_), load(0, 1, o.Down+time.Second)}
+	res := Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o}})
+	mustPass(t, res)
+	if res.OutageLoads != 0 {
+		t.Errorf("outage loads %d, want 0: the loads were leased", res.OutageLoads)
+	}
+	res = Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o},
+		Degraded: []Interval{{Worker: 2, From: o.Down, To: o.Up + time.Second}}})
+	mustPass(t, res)
+	res = Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o},
+		Degraded: []Interval{{Worker: 1, From: o.Down, To: o.Up + time.Second}}})
+	mustFind(t, res, InvOutage, "worker 1: 3 fail-open loads of key k0 in Redis restart 1")
+}
+
 func TestCheckStaleAfterDelete(t *testing.T) {
 	del := Delete{Key: 0, Version: 2, Start: 1990 * ms_, End: 2 * time.Second}
 	call := func(worker int, start, end time.Duration, v int64) Call {

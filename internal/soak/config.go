@@ -43,6 +43,16 @@ const (
 	// BreakerCooldown is corral.Options.BreakerCooldown: after a Redis
 	// restart, caching resumes within half a second of Redis being back.
 	BreakerCooldown = 500 * time.Millisecond
+	// FailOpenPerRestart is invariant 5's bound: the fail-open loads of a
+	// key one worker may make in one Redis restart (see checkOutages).
+	FailOpenPerRestart = 2
+	// OutageGrace is how long after Redis answers again a worker may still
+	// fail open, so that its loads count for the restart (see checkOutages):
+	// a call sent before may fail that late (2 x RedisTimeout + 100ms, the
+	// stall bound in corral.Options.RedisTimeout's doc) and open the
+	// breaker, which skips Redis for BreakerCooldown, and then lets one
+	// probe through, answered within a RedisTimeout.
+	OutageGrace = 2*RedisTimeout + 100*time.Millisecond + BreakerCooldown + RedisTimeout
 	// Jitter is corral.Options.Jitter (the library's default, set
 	// explicitly because invariant 1 depends on it): each soft TTL is the
 	// TTL x [1-Jitter, 1+Jitter).

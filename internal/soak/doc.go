@@ -22,8 +22,9 @@
 //     every few tens of milliseconds; a killed worker loses only its last
 //     batch. An observer in each worker watches corral's Stats for signs of
 //     Redis trouble, tags loads made in it, and reports the spans.
-//   - The checks (check.go): pure functions over Records, so that tests can
-//     feed them synthetic stampedes, stale reads, late calls and errors.
+//   - The checks (check.go, loads.go, outages.go): pure functions over
+//     Records, so that tests can feed them synthetic stampedes, stale reads,
+//     late calls, errors and loads around Redis restarts.
 //
 // Every time is wall-clock time since the run's epoch on the one host: the
 // orchestrator, the workers and Redis (whose TIME corral's scripts use for
@@ -39,6 +40,9 @@
 //  3. No caller past its deadline (checkCalls).
 //  4. No error while fail-open was possible, and no worker that dies or
 //     hangs by itself (checkCalls, Check).
+//  5. Fail-open loads per key per worker process per Redis restart <= 2,
+//     counted from Redis going down to OutageGrace after it answers again
+//     (checkOutages).
 //
 // The workers' options are fixed (config.go): a stale window as long as the
 // TTL (so refreshes happen at the soft expiry, never early, which is what

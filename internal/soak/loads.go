@@ -108,7 +108,7 @@ func checkLoads(ix *index, res *Result) {
 	for _, key := range sortedKeys(ix.loads) {
 		var leased []Load
 		for _, l := range ix.loads[key] {
-			if l.FailOpen || ix.degradedAt(l.Worker, l.Start) {
+			if ix.mayHaveFailedOpen(l) {
 				res.FailOpen++
 				continue
 			}
@@ -153,6 +153,16 @@ func checkLoads(ix *index, res *Result) {
 			i = j // one report per burst
 		}
 	}
+}
+
+// mayHaveFailedOpen reports whether l may have been a fail-open load rather
+// than one under the key's lease: its worker tagged it so (it had seen Redis
+// trouble within degradedHold as the loader began), or one of the worker's
+// degraded intervals holds its start (an interval begins at the observation
+// before the one that saw trouble, so it also covers a load that began just
+// before its worker noticed).
+func (ix *index) mayHaveFailedOpen(l Load) bool {
+	return l.FailOpen || ix.degradedAt(l.Worker, l.Start)
 }
 
 // degradedAt reports whether worker's merged degraded intervals hold t.

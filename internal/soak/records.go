@@ -80,6 +80,7 @@ const (
 	InvStale    = 2 // no value older than a Delete after it returned
 	InvDeadline = 3 // no caller past its deadline
 	InvError    = 4 // no error while fail-open was possible
+	InvOutage   = 5 // fail-open loads per key per worker per Redis restart
 )
 
 // InvariantNames name the invariants in reports.
@@ -88,6 +89,7 @@ var InvariantNames = map[int]string{
 	InvStale:    "stale after delete",
 	InvDeadline: "deadline",
 	InvError:    "error",
+	InvOutage:   "fail-open loads per restart",
 }
 
 // Violation is one broken invariant.
@@ -109,8 +111,16 @@ type Result struct {
 	Violations []Violation
 
 	Leased   int // loads counted by the fleet-wide bound (invariant 1a)
-	FailOpen int // loads made while their worker may have failed open (judged by 1b)
+	FailOpen int // loads made while their worker may have failed open (judged by 1b and 5)
 	Bound    int // what invariant 1a allowed for the windows that had leased loads
+
+	// The fail-open loads in Redis restarts' windows (invariant 5): how
+	// many there were, the most by one worker of one key in one restart,
+	// and their mean per key per worker per restart, over every worker and
+	// key that worker fetched or loaded in the restart's window.
+	OutageLoads int
+	OutageMax   int
+	OutageMean  float64
 
 	// StaleJoined counts calls that returned a value older than a Delete
 	// they started after, because they joined an in-process flight of their

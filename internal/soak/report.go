@@ -108,10 +108,15 @@ func (r *Report) Summary() string {
 		}
 	}
 	failOpen := fmt.Sprintf("%d fail-open", r.FailOpen)
-	if r.FailOpen > 0 && r.RedisRestarts > 0 {
-		// While Redis is down, and its breaker open, every call loads on
-		// its own: the bound does not count those.
-		failOpen += ", expected while Redis restarted"
+	if r.RedisRestarts > 0 {
+		if r.FailOpen > 0 {
+			// While Redis is down, and its breaker open, calls load without
+			// a lease: the fleet-wide bound does not count those.
+			failOpen += ", expected while Redis restarted"
+		}
+		// Invariant 5 bounds them per restart, key and worker.
+		failOpen += fmt.Sprintf("; per restart, key and worker: max %d (bound %d), mean %.2f",
+			r.OutageMax, FailOpenPerRestart, r.OutageMean)
 	}
 	return fmt.Sprintf("%s: %v, seed %d, %d processes (%d killed/restarted), %s, %s, %d fetches, %d errors, "+
 		"loads %d (%d leased, bound %d; %s), violations: %d",
@@ -134,7 +139,7 @@ func (r *Report) WriteViolations(w io.Writer, limit int) error {
 			return err
 		}
 	}
-	for _, inv := range []int{InvLoads, InvStale, InvDeadline, InvError} {
+	for _, inv := range sortedKeys(InvariantNames) {
 		if more[inv] > 0 {
 			if _, err := fmt.Fprintf(w, "soak: ... and %d more violations of invariant %d (%s)\n", more[inv], inv, InvariantNames[inv]); err != nil {
 				return err
@@ -170,11 +175,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			"keys": r.Keys, "ttl_seconds": r.TTL.Seconds(), "origin_latency_ms": ms(r.OriginLatency),
 			"deadline_ms": ms(Deadline), "redis_timeout_ms": ms(RedisTimeout), "lease_ttl_ms": ms(LeaseTTL),
 			"stale_ttl_seconds": r.TTL.Seconds(), "jitter": Jitter, "breaker_cooldown_ms": ms(BreakerCooldown),
+			"fail_open_per_restart_bound": FailOpenPerRestart, "outage_grace_ms": ms(OutageGrace),
 		},
 		"summary": map[string]any{
 			"elapsed_seconds": r.Elapsed.Seconds(), "killed": r.Killed, "redis_restarts": r.RedisRestarts,
 			"deletes": r.Deletes, "deletes_failed": r.DeletesFailed, "fetches": r.Calls, "errors": r.Errors,
 			"loads": r.Loads, "loads_leased": r.Leased, "loads_bound": r.Bound, "loads_fail_open": r.FailOpen,
+			"loads_fail_open_in_restarts": r.OutageLoads,
+			"fail_open_per_restart_max":   r.OutageMax, "fail_open_per_restart_mean": r.OutageMean,
 			"stale_joined_earlier_flight": r.StaleJoined, "stale_joined_examples": append([]string{}, r.StaleJoinedExamples...),
 			"stale_unverifiable": r.Unverifiable,
 			"violations":         len(r.Violations),
