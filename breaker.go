@@ -52,6 +52,7 @@ type trip struct {
 	// recovery's own ops (op.recovery) go through, before any caller's.
 	recovering atomic.Bool
 	latest     atomic.Pointer[failedCall] // why the latest recovery probe failed
+	errv       atomic.Pointer[failedCall] // err's value, made once per cause
 }
 
 // failedCall is an error that a call through the breaker failed with.
@@ -119,11 +120,16 @@ func (b *breaker) allow(recovery bool) (done func(error), err error) {
 // wrapping the evidence (errors.Is finds ErrRedisTimeout or the refused
 // connection's error through it).
 func (t *trip) err() error {
+	if e := t.errv.Load(); e != nil {
+		return e.err
+	}
 	cause := t.cause
 	if l := t.latest.Load(); l != nil {
 		cause = l.err
 	}
-	return fmt.Errorf("%w (for %v: %w)", ErrCircuitOpen, time.Since(t.since).Round(time.Millisecond), cause)
+	err := fmt.Errorf("%w (since %s: %w)", ErrCircuitOpen, t.since.Format("15:04:05.000"), cause)
+	t.errv.Store(&failedCall{err})
+	return err
 }
 
 // trip opens the breaker at once for cause (see breaker). It reports

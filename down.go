@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,6 +54,7 @@ func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
 		return
 	}
 	l.cutOff() // the calls the batches left in the client end (after their ops were answered)
+	p.trips.Add(1)
 	t := l.breaker.tripped.Load()
 	p.mu.Lock()
 	if !p.closed { // close waits for the probes only once closed is set
@@ -112,6 +114,20 @@ func (p *pipeline) recovering() {
 	})
 }
 
+// skipped returns the error of a call of key while its node is tripped, so
+// that the call skips Redis without a round through the pipeline; nil
+// otherwise (when no node is tripped, at the cost of one atomic load).
+func (c *Cache) skipped(key string) error {
+	p := c.store.pipe
+	if p.trips.Load() == 0 {
+		return nil
+	}
+	if t := p.liveness(p.nodeOf(wire.EntryName(c.opts.Prefix, key))).breaker.trip0(); t != nil {
+		return t.err()
+	}
+	return nil
+}
+
 // trip0 returns b's trip, or nil when it is not tripped (or b is nil).
 func (b *breaker) trip0() *trip {
 	if b == nil {
@@ -140,9 +156,11 @@ func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 				p.recovered(node.addr) // the queued invalidations, first
 			}
 			l.breaker.untrip(t)
+			p.trips.Add(-1)
 			return
 		}
 		t.latest.Store(&failedCall{err})
+		t.errv.Store(nil) // the calls' error names the latest cause
 		pause = min(2*pause, recoverMax)
 		if authRefused(err) {
 			pause = recoverAuth // a password is not fixed in milliseconds
@@ -218,7 +236,11 @@ func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 // unanswered, not after the client's retries.
 func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
 	c, ok := node.client.(*redis.Client)
-	if !ok || l.plain.Load() {
+	if !ok {
+		return
+	}
+	if l.plain.Load() {
+		p.dialCheck(node, l, c)
 		return
 	}
 	pr := &l.prober
@@ -233,4 +255,29 @@ func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
 	if ended {
 		p.dialProbe(node, l, c, true)
 	}
+}
+
+// dialCheck is lookSoon for a node whose connections are not plain sockets
+// (TLS, a dialer that wraps them), which the monitor cannot read directly:
+// a dial of its own with the client's dialer, without retries, unless one
+// is under way. A refusal trips the node; a connection made is closed.
+func (p *pipeline) dialCheck(node nodeRef, l *liveness, c *redis.Client) {
+	if !l.dialing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.dialing.Store(false)
+		ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+		defer cancel()
+		o := c.Options()
+		conn, err := o.Dialer(ctx, o.Network, o.Addr)
+		switch {
+		case err == nil:
+			conn.Close()
+		case ctx.Err() == nil && !isTimeout(err):
+			l.refused.Store(&refusal{err: err, at: time.Now()})
+			p.note(err)
+			p.trip(node, l, unreachableError{err})
+		}
+	}()
 }

@@ -149,18 +149,24 @@ type openLoad struct {
 }
 
 // loadOpen runs a fail-open load of key with l, or joins the one under way
-// in this process, and keeps what it returns for fail-safe use. ctx is the
-// load's (runLoad's): it bounds a joiner's wait too.
-func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error) {
+// in this process, and keeps what it returns for fail-safe use; or, when
+// one ended just before (it kept its result before it left opens), answers
+// from memory: held is then set, and fr the zero value. ctx is the load's
+// (runLoad's): it bounds a joiner's wait too.
+func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error, held bool) {
 	c.openMu.Lock()
 	if o := c.opens[key]; o != nil {
 		c.openMu.Unlock()
 		select {
 		case <-o.done:
-			return o.val, o.took, o.fr, o.err
+			return o.val, o.took, o.fr, o.err, false
 		case <-ctx.Done():
-			return nil, 0, freshness{}, c.closedErr(ctx.Err())
+			return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
 		}
+	}
+	if a, ok := c.failSafe(key); ok {
+		c.openMu.Unlock()
+		return a.val, 0, freshness{}, a.err, true
 	}
 	o := &openLoad{done: make(chan struct{})}
 	c.opens[key] = o
@@ -169,16 +175,16 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte,
 	if c.near != nil {
 		snap = c.near.snapshot()
 	}
-	held := c.heldSeq.Load()
+	seq := c.heldSeq.Load()
 	o.val, o.took, o.fr, o.err = c.runLoad(ctx, key, l)
-	c.hold(key, o, snap, held)
+	c.hold(key, o, snap, seq)
 	c.openMu.Lock()
 	if c.opens[key] == o {
 		delete(c.opens, key)
 	}
 	c.openMu.Unlock()
 	close(o.done)
-	return o.val, o.took, o.fr, o.err
+	return o.val, o.took, o.fr, o.err, false
 }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the

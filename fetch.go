@@ -125,7 +125,7 @@ func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answ
 	var perr error
 	if c.queue.has(key) {
 		perr = errPending // not from Redis until its invalidation lands there (queue.go)
-	} else {
+	} else if perr = c.skipped(key); perr == nil {
 		var a answer
 		var rescued bool
 		if pc, perr, a, rescued = c.peekFor(ctx, key, load); rescued {

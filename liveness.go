@@ -71,6 +71,7 @@ type liveness struct {
 	prober              // the node's probe connection (probe.go)
 	plain   atomic.Bool // the node is probed through the client (probe.go)
 	probing atomic.Bool // a probe through the client is under way
+	dialing atomic.Bool // a dial check is under way (down.go)
 
 	nctx atomic.Pointer[nodeCtx] // the context of the client's calls to the node; nil until the first
 }

@@ -76,6 +76,7 @@ type pipeline struct {
 	recovered func(node string)
 	rand      func() float64 // Options.Rand
 	probers   sync.WaitGroup // recovery probes running (down.go)
+	trips     atomic.Int32   // nodes tripped now (down.go)
 
 	mu      sync.Mutex // guards queue, senders, idle and closed
 	queue   []*op

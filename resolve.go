@@ -286,12 +286,16 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	var took time.Duration
 	var fr freshness
 	var err error
+	out := outFailOpen
 	if redisFailed(redisErr) {
-		val, took, fr, err = c.loadOpen(f.ctx, f.key, f.load) // one at a time, kept for fail-safe use
+		var held bool
+		if val, took, fr, err, held = c.loadOpen(f.ctx, f.key, f.load); held { // one at a time, kept for fail-safe use
+			out = outFailSafe
+		}
 	} else {
 		val, took, fr, err = c.runLoader(f)
 	}
-	a := answer{val: val, err: err, out: outFailOpen}
+	a := answer{val: val, err: err, out: out}
 	if !sent {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}
