@@ -31,8 +31,8 @@ import (
 // it again.
 
 const (
-	recoverFirst = 50 * time.Millisecond  // the first recovery probe, spread ±50%
-	recoverMax   = 250 * time.Millisecond // the longest pause between probes, spread ±50%
+	recoverFirst = 25 * time.Millisecond  // the first recovery probe, spread ±50%
+	recoverMax   = 100 * time.Millisecond // the longest pause between probes, spread ±50%
 	recoverAuth  = time.Second            // the pause after a refused AUTH
 	recoverBound = 500 * time.Millisecond // a probe's PING is answered within this, capped at RedisTimeout
 	quickLook    = 20 * time.Millisecond  // a batch unanswered this long has its node's probe connection looked at

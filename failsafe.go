@@ -176,7 +176,7 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte,
 		snap = c.near.snapshot()
 	}
 	seq := c.heldSeq.Load()
-	o.val, o.took, o.fr, o.err = c.runLoad(ctx, key, l)
+	o.val, o.took, o.fr, o.err = c.runLoad(failingOpen(ctx), key, l)
 	c.hold(key, o, snap, seq)
 	c.openMu.Lock()
 	if c.opens[key] == o {

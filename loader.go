@@ -107,3 +107,22 @@ func isNotFound(err error) bool {
 // errLoaderExited is the error of a loader that called runtime.Goexit (for
 // example through t.FailNow) instead of returning.
 var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")
+
+// IsFailOpen reports whether ctx is the context of a loader run that corral
+// called directly because it could not use Redis for the call (fail-open:
+// Redis refused, silent, its breaker open, writes refused on a miss; or a
+// caller whose deadline could not wait): its result goes to the callers and
+// to this process's memory (Options.FailSafe), not to Redis, and no lease
+// was taken for it.
+func IsFailOpen(ctx context.Context) bool {
+	v, _ := ctx.Value(failOpenKey{}).(bool)
+	return v
+}
+
+// failOpenKey marks a fail-open load's context (IsFailOpen).
+type failOpenKey struct{}
+
+// failingOpen returns ctx marked as a fail-open load's.
+func failingOpen(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failOpenKey{}, true)
+}

@@ -459,3 +459,29 @@ func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
 		t.Fatalf("%d loads; want 1 (one fail-open load per process)", n)
 	}
 }
+
+// A loader can tell a fail-open run (its result not stored in Redis, no
+// lease taken) from one under a lease.
+func TestOutage_IsFailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t)})
+	ctx := context.Background()
+	var seen []bool
+	load := func(ctx context.Context) ([]byte, error) {
+		seen = append(seen, corral.IsFailOpen(ctx))
+		return []byte("v"), nil
+	}
+	if _, err := c.Fetch(ctx, "leased", time.Minute, load); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if _, err := c.Fetch(ctx, "failed open", time.Minute, load); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[0] || !seen[1] {
+		t.Fatalf("IsFailOpen in the loader: %v; want false under a lease, true failing open", seen)
+	}
+	if corral.IsFailOpen(ctx) {
+		t.Fatal("IsFailOpen of a caller's context")
+	}
+}

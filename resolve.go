@@ -293,7 +293,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 			out = outFailSafe
 		}
 	} else {
-		val, took, fr, err = c.runLoader(f)
+		val, took, fr, err = c.runLoad(failingOpen(f.ctx), f.key, f.load)
 	}
 	a := answer{val: val, err: err, out: out}
 	if !sent {
