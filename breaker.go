@@ -29,7 +29,8 @@ import (
 //     node's recovery probe answers (down.go): no caller's call is the one
 //     that finds out.
 type breaker struct {
-	cb         *gobreaker.TwoStepCircuitBreaker[any]
+	cb         atomic.Pointer[gobreaker.TwoStepCircuitBreaker[any]] // replaced, closed, when a trip ends
+	settings   gobreaker.Settings
 	cause      func() error               // what went wrong with Redis lately, for errors and the warning
 	lastFailed atomic.Pointer[failedCall] // the latest call that failed, when cause knows nothing
 	tripped    atomic.Pointer[trip]       // set while tripped (see above)
@@ -63,7 +64,7 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 		return nil
 	}
 	b := &breaker{cause: cause, node: node, o: o, stats: stats}
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
+	b.settings = gobreaker.Settings{
 		Name:        "corral " + node,
 		MaxRequests: 1,
 		Timeout:     spread(o.BreakerCooldown, 0.25, o.Rand),
@@ -73,18 +74,23 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 		IsSuccessful: func(err error) bool { return !redisFailed(err) },
 		IsExcluded: func(err error) bool {
 			var gone callerGone
-			return errors.As(err, &gone) || dialTimedOut(err) // sent again (pipeline.go)
+			// Sent again (pipeline.go), or failed by a trip, which acted on
+			// the evidence already (down.go).
+			return errors.As(err, &gone) || dialTimedOut(err) || errors.Is(err, errTripped)
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			// Called with gobreaker's lock held: its State may not be asked.
-			observeBreaker(o, node, to)
+			if to == gobreaker.StateHalfOpen {
+				observeBreaker(o, node, to) // opening and closing: changed, for both ways
+			}
 			b.cbOpen.Store(to != gobreaker.StateClosed)
 			if to == gobreaker.StateOpen {
 				b.opened("corral: Redis keeps failing; circuit breaker open", b.why())
 			}
 			b.changed()
 		},
-	})
+	}
+	b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[any](b.settings))
 	return b
 }
 
@@ -106,7 +112,7 @@ func (b *breaker) allow(recovery bool) (done func(error), err error) {
 		}
 		return nil, t.err()
 	}
-	done, err = b.cb.Allow()
+	done, err = b.cb.Load().Allow()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		if cause := b.cause(); cause != nil {
 			return nil, fmt.Errorf("%w (%v; %w)", ErrCircuitOpen, err, cause)
@@ -149,8 +155,13 @@ func (b *breaker) trip(cause error) bool {
 }
 
 // untrip closes a breaker that t tripped, once the node answered its
-// recovery probe.
+// recovery probe: both ways, since the failures that opened gobreaker's
+// meanwhile were the same outage's, and the probe has answered for them.
 func (b *breaker) untrip(t *trip) {
+	if b.cbOpen.Load() {
+		b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[any](b.settings))
+		b.cbOpen.Store(false)
+	}
 	if b.tripped.CompareAndSwap(t, nil) {
 		b.changed()
 	}
@@ -176,9 +187,7 @@ func (b *breaker) changed() {
 	case open && b.openSince.IsZero():
 		b.openSince = time.Now()
 		b.stats.breakerOpens.Add(1)
-		if b.tripped.Load() != nil && !b.cbOpen.Load() {
-			observeBreaker(b.o, b.node, gobreaker.StateOpen) // gobreaker told of its own
-		}
+		observeBreaker(b.o, b.node, gobreaker.StateOpen)
 	case !open && !b.openSince.IsZero():
 		b.stats.outage.Add(int64(time.Since(b.openSince)))
 		b.openSince = time.Time{}

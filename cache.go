@@ -56,6 +56,9 @@ type Cache struct {
 	warnNotice   everyMinute
 	warnRefused  everyMinute
 	warnFailOpen everyMinute
+	warnStore    everyMinute
+	warnRelease  everyMinute
+	warnRenew    everyMinute
 	faults       faults // for Health (health.go)
 
 	peekMu sync.Mutex           // guards peeks

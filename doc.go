@@ -117,13 +117,20 @@
 // Slow is not down. Commands go through a pipeline: concurrent calls share
 // round trips, and a call's bound starts when it is sent. A node that
 // answers anything (a PING, when in doubt) is alive, however long a big
-// value takes on the wire; only a node that refuses connections, or stays
-// silent for RedisTimeout, fails a call. Then Fetch calls the loader
-// directly (fail-open), still once per key per process, unless
-// DisableFailOpen is set; flights already waiting for another process's load
-// keep waiting for it until its lease would expire; a holder's commit is
-// sent again until it lands. After repeated failures a node's circuit
-// breaker skips it for a cool-down, then lets one call through and resumes.
+// value takes on the wire; only a node that refuses connections (or closes
+// them unanswered), refuses the client's AUTH, or stays silent for
+// RedisTimeout, fails a call. Such a node is down: its circuit breaker
+// trips at once, every call to it skips Redis until its recovery probe
+// answers, and its queued invalidations are applied before the callers'
+// calls. Meanwhile Fetch answers from this process's memory, near-cache
+// copies or what a fail-open load returned (fail-safe), else calls the
+// loader directly (fail-open): at most one load per key per process per
+// FailSafe.Throttle. A Delete or Set that cannot reach Redis drops this
+// process's copies and is queued, then applied in order once Redis
+// answers. Flights already waiting for another process's load keep waiting
+// for it until its lease would expire; a holder's commit is sent again
+// until it lands. After repeated failures a node's breaker also skips it
+// for a cool-down, then lets one call through.
 //
 // On a Redis Cluster, every name of a key lives in one slot; waiters keep one
 // pub/sub connection per master node and follow their channels when slots
@@ -150,7 +157,9 @@
 //
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
 // their messages; store.go runs them through the pipeline of pipeline.go
-// (and the breakers of breaker.go), and inline.go reads hits outside it;
+// (and the breakers of breaker.go; down.go for nodes found down), and
+// inline.go reads hits outside it; failsafe.go, rescue.go and queue.go keep
+// the promise while Redis is down;
 // batch.go and batchload.go hold FetchMany, entry.go FetchEntry;
 // internal/notify holds the subscriptions, tracking.go the near cache's
 // invalidations, rights.go and eviction.go the first-use checks of ACL

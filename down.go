@@ -76,9 +76,16 @@ func (p *pipeline) failInflight(l *liveness, err error) {
 	}
 	p.flyMu.Unlock()
 	for _, b := range failed {
-		p.giveUp(b, err)
+		p.giveUp(b, tripErr{err})
 	}
 }
+
+// tripErr is the error of a batch a trip failed: err, which callers see,
+// marked errTripped for gobreaker, which does not count it.
+type tripErr struct{ err error }
+
+func (e tripErr) Error() string   { return e.err.Error() }
+func (e tripErr) Unwrap() []error { return []error{e.err, errTripped} }
 
 // admit answers the ops of g that the node's trip keeps from Redis with its
 // error, and returns the others: all of them when the node is not tripped,

@@ -145,7 +145,7 @@ func (c *Cache) rejected(f *flight, kept bool) {
 // fail.
 func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	c.stats.redisErrors.Add(1)
-	c.opts.Logger.Warn("corral: storing a load's result failed; callers still get it", "key", n.Entry, "err", err)
+	warnOnce(c.opts.Logger, &c.warnStore, "corral: storing a load's result failed; callers still get it", "key", n.Entry, "err", err)
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -194,7 +194,7 @@ func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 		}
 		c.stats.redisErrors.Add(1)
 	}
-	c.opts.Logger.Warn("corral: a load's result could not be stored", "key", n.Entry, "err", err)
+	warnOnce(c.opts.Logger, &c.warnStore, "corral: a load's result could not be stored", "key", n.Entry, "err", err)
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -249,7 +249,7 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
-		c.opts.Logger.Warn("corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, "err", err)
+		warnOnce(c.opts.Logger, &c.warnRelease, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, "err", err)
 	}
 }
 
@@ -293,7 +293,7 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
-				c.opts.Logger.Warn("corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
+				warnOnce(c.opts.Logger, &c.warnRenew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)

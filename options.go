@@ -34,30 +34,34 @@ type Options struct {
 
 	// RedisTimeout is how long Redis may stay silent on a call before corral
 	// treats it as failing (the stall bound): the call fails with
-	// ErrRedisTimeout, Fetch fails open, and the circuit breaker counts it. A
-	// call unanswered for 100 ms has its node probed (a PING on a connection
-	// corral keeps for that, whose answer is read straight off the socket, so a
-	// client starved of CPU is not taken for a silent Redis); past its bound,
-	// the call fails once the node has also left that probe unanswered for
-	// RedisTimeout. So when Redis falls silent, the calls under way fail between
-	// RedisTimeout and 2 x RedisTimeout + 100 ms after they were sent, and the
-	// later ones after RedisTimeout. It starts when the call is sent: time a
-	// call spends queued in corral's pipeline (see the package doc) does not
-	// count, and a call that carries a value (a commit, the read of a large
-	// entry) is allowed one more second per 8 MiB for the transfer. A Redis that
-	// refuses or resets the connection fails the call at once; a new connection
-	// that does not open within the client's DialTimeout is tried again. "Not
-	// now" replies (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are tried
-	// again for up to RedisTimeout. A node that answered anything (a PING probe
-	// included) during the last RedisTimeout is alive, only slow: its calls wait
-	// on, up to 10 RedisTimeouts in all (time in which this process's goroutines
-	// waited long for a CPU does not count, up to 30 in all), before they fail.
-	// So a pause of a live Redis shorter than RedisTimeout costs waiting, never
-	// an extra load. Every call is bounded so whatever the client's own
-	// timeouts; keep the client's ReadTimeout and WriteTimeout long enough for
-	// the largest value's transfer. A caller whose own deadline comes before
-	// the verdict gets its context's error, not the loader's value: keep
-	// RedisTimeout under about 40% of your request deadlines. Default 2s.
+	// ErrRedisTimeout, the node is found down (its breaker trips), and Fetch
+	// answers from memory or fails open. A call unanswered for 100 ms (at
+	// most RedisTimeout/2), its node silent as long, has the node probed (a
+	// PING on a connection corral keeps for that, whose answer is read
+	// straight off the socket, so a client starved of CPU is not taken for a
+	// silent Redis); past its bound, the call fails once that probe has gone
+	// unanswered for the rest of the bound. So when Redis falls silent, a
+	// call fails RedisTimeout after it was sent, plus at most a monitor tick
+	// (25 ms, at most RedisTimeout/4), and later calls at once. It starts
+	// when the call is sent: time a call spends queued in corral's pipeline
+	// (see the package doc) does not count, and a call that carries a value
+	// (a commit, the read of a large entry) is allowed one more second per
+	// 8 MiB for the transfer. A Redis that refuses or resets the connection,
+	// or closes it unanswered, fails the call at once, whatever the client's
+	// own retries; a new connection that does not open within the client's
+	// DialTimeout is tried again. "Not now" replies (LOADING, BUSY, TRYAGAIN,
+	// CLUSTERDOWN, MASTERDOWN) are tried again for up to RedisTimeout. A node
+	// that answered anything (a PING probe included) since is alive, only
+	// slow: its calls wait on, up to 10 RedisTimeouts in all (time in which
+	// this process's goroutines waited long for a CPU does not count, up to
+	// 30 in all), before they fail. So a pause of a live Redis shorter than
+	// RedisTimeout costs waiting, never an extra load. Every call is bounded
+	// so whatever the client's own timeouts; keep the client's ReadTimeout
+	// and WriteTimeout long enough for the largest value's transfer. A Fetch
+	// whose own deadline comes before the verdict, and whose node has said
+	// nothing since the call began, fails open before its deadline instead
+	// of timing out (see the README's "When Redis is slow, and when it
+	// fails"). Default 2s.
 	RedisTimeout time.Duration
 
 	// MaxValueBytes is the largest value, in bytes, that corral stores
@@ -197,11 +201,15 @@ type Options struct {
 	// READONLY) and missing rights (NOPERM) are not failures. Default 5.
 	BreakerThreshold int
 
-	// BreakerCooldown is how long the open circuit breaker skips Redis before
-	// it lets one probe call through. Default 2s.
+	// BreakerCooldown is how long the circuit breaker, opened after
+	// BreakerThreshold failures, skips Redis before it lets one probe call
+	// through; each breaker spreads it by ±25%. (A node found down at once,
+	// refused, silent or refusing AUTH, is skipped until its own recovery
+	// probe answers instead.) Default 2s.
 	BreakerCooldown time.Duration
 
-	// DisableBreaker sends every call to Redis, however often Redis fails.
+	// DisableBreaker sends every call to Redis, however often Redis fails,
+	// and whatever it refuses: no breaker opens, either way.
 	DisableBreaker bool
 
 	// DisableShardedPubSub makes corral use PUBLISH/SUBSCRIBE even on Redis

@@ -485,3 +485,138 @@ func TestOutage_IsFailOpen(t *testing.T) {
 		t.Fatal("IsFailOpen of a caller's context")
 	}
 }
+
+// A password rotated under a running Cache (the server's changed, the
+// connections dropped): calls are answered from memory, without a warning
+// each, Health says why; once the client has the new password, the Cache
+// uses Redis again on its own.
+func TestOutage_PasswordRotated(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">old", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var password atomic.Pointer[string]
+	old, rotated := "old", "new"
+	password.Store(&old)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true,
+		CredentialsProvider: func() (string, string) { return "app", *password.Load() }})
+	t.Cleanup(func() { rdb.Close() })
+	logs := &testkit.Buffer{}
+	c := newCache(t, rdb, &corral.Options{NearCache: corral.NearCacheOptions{Size: 100},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	var loads atomic.Int32
+	for k := range 5 {
+		warmNear(t, c, fmt.Sprintf("k%d", k), value(fmt.Sprintf("v%d", k)))
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "resetpass", ">"+rotated).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ClientKillByFilter(ctx, "USER", "app").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		key := fmt.Sprintf("k%d", i%5)
+		v, err := c.Fetch(ctx, key, time.Hour, slow(0, &loads, "loaded"))
+		if err != nil || string(v) != fmt.Sprintf("v%d", i%5) {
+			t.Fatalf("call %d: Fetch %s = %q, %v; want the held value", i, key, v, err)
+		}
+	}
+	if n := loads.Load(); n != 0 {
+		t.Fatalf("%d loads; want none (every key was held)", n)
+	}
+	eventually(t, 5*time.Second, "Health to say the password is refused", func() bool {
+		if _, err := c.Fetch(ctx, "k0", time.Hour, slow(0, &loads, "loaded")); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Health()
+		return errors.Is(err, corral.ErrCircuitOpen) && strings.Contains(err.Error(), "WRONGPASS")
+	})
+	if n := loads.Load(); n != 0 || c.Stats().FailSafeHits == 0 {
+		t.Fatalf("%d loads, stats %+v; want none, and answers from memory", n, c.Stats())
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n > 3 {
+		t.Fatalf("%d warnings for 500 calls; want a few at most:\n%s", n, logs.String())
+	}
+	password.Store(&rotated) // the client learns the new password
+	eventually(t, 5*time.Second, "the Cache uses Redis again", func() bool {
+		_, err := c.Get(ctx, "k0")
+		return err == nil && c.Health() == nil
+	})
+	t.Logf("warnings logged:\n%s", logs.String())
+}
+
+// When Redis comes back, the instances do not all come back at the same
+// instant (each node's recovery probe is spread at random), and the keys
+// are loaded once across the fleet, under their leases: no burst of
+// fail-open loads.
+func TestOutage_NoHerdAtRecovery(t *testing.T) {
+	var mu sync.Mutex
+	closed := map[int]time.Time{} // each instance's first breaker closing
+	n := 0
+	f := newOutageFleet(t, 8, func() *corral.Options {
+		i := n
+		n++
+		return &corral.Options{FailSafe: corral.FailSafeOptions{Throttle: time.Minute}, // held through the test
+			Observer: observerFunc(func(_ context.Context, e corral.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				if _, ok := closed[i]; !ok && e.Kind == corral.EventBreakerClosed {
+					closed[i] = time.Now()
+				}
+			})}
+	})
+	var loads keyLoads
+	f.srv.Kill()
+	traffic(t, f, 5, 5, 500*time.Millisecond, &loads) // each instance fails open once per key
+	_, during := loads.max()
+	if err := f.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	traffic(t, f, 5, 5, time.Second, &loads)
+	_, total := loads.max()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(closed) != len(f.caches) {
+		for i, c := range f.caches {
+			t.Logf("instance %d: hits %d, health %v", i, c.Stats().Hits, c.Health())
+		}
+		t.Fatalf("%d breakers closed after the restart; want %d", len(closed), len(f.caches))
+	}
+	first, last := closed[0], closed[0]
+	for _, at := range closed {
+		first, last = minTime(first, at), maxTime(last, at)
+	}
+	t.Logf("%d loads during the outage, %d after it; instances back %v to %v after the restart",
+		during, total-during, first.Sub(restarted).Round(time.Millisecond), last.Sub(restarted).Round(time.Millisecond))
+	if during > 8*5 {
+		t.Fatalf("%d loads during the outage; want one per key per instance at most (40)", during)
+	}
+	if after := total - during; after > 5 {
+		t.Fatalf("%d loads after the restart; want one per key (5), under its lease", after)
+	}
+	if last.Sub(first) < 2*time.Millisecond {
+		t.Fatalf("the 8 instances came back within %v of each other; want them spread", last.Sub(first))
+	}
+}
+
+// observerFunc is an Observer from a function.
+type observerFunc func(context.Context, corral.Event)
+
+func (f observerFunc) Observe(ctx context.Context, e corral.Event) { f(ctx, e) }
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

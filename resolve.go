@@ -275,12 +275,12 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	if c.opts.DisableFailOpen {
 		return answer{err: redisErr}, nil
 	}
-	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) || !c.warnFailOpen.allow() {
-		// The breaker warned once as it opened, refused writes are warned
-		// of apart, and the rest once a minute: no warning per call.
+	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
+		// The breaker warned as it opened, and refused writes are warned
+		// of apart: no warning per call.
 		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	} else {
-		c.opts.Logger.Warn("corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+		warnOnce(c.opts.Logger, &c.warnFailOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
 	}
 	var val []byte
 	var took time.Duration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,17 @@ func (c *Cache) refusedWrite(why string) {
 	if c.warnRefused.allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
 	}
+}
+
+// warnOnce logs msg at warn level once a minute at most, through e, and at
+// debug level otherwise: for what can happen on every call while Redis is
+// in trouble.
+func warnOnce(l *slog.Logger, e *everyMinute, msg string, args ...any) {
+	if e.allow() {
+		l.Warn(msg, args...)
+		return
+	}
+	l.Debug(msg, args...)
 }
 
 // everyMinute lets a warning through once a minute.
