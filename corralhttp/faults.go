@@ -149,9 +149,12 @@ func (h *Handler) fault() *Fault {
 // faultLog logs Redis faults, each Reason at most once per faultLogEvery.
 type faultLog struct {
 	log  *slog.Logger
+	now  func() time.Time // time.Now, or a test's clock
 	mu   sync.Mutex
 	last map[string]time.Time // guarded by mu: when each Reason was last logged
 }
+
+func newFaultLog(log *slog.Logger) *faultLog { return &faultLog{log: log, now: time.Now} }
 
 // maxFaultReasons bounds faultLog.last: Reasons hold a reply's code, which
 // is Redis's to choose.
@@ -161,7 +164,7 @@ const maxFaultReasons = 64
 // the last faultLogEvery: as an error when Redis refuses the client, else
 // as a warning.
 func (l *faultLog) seen(path string, f *Fault) {
-	now := time.Now()
+	now := l.now()
 	l.mu.Lock()
 	if at, ok := l.last[f.Reason]; ok && now.Sub(at) < faultLogEvery {
 		l.mu.Unlock()

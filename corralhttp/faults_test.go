@@ -1,13 +1,11 @@
 package corralhttp_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,26 +206,28 @@ func redisFaults() []redisFault {
 	return []redisFault{
 		{name: "NOPERM", setup: func(t *testing.T) redis.UniversalClient {
 			srv = redistest.Start(t)
-			return aclClient(t, srv, "app", "pw", "~*", "&*", "+@all", "-evalsha", "-eval")
+			srv.AddUser(t, "app", "pw", "~*", "&*", "+@all", "-evalsha", "-eval")
+			return userClient(srv, "app", "pw")
 		}, sentinel: corral.ErrPermission, reason: "redis denies a right corral needs (NOPERM)",
 			serving: "passing requests to the origin, each on its own", level: "ERROR", passes: true},
 		{name: "WRONGPASS", setup: func(t *testing.T) redis.UniversalClient {
 			srv = redistest.Start(t)
-			aclClient(t, srv, "app", "pw", "~*", "&*", "+@all")
-			return srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "wrong" })
+			srv.AddUser(t, "app", "pw", "~*", "&*", "+@all")
+			return userClient(srv, "app", "wrong")
 		}, sentinel: corral.ErrCircuitOpen, reason: "redis refuses the cache's calls (WRONGPASS)", serving: failOpen, level: "ERROR"},
 		{name: "password changed", setup: func(t *testing.T) redis.UniversalClient {
 			srv = redistest.Start(t)
-			return aclClient(t, srv, "app", "pw", "~*", "&*", "+@all")
-		}, during: func(t *testing.T) { changePassword(t, srv.Client(), "app") },
+			srv.AddUser(t, "app", "pw", "~*", "&*", "+@all")
+			return userClient(srv, "app", "pw")
+		}, during: func(t *testing.T) { srv.ChangePassword(t, "app") },
 			sentinel: corral.ErrCircuitOpen, reason: "redis refuses the cache's calls (WRONGPASS)", serving: failOpen, level: "ERROR"},
 		{name: "OOM", setup: func(t *testing.T) redis.UniversalClient {
 			srv = redistest.Start(t)
 			return srv.Client()
-		}, during: func(t *testing.T) { outOfMemory(t, srv.Client()) },
+		}, during: func(t *testing.T) { srv.OutOfMemory(t) },
 			sentinel: corral.ErrWriteRefused, reason: "redis refuses writes (OOM)", serving: held, level: "WARN", holds: true},
 		{name: "READONLY", setup: func(t *testing.T) redis.UniversalClient {
-			srv = startReplica(t)
+			srv = redistest.StartReplica(t)
 			return srv.Client()
 		}, sentinel: corral.ErrWriteRefused, reason: "redis refuses writes (READONLY)", serving: held, level: "WARN"},
 		{name: "killed", setup: func(t *testing.T) redis.UniversalClient {
@@ -261,76 +261,7 @@ func proxyClient(t *testing.T, p *redistest.Proxy) *redis.Client {
 	return c
 }
 
-// changePassword changes the password of the ACL user name under its
-// clients (ACL SETUSER resetpass), and closes their connections (CLIENT
-// KILL), as a password rotation that the clients missed.
-func changePassword(t *testing.T, admin *redis.Client, name string) {
-	t.Helper()
-	ctx := context.Background()
-	if err := admin.Do(ctx, "ACL", "SETUSER", name, "resetpass", ">rotated").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Do(ctx, "CLIENT", "KILL", "USER", name).Err(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// aclClient creates the ACL user name, with password and rules, on srv
-// and returns a client that logs in as that user.
-func aclClient(t *testing.T, srv *redistest.Server, name, password string, rules ...string) *redis.Client {
-	t.Helper()
-	args := []any{"ACL", "SETUSER", name, "reset", "on", ">" + password}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := srv.Client().Do(context.Background(), args...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER %s: %v", name, err)
-	}
+// userClient returns a client of srv that logs in as the ACL user name.
+func userClient(srv *redistest.Server, name, password string) *redis.Client {
 	return srv.Client(func(o *redis.Options) { o.Username, o.Password = name, password })
-}
-
-// outOfMemory puts Redis out of memory under noeviction, to stay: its
-// maxmemory becomes half the memory it uses, so every write is refused
-// with OOM while reads work.
-func outOfMemory(t *testing.T, rdb *redis.Client) {
-	t.Helper()
-	ctx := context.Background()
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	info, err := rdb.InfoMap(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
-	if err != nil || used < 2 {
-		t.Fatalf("used_memory %q: %v", info["Memory"]["used_memory"], err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used/2, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
-		t.Fatalf("a write with maxmemory at half the memory used: %v; want OOM", err)
-	}
-}
-
-// startReplica starts a redis-server that is a replica of another
-// (REPLICAOF), in sync with it: it refuses writes with READONLY.
-func startReplica(t *testing.T) *redistest.Server {
-	t.Helper()
-	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
-	replica := redistest.Start(t)
-	ctx := context.Background()
-	rdb := replica.Client()
-	if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(master.Port())).Err(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the replica in sync", func() bool {
-		info, err := rdb.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	})
-	if err := rdb.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "READONLY") {
-		t.Fatalf("a write to the replica: %v; want READONLY", err)
-	}
-	return replica
 }

@@ -136,7 +136,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{opts: o, origin: o.Origin, forward: forwardList(o.ForwardHeaders), log: o.Logger, faults: &faultLog{log: o.Logger}}
+	h := &Handler{opts: o, origin: o.Origin, forward: forwardList(o.ForwardHeaders), log: o.Logger, faults: newFaultLog(o.Logger)}
 	copts := cacheOptions(&o)
 	copts.Observer = corral.MultiObserver(outcomes{}, copts.Observer)
 	if h.cache, err = corral.New(rdb, &copts); err != nil {
