@@ -39,7 +39,8 @@ type Fault struct {
 	// connections", "redis denies a right corral needs (NOPERM)"...
 	Reason string
 	// Serving says what the Handler does meanwhile: "serving from memory
-	// and the origin", "passing requests to the origin, each on its own"...
+	// and the origin", "passing the requests that need it to the origin,
+	// each on its own"...
 	Serving string
 	// Refused is set when Redis refuses this client with an error reply
 	// (its credentials, a right, or another reply's code): logged as an
@@ -58,7 +59,7 @@ func (f *Fault) Unwrap() error { return f.Err }
 // What a Handler does during each kind of fault.
 const (
 	servingFailOpen = "serving from memory and the origin"
-	servingPass     = "passing requests to the origin, each on its own"
+	servingPass     = "passing the requests that need it to the origin, each on its own"
 	servingHeld     = "serving what redis holds; misses from memory and the origin"
 )
 
@@ -70,6 +71,9 @@ func faultOf(err error) *Fault {
 	case err == nil:
 		return nil
 	case errors.Is(err, corral.ErrPermission):
+		if code == "ERR" {
+			code = "" // a right denied inside a script: no code of its own
+		}
 		return &Fault{Reason: "redis denies a right corral needs" + inParens(code), Serving: servingPass, Refused: true, Err: err}
 	case errors.Is(err, corral.ErrWriteRefused):
 		return &Fault{Reason: "redis refuses writes" + inParens(writeRefusal(err)), Serving: servingHeld, Err: err}

@@ -49,6 +49,7 @@ var _ redis.Error = reply("")
 func TestFaultOf(t *testing.T) {
 	wrongpass := reply("WRONGPASS invalid username-password pair or user is disabled.")
 	noperm := reply("NOPERM this user has no permissions to run the 'evalsha' command")
+	inScript := reply("ERR The user executing the script can't run this command or subcommand script: 2eea16d7, on @user_script:57.")
 	readonly := reply("READONLY You can't write against a read only replica.")
 	for _, tc := range []struct {
 		err     error
@@ -56,6 +57,7 @@ func TestFaultOf(t *testing.T) {
 		refused bool
 	}{
 		{fmt.Errorf("corral: fetch: %w: %w", corral.ErrPermission, noperm), "redis denies a right corral needs (NOPERM)", true},
+		{fmt.Errorf("corral: fetch: %w: %w", corral.ErrPermission, inScript), "redis denies a right corral needs", true},
 		{fmt.Errorf("%w (for 3ms: %w)", corral.ErrCircuitOpen, wrongpass), "redis refuses the cache's calls (WRONGPASS)", true},
 		{fmt.Errorf("%w (for 3ms: %w)", corral.ErrCircuitOpen, fmt.Errorf("%w (no reply 220ms after the call was sent)", corral.ErrRedisTimeout)), "redis does not answer", false},
 		{fmt.Errorf("%w (OOM)", corral.ErrWriteRefused), "redis refuses writes (OOM)", false},
@@ -68,7 +70,7 @@ func TestFaultOf(t *testing.T) {
 			t.Errorf("faultOf(%v) = %+v; want %q, refused %v", tc.err, f, tc.reason, tc.refused)
 			continue
 		}
-		if strings.Contains(f.Reason+f.Serving, "password") || strings.Contains(f.Reason+f.Serving, "replica.") {
+		if shown := f.Reason + f.Serving; strings.Contains(shown, "password") || strings.Contains(shown, "replica.") || strings.Contains(shown, "script") {
 			t.Errorf("faultOf(%v): %q; %q shows the server's text", tc.err, f.Reason, f.Serving)
 		}
 	}

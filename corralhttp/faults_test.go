@@ -209,7 +209,7 @@ func redisFaults() []redisFault {
 			srv.AddUser(t, "app", "pw", "~*", "&*", "+@all", "-evalsha", "-eval")
 			return userClient(srv, "app", "pw")
 		}, sentinel: corral.ErrPermission, reason: "redis denies a right corral needs (NOPERM)",
-			serving: "passing requests to the origin, each on its own", level: "ERROR", passes: true},
+			serving: "passing the requests that need it to the origin, each on its own", level: "ERROR", passes: true},
 		{name: "WRONGPASS", setup: func(t *testing.T) redis.UniversalClient {
 			srv = redistest.Start(t)
 			srv.AddUser(t, "app", "pw", "~*", "&*", "+@all")

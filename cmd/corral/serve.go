@@ -69,10 +69,11 @@ sidecar's password (WRONGPASS, NOAUTH), is out of memory (OOM) or is a
 replica (READONLY), the sidecar serves what it can from Redis and its own
 memory and asks the origin itself for the rest, once per URL at a time
 (that answer then served from memory for a second). While the ACL user
-lacks a right corral needs (NOPERM), every request is passed to the origin
-on its own, uncached. Each fault is logged once a minute at most, with the
-path of a request that met it: as an error when Redis refuses the client
-with an error reply (WRONGPASS, NOAUTH, NOPERM), otherwise as a warning.
+lacks a right corral needs (NOPERM), the requests that need it (all of
+them, without EVALSHA) are passed to the origin each on its own, uncached.
+Each fault is logged once a minute at most, with the path of a request
+that met it: as an error when Redis refuses the client with an error reply
+(WRONGPASS, NOAUTH, NOPERM), otherwise as a warning.
 
 /metrics (Prometheus) and /healthz are served on --admin-listen, or, when it
 is empty, on --listen, where they never reach the origin (methods other

@@ -37,7 +37,7 @@ func TestServeRedisFaults(t *testing.T) {
 			srv := redistest.Start(t)
 			srv.AddUser(t, "app", password, "~*", "&*", "+@all", "-evalsha", "-eval")
 			return "redis://app:" + password + "@" + srv.Addr, nil
-		}, n, "degraded: redis denies a right corral needs (NOPERM); passing requests to the origin, each on its own", "ERROR"},
+		}, n, "degraded: redis denies a right corral needs (NOPERM); passing the requests that need it to the origin, each on its own", "ERROR"},
 		{"WRONGPASS", func(t *testing.T) (string, func()) {
 			srv := redistest.Start(t)
 			srv.AddUser(t, "app", password, "~*", "&*", "+@all")

@@ -46,7 +46,7 @@ func TestServeHelp(t *testing.T) {
 		"--pass-ttl duration", "--revalidate-keep duration", "repeatable or comma-separated (default: none)",
 		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM", "get 405",
 		"it is refused: give load balancers --admin-listen", "that is no flag's is an error", "/ as %2F",
-		"Redis faults are not origin failures", "(NOPERM), every request is passed to the origin", "logged once a minute at most",
+		"Redis faults are not origin failures", "are passed to the origin each on its own, uncached", "logged once a minute at most",
 		`"ok: serving; redis answers"`, "redis denies a right corral needs (NOPERM)", "naming no more than a reply's code"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
