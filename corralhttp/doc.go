@@ -101,8 +101,9 @@
 // served from memory for corral.FailSafeOptions.Throttle (a second by
 // default; with the near cache, a copy is kept up to FailSafeOptions.TTL).
 // A fault for which corral calls no loader, an ACL user lacking a right
-// corral needs (NOPERM: corral.ErrPermission), passes each request to the
-// origin on its own (X-Cache: PASS), stored nowhere. Faults are matched
+// corral needs (NOPERM: corral.ErrPermission), passes each request it
+// fails to the origin on its own (X-Cache: PASS), stored nowhere: every
+// request, for a user without EVALSHA. Faults are matched
 // with errors.Is on corral's sentinels; the origin's own failures keep
 // their answers (502, 504) whatever Redis does. Each fault is logged once
 // a minute at most, with the path of a request that met it: as an error
