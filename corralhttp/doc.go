@@ -71,7 +71,8 @@
 //
 // # Answers
 //
-// Every response carries X-Cache: HIT (fresh, from the cache), STALE,
+// Every response carries X-Cache: HIT (fresh, from the cache: Redis, the
+// near cache, or while Redis cannot be used this process's memory), STALE,
 // MISS (fetched from the origin for this request), COALESCED (fetched for
 // another request, in this process or another, that this one waited for)
 // or PASS (not through the cache: methods other than GET and HEAD, which
@@ -88,8 +89,28 @@
 // that is not stored goes to the requests of its load as it is, unless a
 // stale response can be served instead. Nothing partial is ever stored.
 //
-// When Redis fails, corral fails open: the Handler still serves, one
-// origin request per URL at a time in each process.
+// # Redis faults
+//
+// A Redis fault is never the origin's: no request gets a 5xx for it. While
+// the Cache cannot use Redis (it refuses connections, is silent past
+// RedisTimeout, refuses the client's password with WRONGPASS or NOAUTH, or
+// its circuit breaker is open) or Redis refuses writes (OOM under
+// noeviction, READONLY on a replica, which still serves what it holds),
+// corral answers from this process's memory or fails open: the origin is
+// asked once per URL at a time in each process, and what it answered is
+// served from memory for corral.FailSafeOptions.Throttle (a second by
+// default; with the near cache, a copy is kept up to FailSafeOptions.TTL).
+// A fault for which corral calls no loader, an ACL user lacking a right
+// corral needs (NOPERM: corral.ErrPermission), passes each request it
+// fails to the origin on its own (X-Cache: PASS), stored nowhere: every
+// request, for a user without EVALSHA. Faults are matched
+// with errors.Is on corral's sentinels; the origin's own failures keep
+// their answers (502, 504) whatever Redis does. Each fault is logged once
+// a minute at most, with the path of a request that met it: as an error
+// when Redis refuses the client with an error reply (WRONGPASS, NOAUTH,
+// NOPERM...), otherwise as a warning. Handler.Health says whether the
+// Handler can use Redis, and if not why, in words fit for a public health
+// check (a *Fault).
 //
 // # Metrics
 //

@@ -125,6 +125,7 @@ type Handler struct {
 	client  *http.Client
 	proxy   *httputil.ReverseProxy
 	metrics *metrics
+	faults  *faultLog
 	log     *slog.Logger
 }
 
@@ -135,7 +136,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{opts: o, origin: o.Origin, forward: forwardList(o.ForwardHeaders), log: o.Logger}
+	h := &Handler{opts: o, origin: o.Origin, forward: forwardList(o.ForwardHeaders), log: o.Logger, faults: newFaultLog(o.Logger)}
 	copts := cacheOptions(&o)
 	copts.Observer = corral.MultiObserver(outcomes{}, copts.Observer)
 	if h.cache, err = corral.New(rdb, &copts); err != nil {

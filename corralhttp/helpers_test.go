@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/internal/redistest"
@@ -63,6 +65,12 @@ func fixed(cc, body string) func(http.ResponseWriter, *http.Request, int64) {
 // a prefix of its own.
 func newHandler(t *testing.T, srv *redistest.Server, o *origin, adjust func(*corralhttp.Options)) *corralhttp.Handler {
 	t.Helper()
+	return newHandlerOn(t, srv.Client(), o, adjust)
+}
+
+// newHandlerOn is newHandler over the Redis client rdb.
+func newHandlerOn(t *testing.T, rdb redis.UniversalClient, o *origin, adjust func(*corralhttp.Options)) *corralhttp.Handler {
+	t.Helper()
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +79,7 @@ func newHandler(t *testing.T, srv *redistest.Server, o *origin, adjust func(*cor
 	if adjust != nil {
 		adjust(&opts)
 	}
-	h, err := corralhttp.New(srv.Client(), opts)
+	h, err := corralhttp.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,10 +76,18 @@ func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	h.pass(w, r)
 }
 
-// invalidate deletes req's stored response and its validator copy.
+// invalidate deletes req's stored response and its validator copy. A
+// Redis fault is logged as the others are, once a minute (corral queues
+// the invalidation, and applies it once Redis answers).
 func (h *Handler) invalidate(ctx context.Context, req request) {
 	for _, key := range []string{req.key, req.vkey} {
-		if err := h.cache.Delete(ctx, key); err != nil {
+		err := h.cache.Delete(ctx, key)
+		switch f := faultOf(err); {
+		case err == nil:
+		case f != nil:
+			h.faults.seen(req.path, f)
+			h.log.Debug("corral: could not invalidate a stored response", "path", req.path, "err", err)
+		default:
 			h.log.Warn("corral: could not invalidate a stored response", "path", req.path, "err", err)
 		}
 	}

@@ -94,8 +94,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	st.mu.Lock()
 	st.answered = true
 	label := st.label()
-	own, big := st.own, st.big
+	own, big, outcome := st.own, st.big, st.outcome
 	st.mu.Unlock()
+	if outcome == corral.EventFailOpen || outcome == corral.EventFailSafe {
+		h.failedOpen(req.path)
+	}
 	if big != nil && (label != Miss || err != nil) {
 		big.close() // a refresh's, in the background
 		big = nil
@@ -135,8 +138,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 // started in the background has begun already.
 func (st *state) label() string {
 	switch {
-	case st.outcome == corral.EventHit, st.outcome == corral.EventNearHit:
-		return Hit
+	case st.outcome == corral.EventHit, st.outcome == corral.EventNearHit, st.outcome == corral.EventFailSafe:
+		return Hit // (a fail-safe answer is from this process's memory)
 	case st.outcome == corral.EventStaleHit, st.outcome == corral.EventStaleIfError:
 		return Stale
 	case st.ran:
@@ -145,9 +148,11 @@ func (st *state) label() string {
 	return Coalesced // a flight of another request here, or a load in another process
 }
 
-// failed answers a request whose fetch failed with err.
+// failed answers a request whose fetch failed with err: a Redis fault
+// passes it to the origin; the origin's own failures get 502 or 504.
 func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, label string) string {
 	var se *statusError
+	f := faultOf(err)
 	switch {
 	case errors.As(err, &se):
 		h.write(w, r, se.s, label, time.Now())
@@ -156,6 +161,8 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 		return labelGone // the client left: nobody to answer
 	case errors.Is(err, corral.ErrClosed):
 		return h.fail(w, http.StatusServiceUnavailable, "corral: shutting down")
+	case f != nil:
+		return h.passFault(w, r, f)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, corral.ErrLoadTimeout):
 		return h.timedOut(w, r)
 	case errors.Is(err, corral.ErrRemoteLoad):

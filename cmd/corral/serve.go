@@ -63,13 +63,32 @@ methods go to the origin as they are (PASS); a POST, PUT, PATCH or DELETE
 that it accepts invalidates the stored response of its URL. Origin
 failures get 502, origin timeouts 504, URLs over --max-url 414.
 
+Redis faults are not origin failures: no request gets a 5xx for one. While
+Redis refuses connections, is silent past --redis-timeout, refuses the
+sidecar's password (WRONGPASS, NOAUTH), is out of memory (OOM) or is a
+replica (READONLY), the sidecar serves what it can from Redis and its own
+memory and asks the origin itself for the rest, once per URL at a time
+(that answer then served from memory for a second). While the ACL user
+lacks a right corral needs (NOPERM), the requests that need it (all of
+them, without EVALSHA) are passed to the origin each on its own, uncached.
+Each fault is logged once a minute at most, with the path of a request
+that met it: as an error when Redis refuses the client with an error reply
+(WRONGPASS, NOAUTH, NOPERM), otherwise as a warning.
+
 /metrics (Prometheus) and /healthz are served on --admin-listen, or, when it
 is empty, on --listen, where they never reach the origin (methods other
-than GET and HEAD get 405). /healthz answers 200 while serving, saying
-whether Redis answers (within 500ms, or --redis-timeout if shorter): with
-Redis down the sidecar still serves, asking the origin itself (one request
-per URL at a time per sidecar). On SIGINT or SIGTERM the sidecar stops accepting connections,
-lets requests under way finish for up to --shutdown-timeout, and exits.
+than GET and HEAD get 405). /healthz answers 200 while serving, with one
+line: "ok: serving; redis answers", or "degraded:", why, and what the
+sidecar does meanwhile ("degraded: redis refuses connections; serving from
+memory and the origin"; "redis does not answer PING within 500ms", "redis
+refuses PING (WRONGPASS)", "redis refuses the cache's calls (WRONGPASS)",
+"redis denies a right corral needs (NOPERM)", "redis refuses writes
+(OOM)"...), naming no more than a reply's code: no server text, no address.
+It waits 500ms at most for Redis's PONG (or --redis-timeout if shorter); a
+right denied or writes refused show for 10s after a request met them.
+
+On SIGINT or SIGTERM the sidecar stops accepting connections, lets
+requests under way finish for up to --shutdown-timeout, and exits.
 Meanwhile /healthz answers 503 on --admin-listen; on --listen, whose
 listener closes at once, it is refused: give load balancers --admin-listen.
 
@@ -269,6 +288,7 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 		return usageError(cmd, err)
 	}
 	defer h.Close()
+	adm.cache = h
 
 	mainLn, adminLn, err := listen(o.listen, o.adminListen)
 	if err != nil {

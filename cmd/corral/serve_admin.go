@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/corralprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,7 +31,11 @@ type admin struct {
 	collector *corralprom.Collector // the Cache's Observer
 	health    redis.UniversalClient // pinged by /healthz (healthClient)
 	pingLimit time.Duration         // how long /healthz waits for Redis's PONG
-	draining  atomic.Bool           // set once shutting down: /healthz answers 503
+	// cache is the Handler, whose Health says what its own calls met (a
+	// right denied, writes refused...: faults a PING does not meet). Set
+	// before the servers start; nil in tests of the endpoints alone.
+	cache    interface{ Health() error }
+	draining atomic.Bool // set once shutting down: /healthz answers 503
 }
 
 // healthClient returns the client /healthz pings Redis with: opts, the
@@ -83,8 +88,8 @@ func (a *admin) routes(mux *http.ServeMux, log *slog.Logger) {
 }
 
 // healthz answers 200 while serving, with a line saying whether Redis
-// answered a PING within pingLimit (a sidecar whose Redis is down still
-// serves, from the origin: degraded), and 503 once shutting down.
+// can be used (a sidecar whose Redis fails still serves: degraded, and
+// why), and 503 once shutting down.
 func (a *admin) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -95,27 +100,43 @@ func (a *admin) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.pingLimit)
 	defer cancel()
-	fmt.Fprintln(w, redisHealth(a.health.Ping(ctx).Err(), a.pingLimit))
+	fmt.Fprintln(w, a.healthLine(ctx))
 }
 
-// redisHealth returns /healthz's line for err, the error of a PING bounded
+// healthLine is /healthz's line: what a PING bounded by pingLimit met,
+// when it failed; otherwise what the Handler's calls met (Health), so
+// that a fault that leaves PING answered shows too (an ACL user without
+// EVALSHA, Redis out of memory, a replica). Neither names more than a
+// reply's code: no server text, no address, as /healthz may be public.
+func (a *admin) healthLine(ctx context.Context) string {
+	if err := a.health.Ping(ctx).Err(); err != nil {
+		return pingHealth(err, a.pingLimit)
+	}
+	var f *corralhttp.Fault
+	if a.cache != nil && errors.As(a.cache.Health(), &f) {
+		return "degraded: " + f.Reason + "; " + f.Serving
+	}
+	return "ok: serving; redis answers"
+}
+
+// pingHealth returns /healthz's line for err, the error of a PING bounded
 // by limit. It names the reply's code (WRONGPASS, NOAUTH, LOADING...) but
-// not its text, which is the server's, nor any address: /healthz may be
-// public.
-func redisHealth(err error, limit time.Duration) string {
+// not its text, which is the server's, nor any address.
+func pingHealth(err error, limit time.Duration) string {
 	var reply redis.Error
 	switch {
-	case err == nil:
-		return "ok: serving; redis answers"
 	case errors.As(err, &reply):
-		return fmt.Sprintf("degraded: redis refuses PING (%s); serving from the origin", replyCode(reply))
+		return fmt.Sprintf("degraded: redis refuses PING (%s); %s", replyCode(reply), servingWithout)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "degraded: redis refuses connections; serving from the origin"
+		return "degraded: redis refuses connections; " + servingWithout
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return fmt.Sprintf("degraded: redis does not answer PING within %v; serving from the origin", limit)
+		return fmt.Sprintf("degraded: redis does not answer PING within %v; %s", limit, servingWithout)
 	}
-	return "degraded: redis cannot be reached; serving from the origin"
+	return "degraded: redis cannot be reached; " + servingWithout
 }
+
+// servingWithout is what a sidecar does while Redis cannot be used.
+const servingWithout = "serving from memory and the origin"
 
 // replyCode returns the first word of an error reply: its code.
 func replyCode(reply redis.Error) string {
@@ -143,10 +164,10 @@ func pingAtStart(ctx context.Context, health redis.UniversalClient, limit time.D
 	case err == nil:
 		log.Debug("corral serve: Redis answers PING")
 	case errors.As(err, &reply):
-		log.Error(fmt.Sprintf("corral serve: Redis refuses this client (%s); serving from the origin until it accepts", replyCode(reply)),
+		log.Error(fmt.Sprintf("corral serve: Redis refuses this client (%s); serving from memory and the origin until it accepts", replyCode(reply)),
 			"reply", reply.Error())
 	default:
-		log.Warn("corral serve: no answer from Redis; serving from the origin until it answers", "err", err)
+		log.Warn("corral serve: no answer from Redis; serving from memory and the origin until it answers", "err", err)
 	}
 }
 

@@ -45,7 +45,9 @@ func TestServeHelp(t *testing.T) {
 		"(default 2s)", "--shutdown-timeout duration", "(default 10s)", "--log-level", "CORRAL_SERVE_DEFAULT_TTL",
 		"--pass-ttl duration", "--revalidate-keep duration", "repeatable or comma-separated (default: none)",
 		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM", "get 405",
-		"it is refused: give load balancers --admin-listen", "that is no flag's is an error", "/ as %2F"} {
+		"it is refused: give load balancers --admin-listen", "that is no flag's is an error", "/ as %2F",
+		"Redis faults are not origin failures", "are passed to the origin each on its own, uncached", "logged once a minute at most",
+		`"ok: serving; redis answers"`, "redis denies a right corral needs (NOPERM)", "naming no more than a reply's code"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}
@@ -377,7 +379,7 @@ func TestServeRedisDown(t *testing.T) {
 			t.Errorf("%d concurrent GETs of %s on one sidecar, Redis down: %d origin requests, want 1", n, path, got)
 		}
 		code, h, err := get(s.Admin + "/healthz")
-		if err != nil || code != 200 || h != "degraded: redis refuses connections; serving from the origin\n" {
+		if err != nil || code != 200 || h != "degraded: redis refuses connections; serving from memory and the origin\n" {
 			t.Errorf("/healthz with Redis down: %d %q %v; want 200 degraded", code, h, err)
 		}
 	}
@@ -406,9 +408,9 @@ func TestServeHealthzBounded(t *testing.T) {
 	}
 	probe(silent, "ok: serving; redis answers")
 	proxy.Blackhole(true)
-	probe(silent, "degraded: redis does not answer PING within 500ms; serving from the origin")
+	probe(silent, "degraded: redis does not answer PING within 500ms; serving from memory and the origin")
 	srv.Kill()
-	probe(dies, "degraded: redis refuses connections; serving from the origin")
+	probe(dies, "degraded: redis refuses connections; serving from memory and the origin")
 }
 
 // corral serve PINGs Redis at start and logs what a refusal means, naming
@@ -428,11 +430,11 @@ func TestServeRedisRefusesClient(t *testing.T) {
 		want string
 	}{
 		{"redis://:wrong-" + password + "@" + srv.Addr,
-			`level=ERROR msg="corral serve: Redis refuses this client (WRONGPASS); serving from the origin until it accepts" reply="WRONGPASS `},
+			`level=ERROR msg="corral serve: Redis refuses this client (WRONGPASS); serving from memory and the origin until it accepts" reply="WRONGPASS `},
 		{"redis://:" + password + "@" + srv.Addr + "/99",
-			`level=ERROR msg="corral serve: Redis refuses this client (ERR); serving from the origin until it accepts" reply="ERR DB index is out of range"`},
+			`level=ERROR msg="corral serve: Redis refuses this client (ERR); serving from memory and the origin until it accepts" reply="ERR DB index is out of range"`},
 		{"redis://:" + password + "@" + closedAddr(t),
-			`level=WARN msg="corral serve: no answer from Redis; serving from the origin until it answers" err=`},
+			`level=WARN msg="corral serve: no answer from Redis; serving from memory and the origin until it answers" err=`},
 	} {
 		s := startSidecar(t, []string{"CORRAL_SERVE_REDIS=" + tc.url}, "--origin", org.URL)
 		if r := fetch(client(t), s.URL+"/x", nil); r.err != nil || r.code != 200 || r.body != "body" {
