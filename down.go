@@ -49,11 +49,17 @@ func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
 	if t := l.breaker.tripped.Load(); t != nil {
 		cause = t.err()
 	}
+	var old *nodeCtx
+	if tripped {
+		old = l.nctx.Swap(nil) // batches from now on (the recovery's) get a context of their own
+	}
 	p.failInflight(l, cause)
 	if !tripped {
 		return
 	}
-	l.cutOff() // the calls the batches left in the client end (after their ops were answered)
+	if old != nil {
+		old.cancel() // the calls the batches left in the client end, once their ops were answered
+	}
 	p.trips.Add(1)
 	t := l.breaker.tripped.Load()
 	p.mu.Lock()

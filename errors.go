@@ -65,7 +65,9 @@ var (
 	// ErrWriteRefused is wrapped by the error of a write Redis refused while
 	// it still answers reads: out of memory under maxmemory-policy
 	// noeviction (OOM), or a replica (READONLY). Fetch then serves what Redis
-	// holds and loads only misses directly; Set returns it.
+	// holds and loads only misses directly (fail-open, each kept in memory
+	// for FailSafe.Throttle, so at most one load per key per process per
+	// Throttle); Set returns it (and the invalidation is queued for Redis).
 	ErrWriteRefused = errors.New("corral: Redis refuses writes")
 
 	// ErrPermission is wrapped, with Redis's NOPERM error naming the missing

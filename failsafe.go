@@ -111,10 +111,21 @@ func newHeld(o FailSafeOptions) *otter.Cache[string, *heldValue] {
 // file): a near copy (a decoded one is encoded again: the caller decodes
 // it), or a fail-open load's result.
 func (c *Cache) failSafe(key string) (answer, bool) {
+	return c.failSafeFrom(key, true)
+}
+
+// failSafeFrom is failSafe; copies says near copies may answer, not only
+// fail-open results: not when Redis answered that it has no entry but
+// refused to write (OOM, READONLY), since a copy may be older than a Delete
+// Redis applied.
+func (c *Cache) failSafeFrom(key string, copies bool) (answer, bool) {
 	if c.opts.DisableFailSafe {
 		return answer{}, false
 	}
 	if c.near != nil {
+		if !copies {
+			return c.heldOpen(key)
+		}
 		e, typ, ok := c.near.failSafe(key)
 		if !ok {
 			return answer{}, false
@@ -139,6 +150,17 @@ func (c *Cache) failSafe(key string) (answer, bool) {
 	return answer{val: h.val, err: h.err, out: outFailSafe}, true
 }
 
+// heldOpen answers from the near cache's copy of a fail-open load's result
+// only (its fresh is 0: never a hit), not from a copy read from Redis.
+func (c *Cache) heldOpen(key string) (answer, bool) {
+	e, ok := c.near.c.GetIfPresent(nearKey{key: key})
+	if !ok || e.fresh != 0 || nearClock() >= e.safe {
+		return answer{}, false
+	}
+	val, _ := e.val.([]byte)
+	return answer{val: val, err: e.err, out: outFailSafe}, true
+}
+
 // openLoad is a fail-open load of a key under way (Cache.opens).
 type openLoad struct {
 	done chan struct{} // closed once the fields below are set
@@ -153,7 +175,7 @@ type openLoad struct {
 // one ended just before (it kept its result before it left opens), answers
 // from memory: held is then set, and fr the zero value. ctx is the load's
 // (runLoad's): it bounds a joiner's wait too.
-func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, err error, held bool) {
 	c.openMu.Lock()
 	if o := c.opens[key]; o != nil {
 		c.openMu.Unlock()
@@ -164,7 +186,7 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader) (val []byte,
 			return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
 		}
 	}
-	if a, ok := c.failSafe(key); ok {
+	if a, ok := c.failSafeFrom(key, copies); ok {
 		c.openMu.Unlock()
 		return a.val, 0, freshness{}, a.err, true
 	}

@@ -113,7 +113,7 @@ func (p *pipeline) inline(o *op) bool {
 	}
 	if err != nil {
 		switch {
-		case unreachable(err) && !dialTimedOut(err), authRefused(err):
+		case refusedDial(err), authRefused(err):
 			p.trip(g.node, live, err) // refused by the server: the node cannot be used
 		case !short && errors.Is(err, context.DeadlineExceeded):
 			p.lookSoon(g.node, live) // the client waited past inlineWait: is the server gone?

@@ -145,6 +145,9 @@ func (c *Cache) rejected(f *flight, kept bool) {
 // fail.
 func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	c.stats.redisErrors.Add(1)
+	if errors.Is(err, ErrPermission) {
+		c.permissionDenied(err) // logged once per right, and Health says so
+	}
 	warnOnce(c.opts.Logger, &c.warnStore, "corral: storing a load's result failed; callers still get it", "key", n.Entry, "err", err)
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }

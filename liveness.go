@@ -100,12 +100,7 @@ func (l *liveness) context(parent context.Context) context.Context {
 	return l.nctx.Load().ctx
 }
 
-// cutOff ends the client's calls to l's node under way.
-func (l *liveness) cutOff() {
-	if c := l.nctx.Swap(nil); c != nil {
-		c.cancel()
-	}
-}
+
 
 // refusal is a connection a node refused.
 type refusal struct {
@@ -350,7 +345,7 @@ func (p *pipeline) openFor() time.Duration {
 
 // noteLate records the client's late answer to a batch given up on.
 func (l *liveness) noteLate(err error) {
-	if unreachable(err) {
+	if refusedDial(err) {
 		l.refused.Store(&refusal{err: err, at: time.Now()})
 	}
 }
@@ -395,6 +390,15 @@ type unreachableError struct{ err error }
 
 func (e unreachableError) Error() string { return "corral: Redis unreachable: " + e.err.Error() }
 func (e unreachableError) Unwrap() error { return e.err }
+
+// refusedDial reports whether err is a connection the server refused (or
+// reset) as it was made: not one that timed out, nor one this process
+// cancelled (a trip's cutOff, Close), whose late report says nothing of the
+// server now.
+func refusedDial(err error) bool {
+	return unreachable(err) && !dialTimedOut(err) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
 
 // unreachable reports whether err says Redis could not be reached at all
 // (a connection refused or not made), rather than failing after a command

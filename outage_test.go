@@ -422,7 +422,7 @@ func TestOutage_CloseAppliesQueued(t *testing.T) {
 		t.Fatalf("Close took %v", took)
 	}
 	if n := admin.Exists(ctx, wire.NewNames("corral", "k").Entry).Val(); n != 0 {
-		t.Fatal("after Close, the Delete made while cut off is not in Redis")
+		t.Fatalf("after Close, the Delete made while cut off is not in Redis: %+v", c.Stats())
 	}
 }
 

@@ -223,9 +223,10 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 		case errors.Is(err, ErrPermission):
 			dropped = append(dropped, inv)
 			c.permissionDenied(err)
-			c.opts.Logger.Warn("corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, "err", err)
+			warnOnce(c.opts.Logger, &q.warn, "corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, "err", err)
 		default:
 			failed[at] = true
+			c.opts.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery, "err", err)
 		}
 	}
 	q.done(applied)

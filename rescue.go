@@ -78,7 +78,7 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 		return a
 	}
 	c.opts.Logger.Debug("corral: Redis has not answered, and the caller's deadline is near: calling the loader directly (fail-open)", "key", key)
-	val, _, _, err, held := c.loadOpen(ctx, key, load)
+	val, _, _, err, held := c.loadOpen(ctx, key, load, true)
 	if held {
 		return answer{val: val, err: err, out: outFailSafe}
 	}

@@ -264,8 +264,9 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 // commit that finds the lease not held by token changes nothing.
 func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
 	sent := token != "" && !unreachable(redisErr) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
+	copies := !errors.Is(redisErr, ErrWriteRefused)                                       // Redis answered: no entry
 	if redisFailed(redisErr) {
-		if a, ok := c.failSafe(f.key); ok {
+		if a, ok := c.failSafeFrom(f.key, copies); ok {
 			if sent {
 				return a, func() { c.releaseLease(f.names, token, releaseArgs{notice: wire.Recheck}) }
 			}
@@ -289,7 +290,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	out := outFailOpen
 	if redisFailed(redisErr) {
 		var held bool
-		if val, took, fr, err, held = c.loadOpen(f.ctx, f.key, f.load); held { // one at a time, kept for fail-safe use
+		if val, took, fr, err, held = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
 			out = outFailSafe
 		}
 	} else {

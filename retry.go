@@ -32,7 +32,7 @@ func (p *pipeline) batchFailed(b *batch, g group, err error) {
 		p.failed(err) // on a Cluster: reload the slot map
 	}
 	switch {
-	case unreachable(err) && !dialTimedOut(err), authRefused(err):
+	case refusedDial(err), authRefused(err):
 		p.trip(b.node, b.live, err) // refused by the server: the node cannot be used
 	case !again && !reread && redisFailed(err):
 		p.lookSoon(b.node, b.live) // a reset or EOF: has the server gone away?

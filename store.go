@@ -134,12 +134,19 @@ func denied(err error) error {
 		return err
 	}
 	switch msg := reply.Error(); {
-	case strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't"):
+	case deniedText(msg):
 		return fmt.Errorf("%w: %w", ErrPermission, err)
 	case strings.HasPrefix(msg, "OOM") || strings.HasPrefix(msg, "READONLY"):
 		return fmt.Errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
 	}
 	return err
+}
+
+// deniedText reports whether an error's text is Redis refusing the ACL
+// user a command or key: NOPERM, or what a script gets for a command it may
+// not run.
+func deniedText(msg string) bool {
+	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't")
 }
 
 // fetch runs fetch.lua (see its header). A payload too large to come with
@@ -249,6 +256,9 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	switch {
 	case err != nil:
 		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)
+	case wire.Commit(wr.Status) == wire.CommitRefused && deniedText(wr.Refusal):
+		// The script's write was refused for want of a right, not of memory.
+		return wire.CommitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
 	case wire.Commit(wr.Status) == wire.CommitRefused:
 		if s.hooks.refusedWrite != nil {
 			s.hooks.refusedWrite(wr.Refusal)

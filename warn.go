@@ -83,7 +83,7 @@ func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
 	c.faults.seen(fmt.Errorf("%w (%s)", ErrWriteRefused, why))
 	if c.warnRefused.allow() {
-		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly, storing nothing", "why", why)
+		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly (kept in memory for FailSafe.Throttle), storing nothing", "why", why)
 	}
 }
 

@@ -105,6 +105,14 @@ func (p *Proxy) accept(ln net.Listener) {
 			c.Close()
 			continue
 		}
+		p.lnMu.Lock()
+		refusing := p.ln != ln // Refuse came while this one was accepted: it must not outlive it
+		p.lnMu.Unlock()
+		if refusing {
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.track(c, s)
 		p.wg.Add(2)
 		go func() { defer p.wg.Done(); p.pipe(s, c, false) }()
