@@ -8,8 +8,8 @@
 // Spans. Each Fetch call (and Fetch[T]; not FetchMany, whose loads are
 // spans in the caller's context) is a span, corral.fetch, with
 // attributes corral.prefix, corral.outcome (hit, near_hit, stale_hit,
-// stale_if_error, negative_hit, failure_hit, miss, fail_open; none for a
-// call that ended in an error before an answer), corral.coalesced (the call
+// stale_if_error, negative_hit, failure_hit, miss, fail_open, fail_safe;
+// none for a call that ended in an error before an answer), corral.coalesced (the call
 // joined another call's flight) and, with Options.RecordKeys, corral.key.
 // Each loader run is a span, corral.load, a child of the span of the call
 // that started it (a background refresh's too), and the loader's context
@@ -269,6 +269,10 @@ func outcomeName(k corral.EventKind) string {
 	return "none"
 }
 
+// nOutcomes sizes the arrays indexed by a call's outcome
+// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 is none).
+const nOutcomes = corral.EventFailSafe + 1
+
 // prefixed holds what one prefix's spans and metrics are given, made once,
 // so that a call allocates no attributes.
 type prefixed struct {
@@ -276,7 +280,7 @@ type prefixed struct {
 	start    []trace.SpanStartOption // of a call's or a load's span
 	add      []metric.AddOption
 	record   []metric.RecordOption
-	outcomes [corral.EventFailOpen + 1]outcomeAttrs // by outcome; [0] is none
+	outcomes [nOutcomes]outcomeAttrs // by outcome; [0] is none
 }
 
 // outcomeAttrs are the attributes of an outcome: the metrics' options, and

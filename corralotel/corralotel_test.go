@@ -242,3 +242,44 @@ func TestSpansNest(t *testing.T) {
 		t.Fatalf("spans (name, parent, outcome, key, status):\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestEveryOutcome: each outcome of a call is counted in corral.fetches
+// and timed in corral.fetch.duration under its name, and is the
+// corral.outcome of the call's span; no kind of event, known or not, makes
+// Observe panic.
+func TestEveryOutcome(t *testing.T) {
+	tel := newTelemetry(t, false)
+	ctx := context.Background()
+	var outcomes []corral.EventKind
+	for k := range corral.EventKind(255) {
+		if k == corral.EventFetchStart || k == corral.EventLoadStart {
+			continue // they open scopes: Start's
+		}
+		if !k.Outcome() {
+			tel.obs.Observe(ctx, corral.Event{Kind: k, Prefix: "every", Key: "k", Node: "n", Duration: time.Millisecond})
+			continue
+		}
+		outcomes = append(outcomes, k)
+		call := tel.obs.Start(ctx, corral.Event{Kind: corral.EventFetchStart, Prefix: "every", Key: "k"})
+		tel.obs.Observe(call, corral.Event{Kind: k, Prefix: "every", Key: "k"})
+		tel.obs.Observe(call, corral.Event{Kind: corral.EventFetchEnd, Prefix: "every", Key: "k", Duration: time.Millisecond})
+	}
+	metrics := tel.metrics(t)
+	spans := map[string]int{}
+	for _, s := range tel.spans.Ended() {
+		spans[attr(s, "corral.outcome")]++
+	}
+	for _, k := range outcomes {
+		for _, m := range []string{"corral.fetches", "corral.fetch.duration"} {
+			if name := fmt.Sprintf("%s{corral.outcome=%s,corral.prefix=every}", m, k); metrics[name] != 1 {
+				t.Errorf("%s = %v; want 1", name, metrics[name])
+			}
+		}
+		if spans[k.String()] != 1 {
+			t.Errorf("%d spans with corral.outcome %s; want 1", spans[k.String()], k)
+		}
+	}
+	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventFailSafe {
+		t.Errorf("outcomes %v; want EventHit to EventFailSafe", outcomes)
+	}
+}

@@ -12,7 +12,8 @@
 //
 //	corral_fetches_total{prefix,outcome}     counter    Fetch calls answered, by outcome: hit, near_hit,
 //	                                                    stale_hit, stale_if_error, negative_hit,
-//	                                                    failure_hit, miss, fail_open (corral.EventKind)
+//	                                                    failure_hit, miss, fail_open, fail_safe
+//	                                                    (corral.EventKind)
 //	corral_coalesced_total{prefix}           counter    calls that joined another call's flight
 //	corral_loads_total{prefix}               counter    loader runs started
 //	corral_load_errors_total{prefix}         counter    loader runs that failed (corral.Event.LoadFailed)
@@ -92,10 +93,14 @@ type source struct {
 // series are the children of one prefix, resolved once.
 type series struct {
 	prefix                                              string
-	outcomes                                            [corral.EventFailOpen + 1]atomic.Uint64
+	outcomes                                            [nOutcomes]atomic.Uint64
 	coalesced, loads, loadErrors, waits, lost, rejected prometheus.Counter
 	loadSeconds, waitSeconds                            prometheus.Observer
 }
+
+// nOutcomes sizes the arrays indexed by a call's outcome
+// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 unused).
+const nOutcomes = corral.EventFailSafe + 1
 
 var (
 	_ corral.StatsReader   = (*Collector)(nil)
@@ -239,10 +244,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current value of every series (prometheus.Collector).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	totals := map[string]*[corral.EventFailOpen + 1]uint64{}
-	total := func(prefix string) *[corral.EventFailOpen + 1]uint64 {
+	totals := map[string]*[nOutcomes]uint64{}
+	total := func(prefix string) *[nOutcomes]uint64 {
 		if totals[prefix] == nil {
-			totals[prefix] = new([corral.EventFailOpen + 1]uint64)
+			totals[prefix] = new([nOutcomes]uint64)
 		}
 		return totals[prefix]
 	}
@@ -273,7 +278,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // addOutcomes adds the outcomes of calls that st counts to t, by event.
 // Stats.StaleHits includes the stale-if-error answers, told apart here.
-func addOutcomes(t *[corral.EventFailOpen + 1]uint64, st corral.Stats) {
+func addOutcomes(t *[nOutcomes]uint64, st corral.Stats) {
 	t[corral.EventHit] += st.Hits
 	t[corral.EventNearHit] += st.NearHits
 	t[corral.EventStaleHit] += st.StaleHits - st.StaleIfError
@@ -282,4 +287,5 @@ func addOutcomes(t *[corral.EventFailOpen + 1]uint64, st corral.Stats) {
 	t[corral.EventFailureHit] += st.FailureHits
 	t[corral.EventMiss] += st.Misses
 	t[corral.EventFailOpen] += st.FailOpens
+	t[corral.EventFailSafe] += st.FailSafeHits
 }

@@ -1,12 +1,14 @@
 package corralprom_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralprom"
@@ -156,5 +158,33 @@ func TestNewRejectsBuckets(t *testing.T) {
 	}
 	if _, err := corralprom.New(&corralprom.Options{LoadBuckets: []float64{0.1, 1}, ConstLabels: prometheus.Labels{"service": "shop"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEveryOutcome: each outcome of a call that an Observer of the
+// caller's own passes on is a series of corral_fetches_total, under its
+// name; no kind of event, known or not, makes Observe panic.
+func TestEveryOutcome(t *testing.T) {
+	col, err := corralprom.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	var outcomes []corral.EventKind
+	for k := range corral.EventKind(255) {
+		col.Observe(context.Background(), corral.Event{Kind: k, Prefix: "every", Key: "k", Node: "n", Duration: time.Millisecond})
+		if k.Outcome() {
+			outcomes = append(outcomes, k)
+		}
+	}
+	got := scrape(t, reg)
+	for _, k := range outcomes {
+		if series := fmt.Sprintf(`corral_fetches_total{outcome=%q,prefix="every"}`, k); got[series] != 1 {
+			t.Errorf("%s = %v; want 1", series, got[series])
+		}
+	}
+	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventFailSafe {
+		t.Errorf("outcomes %v; want EventHit to EventFailSafe", outcomes)
 	}
 }
