@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,18 @@ func (tel *telemetry) metrics(t *testing.T) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// byNode is the sum of the data points of name{corral.node,corral.prefix}
+// for prefix.
+func byNode(metrics map[string]float64, name, prefix string) float64 {
+	sum := 0.0
+	for m, v := range metrics {
+		if strings.HasPrefix(m, name+"{corral.node=") && strings.HasSuffix(m, ",corral.prefix="+prefix+"}") {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // attr returns span s's attribute k as a string ("" when absent).
@@ -165,16 +178,11 @@ func TestAfterScript(t *testing.T) {
 			}
 		}
 	}
-	opens, open := 0.0, 0.0
-	for m, v := range metrics {
-		if len(m) > len("corral.breaker.opens{") && m[:len("corral.breaker.opens{")] == "corral.breaker.opens{" {
-			opens += v
-		} else if len(m) > len("corral.breaker.open{") && m[:len("corral.breaker.open{")] == "corral.breaker.open{" {
-			open += v
+	for prefix, st := range stats {
+		opens, open := byNode(metrics, "corral.breaker.opens", prefix), byNode(metrics, "corral.breaker.open", prefix)
+		if opens != float64(st.BreakerOpens) || open != 0 {
+			t.Errorf("%s: breaker opens %v, open now %v; want %d and 0", prefix, opens, open, st.BreakerOpens)
 		}
-	}
-	if opens != float64(stats[observetest.PrefixFailOpen].BreakerOpens) || open != 0 {
-		t.Errorf("breaker opens %v, open now %v; want %d and 0", opens, open, stats[observetest.PrefixFailOpen].BreakerOpens)
 	}
 	if t.Failed() || testing.Verbose() {
 		t.Logf("metrics: %v", metrics)

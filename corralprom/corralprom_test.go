@@ -63,19 +63,13 @@ func TestScrapeAfterScript(t *testing.T) {
 			t.Errorf("%s = %v (scraped: %v); want %v", series, v, ok, n)
 		}
 	}
-	// The breaker of the node that went down opened, as often as Stats
-	// say, and is closed now.
-	opens, open := 0.0, 0.0
-	for series, v := range got {
-		switch {
-		case strings.HasPrefix(series, "corral_breaker_opens_total{node="):
-			opens += v
-		case strings.HasPrefix(series, "corral_breaker_open{node="):
-			open += v
+	// The breakers of the nodes that went down opened, as often as Stats
+	// say, and are closed now.
+	for prefix, st := range stats {
+		opens, open := byNode(got, "corral_breaker_opens_total", prefix), byNode(got, "corral_breaker_open", prefix)
+		if opens != float64(st.BreakerOpens) || open != 0 {
+			t.Errorf("%s: breaker opens %v, open now %v; want %d and 0", prefix, opens, open, st.BreakerOpens)
 		}
-	}
-	if opens != float64(stats[observetest.PrefixFailOpen].BreakerOpens) || open != 0 {
-		t.Errorf("breaker opens %v, open now %v; want %d and 0", opens, open, stats[observetest.PrefixFailOpen].BreakerOpens)
 	}
 	if t.Failed() {
 		t.Logf("scraped:\n%s", dump(got))
@@ -105,6 +99,17 @@ func fromStats(prefix string, st corral.Stats) map[string]float64 {
 		m[fmt.Sprintf(`%s{prefix=%q}`, name, prefix)] = float64(n)
 	}
 	return m
+}
+
+// byNode is the sum of the series of name{node,prefix} for prefix.
+func byNode(got map[string]float64, name, prefix string) float64 {
+	sum := 0.0
+	for series, v := range got {
+		if strings.HasPrefix(series, name+"{node=") && strings.HasSuffix(series, fmt.Sprintf(",prefix=%q}", prefix)) {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // scrape gathers reg: counters and gauges by series, histograms as their
