@@ -105,8 +105,8 @@ func RunDuring(t *testing.T, obs corral.Observer, during func(stats func() corra
 	outOpts := opts(PrefixOutage)
 	outOpts.MaxPendingInvalidations = 1
 	outOpts.FailSafe.Throttle = time.Hour // the fail-open value is served however slow the machine
-	o := newCache(t, srv.Client(func(o *redis.Options) { o.Addr = proxy.Addr }), outOpts)
-	outage(t, o, proxy, srv.Client(), during)
+	out := newCache(t, srv.Client(func(o *redis.Options) { o.Addr = proxy.Addr }), outOpts)
+	outage(t, out, proxy, srv.Client(), during)
 
 	// Close waits for flights and background refreshes: every event has
 	// been told once it returns.
@@ -114,7 +114,7 @@ func RunDuring(t *testing.T, obs corral.Observer, during func(stats func() corra
 	for _, c := range []struct {
 		prefix string
 		c      *corral.Cache
-	}{{Prefix, a}, {Prefix, b}, {PrefixNear, n}, {PrefixFailOpen, f}, {PrefixOutage, o}} {
+	}{{Prefix, a}, {Prefix, b}, {PrefixNear, n}, {PrefixFailOpen, f}, {PrefixOutage, out}} {
 		if err := c.c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func RunDuring(t *testing.T, obs corral.Observer, during func(stats func() corra
 		t.Fatalf("the near cache's Stats: %+v; want near hits after 1 miss and 1 load", st)
 	}
 	if st := got[PrefixFailOpen]; st.FailOpens == 0 || st.Loads != st.FailOpens+st.Misses || st.BreakerOpens == 0 || st.BreakerOpen || st.OutageTime <= 0 {
-		t.Fatalf("the fail-open Stats: %+v; want fail-opens, a breaker that opened and closed", st)
+		t.Fatalf("the fail-open Stats: %+v; want fail-opens, a breaker that opened and closed, time open", st)
 	}
 	st := got[PrefixOutage]
 	if st.BreakerOpens == 0 || st.BreakerOpen || st.OutageTime <= 0 || st.InvalidationsPending != 0 {
