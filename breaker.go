@@ -180,9 +180,9 @@ func (b *breaker) opened(msg string, cause error) {
 // changed tells the Observer and Stats when the breaker as a whole (either
 // way of opening) opens or closes, and adds up the time it was open.
 func (b *breaker) changed() {
-	open := b.cbOpen.Load() || b.tripped.Load() != nil
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	open := b.cbOpen.Load() || b.tripped.Load() != nil // under mu: the last to change it decides
 	switch {
 	case open && b.openSince.IsZero():
 		b.openSince = time.Now()

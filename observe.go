@@ -55,7 +55,7 @@ type Tracer interface {
 // Cache's Stats when it needs them (at a metrics scrape, say) instead of
 // being told each one: New calls ReadStats once, with the Cache's
 // Options.Prefix and its Stats method, and the Cache then tells it no
-// outcome event (EventHit to EventFailOpen), so that a hit, a near hit
+// outcome event (EventHit to EventFailSafe), so that a hit, a near hit
 // above all (about 100 ns), costs it nothing. It is told every other event
 // as any Observer is. corralprom's Collector is one.
 type StatsReader interface {

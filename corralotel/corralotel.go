@@ -1,15 +1,15 @@
 // Package corralotel traces and measures what corral Caches do through the
-// OpenTelemetry API. An Observer is a corral.Tracer, to set as
-// Options.Observer of one Cache or of several:
+// OpenTelemetry API. An Observer is a corral.Tracer, to set, with its
+// StatsReader beside it, as Options.Observer of one Cache or of several:
 //
 //	obs, err := corralotel.New(nil) // the global TracerProvider and MeterProvider
-//	cache, err := corral.New(rdb, &corral.Options{Observer: obs})
+//	cache, err := corral.New(rdb, &corral.Options{Observer: corral.MultiObserver(obs, obs.StatsReader())})
 //
 // Spans. Each Fetch call (and Fetch[T]; not FetchMany, whose loads are
 // spans in the caller's context) is a span, corral.fetch, with
 // attributes corral.prefix, corral.outcome (hit, near_hit, stale_hit,
-// stale_if_error, negative_hit, failure_hit, miss, fail_open; none for a
-// call that ended in an error before an answer), corral.coalesced (the call
+// stale_if_error, negative_hit, failure_hit, miss, fail_open, fail_safe;
+// none for a call that ended in an error before an answer), corral.coalesced (the call
 // joined another call's flight) and, with Options.RecordKeys, corral.key.
 // Each loader run is a span, corral.load, a child of the span of the call
 // that started it (a background refresh's too), and the loader's context
@@ -21,20 +21,32 @@
 //
 // Metrics, each with the attribute corral.prefix:
 //
-//	corral.fetches          counter    {call}    calls answered, by corral.outcome
-//	corral.fetch.duration   histogram  s         calls' durations, by corral.outcome
-//	corral.coalesced        counter    {call}    calls that joined another call's flight
-//	corral.loads            counter    {load}    loader runs started
-//	corral.load.errors      counter    {load}    loader runs that failed (corral.Event.LoadFailed)
-//	corral.load.duration    histogram  s         loader runs' durations
-//	corral.waits            counter    {wait}    waits for another process's load
-//	corral.wait.duration    histogram  s         those waits' durations
-//	corral.leases.lost      counter    {lease}   leases revoked or expired during their load
-//	corral.commits.rejected counter    {commit}  loaded values not stored: their lease was gone
-//	corral.breaker.opens    counter    {open}    times a node's circuit breaker opened (corral.node)
-//	corral.breaker.open     gauge      {state}   1 while it is open or half-open, else 0 (corral.node)
+//	corral.fetches                 counter        {call}          calls answered, by corral.outcome
+//	corral.fetch.duration          histogram      s               calls' durations, by corral.outcome
+//	corral.coalesced               counter        {call}          calls that joined another call's flight
+//	corral.loads                   counter        {load}          loader runs started
+//	corral.load.errors             counter        {load}          loader runs that failed (corral.Event.LoadFailed)
+//	corral.load.duration           histogram      s               loader runs' durations
+//	corral.waits                   counter        {wait}          waits for another process's load
+//	corral.wait.duration           histogram      s               those waits' durations
+//	corral.leases.lost             counter        {lease}         leases revoked or expired during their load
+//	corral.commits.rejected        counter        {commit}        loaded values not stored: their lease was gone
+//	corral.breaker.opens           counter        {open}          times a node's circuit breaker opened (corral.node)
+//	corral.breaker.open            gauge          {state}         1 while it is open or half-open, else 0 (corral.node)
+//	corral.outage.time             counter        s               time the breakers were open, summed over nodes,
+//	                                                              the current outage included (Stats.OutageTime)
+//	corral.invalidations.queued    counter        {invalidation}  Deletes and Sets that could not reach Redis, queued
+//	corral.invalidations.replayed  counter        {invalidation}  queued invalidations applied to Redis
+//	corral.invalidations.dropped   counter        {invalidation}  invalidations given up: the queue was full, or Redis
+//	                                                              denied them
+//	corral.invalidations.pending   updowncounter  {invalidation}  invalidations queued now, not yet applied
 //
-// The counters agree with corral.Stats. Keys are never metric attributes.
+// The metrics agree with corral.Stats. corral.outage.time and
+// corral.invalidations.pending are observable instruments read from the
+// Caches' Stats at each collection, and need the Observer's StatsReader
+// beside it (Observer.StatsReader): without it they have no data points.
+// The others are counted as their events come. Keys are never metric
+// attributes.
 //
 // Cost: a span per call is what tracing costs. With the OpenTelemetry SDK,
 // every span sampled, it added about 2 µs and 3 allocations to a call
@@ -46,6 +58,8 @@ package corralotel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/corralhq/corral"
@@ -80,10 +94,15 @@ type Observer struct {
 	recordKeys bool
 	m          instruments
 
-	attrs byprefix.List[*prefixed] // one per prefix seen
+	attrs   byprefix.List[*prefixed] // one per prefix seen
+	mu      sync.Mutex               // guards sources
+	sources []source                 // the Caches whose Stats give the outage time and the pending invalidations
 }
 
-var _ corral.Tracer = (*Observer)(nil)
+var (
+	_ corral.Tracer      = (*Observer)(nil)
+	_ corral.StatsReader = statsReader{}
+)
 
 // New returns an Observer, or the error of creating its instruments.
 func New(opts *Options) (*Observer, error) {
@@ -97,11 +116,15 @@ func New(opts *Options) (*Observer, error) {
 	if o.MeterProvider == nil {
 		o.MeterProvider = otel.GetMeterProvider()
 	}
-	m, err := newInstruments(o.MeterProvider.Meter(ScopeName))
+	meter := o.MeterProvider.Meter(ScopeName)
+	m, err := newInstruments(meter)
 	if err != nil {
 		return nil, err
 	}
 	obs := &Observer{tracer: o.TracerProvider.Tracer(ScopeName), recordKeys: o.RecordKeys, m: m}
+	if _, err := meter.RegisterCallback(obs.observeStats, m.outage, m.pending); err != nil {
+		return nil, fmt.Errorf("corralotel: registering the callback of the instruments read from Stats: %w", err)
+	}
 	return obs, nil
 }
 
@@ -197,6 +220,12 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 		trace.SpanFromContext(ctx).AddEvent("corral.commit_rejected")
 	case corral.EventBreakerOpen, corral.EventBreakerHalfOpen, corral.EventBreakerClosed:
 		o.breaker(ctx, e)
+	case corral.EventInvalidationQueued:
+		o.m.queued.Add(ctx, 1, p.add...)
+	case corral.EventInvalidationReplayed:
+		o.m.replayed.Add(ctx, 1, p.add...)
+	case corral.EventInvalidationDropped:
+		o.m.dropped.Add(ctx, 1, p.add...)
 	default:
 		if e.Kind.Outcome() {
 			o.m.fetches.Add(ctx, 1, p.outcomes[e.Kind].add...)
@@ -269,6 +298,10 @@ func outcomeName(k corral.EventKind) string {
 	return "none"
 }
 
+// nOutcomes sizes the arrays indexed by a call's outcome
+// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 is none).
+const nOutcomes = corral.EventFailSafe + 1
+
 // prefixed holds what one prefix's spans and metrics are given, made once,
 // so that a call allocates no attributes.
 type prefixed struct {
@@ -276,7 +309,8 @@ type prefixed struct {
 	start    []trace.SpanStartOption // of a call's or a load's span
 	add      []metric.AddOption
 	record   []metric.RecordOption
-	outcomes [corral.EventFailOpen + 1]outcomeAttrs // by outcome; [0] is none
+	observe  []metric.ObserveOption
+	outcomes [nOutcomes]outcomeAttrs // by outcome; [0] is none
 }
 
 // outcomeAttrs are the attributes of an outcome: the metrics' options, and
@@ -294,7 +328,7 @@ func (o *Observer) prefixed(prefix string) *prefixed { return o.attrs.Get(prefix
 func newPrefixed(prefix string) *prefixed {
 	set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix)))
 	p := &prefixed{prefix: prefix, add: []metric.AddOption{set}, record: []metric.RecordOption{set},
-		start: []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(prefix))}}
+		observe: []metric.ObserveOption{set}, start: []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(prefix))}}
 	for k := range p.outcomes {
 		outcome := attrOutcome.String(outcomeName(corral.EventKind(k)))
 		set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix), outcome))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,10 @@ func (tel *telemetry) metrics(t *testing.T) map[string]float64 {
 				for _, p := range d.DataPoints {
 					got[name(m, p.Attributes)] = float64(p.Value)
 				}
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					got[name(m, p.Attributes)] = p.Value
+				}
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
 					got[name(m, p.Attributes)] = float64(p.Value)
@@ -79,6 +84,71 @@ func (tel *telemetry) metrics(t *testing.T) map[string]float64 {
 	return got
 }
 
+// fromStats is what the metrics of prefix must be, from its Caches' Stats
+// (histograms: their counts); those that are 0 may have no data point.
+// corral.outage.time is left out: it grows during an outage.
+func fromStats(prefix string, st corral.Stats) map[string]float64 {
+	p := fmt.Sprintf("corral.prefix=%s", prefix)
+	m := map[string]float64{"corral.invalidations.pending{" + p + "}": float64(st.InvalidationsPending)}
+	for name, n := range map[string]uint64{
+		"corral.coalesced": st.Coalesced, "corral.loads": st.Loads, "corral.load.errors": st.LoadErrors,
+		"corral.load.duration": st.Loads, "corral.waits": st.Waits, "corral.wait.duration": st.Waits,
+		"corral.leases.lost": st.LeasesLost, "corral.commits.rejected": st.CommitsRejected,
+		"corral.invalidations.queued": st.InvalidationsQueued, "corral.invalidations.replayed": st.InvalidationsReplayed,
+		"corral.invalidations.dropped": st.InvalidationsDropped,
+	} {
+		m[name+"{"+p+"}"] = float64(n)
+	}
+	for kind, n := range observetest.Events(st) {
+		if kind.Outcome() {
+			m[fmt.Sprintf("corral.fetches{corral.outcome=%s,%s}", kind, p)] = float64(n)
+			m[fmt.Sprintf("corral.fetch.duration{corral.outcome=%s,%s}", kind, p)] = float64(n) // each call once
+		}
+	}
+	return m
+}
+
+// duringOutage collects the metrics in the middle of observetest's outage,
+// and checks those of its prefix against stats, its Cache's: the pending
+// invalidation, the open breaker, and the outage time so far, between the
+// Stats read before the collection and those read after.
+func (tel *telemetry) duringOutage(t *testing.T, stats func() corral.Stats) {
+	before := stats()
+	metrics := tel.metrics(t)
+	after := stats()
+	prefix := observetest.PrefixOutage
+	outage := fmt.Sprintf("corral.outage.time{corral.prefix=%s}", prefix)
+	if v := metrics[outage]; !(v > 0 && before.OutageTime.Seconds() <= v && v <= after.OutageTime.Seconds()) {
+		t.Errorf("during the outage, %s = %v; want between the Stats' before and after the collection: %v, %v", outage, v, before.OutageTime, after.OutageTime)
+	}
+	for m, k := range fromStats(prefix, after) {
+		if v, ok := metrics[m]; (ok || k != 0) && v != k {
+			t.Errorf("during the outage, %s = %v; Stats say %v", m, v, k)
+		}
+	}
+	if before.InvalidationsPending != 1 || after.InvalidationsPending != 1 {
+		t.Errorf("the Stats say %d, %d invalidations pending; want 1", before.InvalidationsPending, after.InvalidationsPending)
+	}
+	if open := byNode(metrics, "corral.breaker.open", prefix); open != 1 {
+		t.Errorf("during the outage, %v breakers of %s open; want 1", open, prefix)
+	}
+	if t.Failed() {
+		t.Logf("metrics during the outage: %v", metrics)
+	}
+}
+
+// byNode is the sum of the data points of name{corral.node,corral.prefix}
+// for prefix.
+func byNode(metrics map[string]float64, name, prefix string) float64 {
+	sum := 0.0
+	for m, v := range metrics {
+		if strings.HasPrefix(m, name+"{corral.node=") && strings.HasSuffix(m, ",corral.prefix="+prefix+"}") {
+			sum += v
+		}
+	}
+	return sum
+}
+
 // attr returns span s's attribute k as a string ("" when absent).
 func attr(s sdktrace.ReadOnlySpan, k string) string {
 	for _, kv := range s.Attributes() {
@@ -90,11 +160,13 @@ func attr(s sdktrace.ReadOnlySpan, k string) string {
 }
 
 // TestAfterScript runs observetest's scripted calls with an Observer on the
-// SDK and checks the spans and the metrics against the Caches' Stats (which
-// the script checks against its exact counts).
+// SDK (and its StatsReader beside it) and checks the spans and the metrics
+// against the Caches' Stats (which the script checks against its exact
+// counts), in the middle of the outage too (duringOutage).
 func TestAfterScript(t *testing.T) {
 	tel := newTelemetry(t, false)
-	stats := observetest.Run(t, tel.obs)
+	stats := observetest.RunDuring(t, corral.MultiObserver(tel.obs, tel.obs.StatsReader()),
+		func(stats func() corral.Stats) { tel.duringOutage(t, stats) })
 	ended := tel.spans.Ended()
 	fetches := map[trace.SpanID]bool{}
 	type count struct{ prefix, what string }
@@ -137,21 +209,12 @@ func TestAfterScript(t *testing.T) {
 			{prefix, "corral.wait"}: st.Waits, {prefix, "coalesced"}: st.Coalesced,
 			{prefix, "corral.lease_lost"}: st.LeasesLost, {prefix, "corral.commit_rejected"}: st.CommitsRejected,
 		}
-		if prefix == observetest.Prefix {
+		if prefix == observetest.Prefix || prefix == observetest.PrefixOutage {
 			want[count{prefix, "corral.fetch"}] = observetest.Calls(st) // every call answered
-		}
-		p := fmt.Sprintf("corral.prefix=%s", prefix)
-		wantMetrics := map[string]uint64{
-			"corral.coalesced{" + p + "}": st.Coalesced, "corral.loads{" + p + "}": st.Loads,
-			"corral.load.errors{" + p + "}": st.LoadErrors, "corral.load.duration{" + p + "}": st.Loads,
-			"corral.waits{" + p + "}": st.Waits, "corral.wait.duration{" + p + "}": st.Waits,
-			"corral.leases.lost{" + p + "}": st.LeasesLost, "corral.commits.rejected{" + p + "}": st.CommitsRejected,
 		}
 		for kind, k := range observetest.Events(st) {
 			if kind.Outcome() {
 				want[count{prefix, "outcome " + kind.String()}] = k
-				wantMetrics[fmt.Sprintf("corral.fetches{corral.outcome=%s,%s}", kind, p)] = k
-				wantMetrics[fmt.Sprintf("corral.fetch.duration{corral.outcome=%s,%s}", kind, p)] = k // each call once
 			}
 		}
 		for c, k := range want {
@@ -159,22 +222,20 @@ func TestAfterScript(t *testing.T) {
 				t.Errorf("%s: %d %s; Stats say %d", c.prefix, n[c], c.what, k)
 			}
 		}
-		for m, k := range wantMetrics {
-			if v, ok := metrics[m]; (ok || k != 0) && v != float64(k) {
-				t.Errorf("%s = %v; Stats say %d", m, v, k)
+		for m, k := range fromStats(prefix, st) {
+			if v, ok := metrics[m]; (ok || k != 0) && v != k {
+				t.Errorf("%s = %v; Stats say %v", m, v, k)
 			}
 		}
-	}
-	opens, open := 0.0, 0.0
-	for m, v := range metrics {
-		if len(m) > len("corral.breaker.opens{") && m[:len("corral.breaker.opens{")] == "corral.breaker.opens{" {
-			opens += v
-		} else if len(m) > len("corral.breaker.open{") && m[:len("corral.breaker.open{")] == "corral.breaker.open{" {
-			open += v
+		if p := fmt.Sprintf("{corral.prefix=%s}", prefix); metrics["corral.outage.time"+p] != st.OutageTime.Seconds() {
+			t.Errorf("corral.outage.time%s = %v; Stats say %v", p, metrics["corral.outage.time"+p], st.OutageTime)
 		}
 	}
-	if opens != float64(stats[observetest.PrefixFailOpen].BreakerOpens) || open != 0 {
-		t.Errorf("breaker opens %v, open now %v; want %d and 0", opens, open, stats[observetest.PrefixFailOpen].BreakerOpens)
+	for prefix, st := range stats {
+		opens, open := byNode(metrics, "corral.breaker.opens", prefix), byNode(metrics, "corral.breaker.open", prefix)
+		if opens != float64(st.BreakerOpens) || open != 0 {
+			t.Errorf("%s: breaker opens %v, open now %v; want %d and 0", prefix, opens, open, st.BreakerOpens)
+		}
 	}
 	if t.Failed() || testing.Verbose() {
 		t.Logf("metrics: %v", metrics)
@@ -240,5 +301,70 @@ func TestSpansNest(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("spans (name, parent, outcome, key, status):\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestEveryOutcome: each outcome of a call is counted in corral.fetches
+// and timed in corral.fetch.duration under its name, and is the
+// corral.outcome of the call's span; no kind of event, known or not, makes
+// Observe panic.
+func TestEveryOutcome(t *testing.T) {
+	tel := newTelemetry(t, false)
+	ctx := context.Background()
+	var outcomes []corral.EventKind
+	for k := range corral.EventKind(255) {
+		if k == corral.EventFetchStart || k == corral.EventLoadStart {
+			continue // they open scopes: Start's
+		}
+		if !k.Outcome() {
+			tel.obs.Observe(ctx, corral.Event{Kind: k, Prefix: "every", Key: "k", Node: "n", Duration: time.Millisecond})
+			continue
+		}
+		outcomes = append(outcomes, k)
+		call := tel.obs.Start(ctx, corral.Event{Kind: corral.EventFetchStart, Prefix: "every", Key: "k"})
+		tel.obs.Observe(call, corral.Event{Kind: k, Prefix: "every", Key: "k"})
+		tel.obs.Observe(call, corral.Event{Kind: corral.EventFetchEnd, Prefix: "every", Key: "k", Duration: time.Millisecond})
+	}
+	metrics := tel.metrics(t)
+	spans := map[string]int{}
+	for _, s := range tel.spans.Ended() {
+		spans[attr(s, "corral.outcome")]++
+	}
+	for _, k := range outcomes {
+		for _, m := range []string{"corral.fetches", "corral.fetch.duration"} {
+			if name := fmt.Sprintf("%s{corral.outcome=%s,corral.prefix=every}", m, k); metrics[name] != 1 {
+				t.Errorf("%s = %v; want 1", name, metrics[name])
+			}
+		}
+		if spans[k.String()] != 1 {
+			t.Errorf("%d spans with corral.outcome %s; want 1", spans[k.String()], k)
+		}
+	}
+	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventFailSafe {
+		t.Errorf("outcomes %v; want EventHit to EventFailSafe", outcomes)
+	}
+}
+
+// TestOutageNeverGoesDown: corral.outage.time is a counter, though a
+// Cache's Stats.OutageTime may read short as a breaker closes; each Cache
+// its StatsReader was given sums under its prefix, and pending
+// invalidations go down as they are applied.
+func TestOutageNeverGoesDown(t *testing.T) {
+	tel := newTelemetry(t, false)
+	reads := []corral.Stats{
+		{OutageTime: 3 * time.Second, InvalidationsPending: 2},
+		{OutageTime: time.Second, InvalidationsPending: 1}, // the period that just closed in neither read
+		{OutageTime: 4 * time.Second},
+	}
+	var n int
+	r := tel.obs.StatsReader()
+	r.ReadStats("p", func() corral.Stats { return reads[n] })
+	r.ReadStats("p", func() corral.Stats { return corral.Stats{OutageTime: time.Second, InvalidationsPending: 1} })
+	for n = range reads {
+		got := tel.metrics(t)
+		outage, pending := []float64{4, 4, 5}[n], []float64{3, 2, 1}[n]
+		if got["corral.outage.time{corral.prefix=p}"] != outage || got["corral.invalidations.pending{corral.prefix=p}"] != pending {
+			t.Errorf("collection %d: %v; want outage %v s, %v pending", n, got, outage, pending)
+		}
 	}
 }

@@ -32,7 +32,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cache, err := corral.New(rdb, &corral.Options{Prefix: "shop", Observer: obs})
+	// The StatsReader beside obs gives it what only Stats knows (outage
+	// time, pending invalidations).
+	cache, err := corral.New(rdb, &corral.Options{Prefix: "shop", Observer: corral.MultiObserver(obs, obs.StatsReader())})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -25,8 +25,11 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 type instruments struct {
 	fetches, coalesced, loads, loadErrors, waits metric.Int64Counter
 	leasesLost, commitsRejected, breakerOpens    metric.Int64Counter
+	queued, replayed, dropped                    metric.Int64Counter
 	fetchSeconds, loadSeconds, waitSeconds       metric.Float64Histogram
 	breakerOpen                                  metric.Int64Gauge
+	outage                                       metric.Float64ObservableCounter     // read from Stats (Observer.StatsReader)
+	pending                                      metric.Int64ObservableUpDownCounter // read from Stats
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
@@ -54,9 +57,18 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.leasesLost = counter("corral.leases.lost", "{lease}", "Loads whose lease was revoked or expired while they ran.")
 	i.commitsRejected = counter("corral.commits.rejected", "{commit}", "Loaded values not stored because their lease was gone.")
 	i.breakerOpens = counter("corral.breaker.opens", "{open}", "Times the circuit breaker of a Redis node opened.")
+	i.queued = counter("corral.invalidations.queued", "{invalidation}", "Deletes and Sets that could not reach Redis, queued to be applied once it answers.")
+	i.replayed = counter("corral.invalidations.replayed", "{invalidation}", "Queued invalidations applied to Redis.")
+	i.dropped = counter("corral.invalidations.dropped", "{invalidation}", "Invalidations given up: the queue was full, or Redis denied them.")
 	var err error
 	i.breakerOpen, err = m.Int64Gauge("corral.breaker.open", metric.WithUnit("{state}"),
 		metric.WithDescription("1 while the circuit breaker of a Redis node is open or half-open, else 0."))
+	errs = append(errs, err)
+	i.outage, err = m.Float64ObservableCounter("corral.outage.time", metric.WithUnit("s"),
+		metric.WithDescription("Time the circuit breakers of Redis nodes were open (Redis could not be used), summed over nodes, the current outage included."))
+	errs = append(errs, err)
+	i.pending, err = m.Int64ObservableUpDownCounter("corral.invalidations.pending", metric.WithUnit("{invalidation}"),
+		metric.WithDescription("Invalidations queued for Redis now, not yet applied."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return instruments{}, fmt.Errorf("corralotel: creating the instruments: %w", err)

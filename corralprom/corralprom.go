@@ -10,28 +10,42 @@
 // one prefix add up); cache keys are never labels. The metrics, under the
 // namespace corral:
 //
-//	corral_fetches_total{prefix,outcome}     counter    Fetch calls answered, by outcome: hit, near_hit,
-//	                                                    stale_hit, stale_if_error, negative_hit,
-//	                                                    failure_hit, miss, fail_open (corral.EventKind)
-//	corral_coalesced_total{prefix}           counter    calls that joined another call's flight
-//	corral_loads_total{prefix}               counter    loader runs started
-//	corral_load_errors_total{prefix}         counter    loader runs that failed (corral.Event.LoadFailed)
-//	corral_load_duration_seconds{prefix}     histogram  loader runs' durations
-//	corral_waits_total{prefix}               counter    waits for another process's load (lease)
-//	corral_wait_duration_seconds{prefix}     histogram  those waits' durations
-//	corral_leases_lost_total{prefix}         counter    leases revoked or expired during their load
-//	corral_commits_rejected_total{prefix}    counter    loaded values not stored: their lease was gone
-//	corral_breaker_opens_total{prefix,node}  counter    times a node's circuit breaker opened
-//	corral_breaker_open{prefix,node}         gauge      1 while it is open or half-open, else 0
+//	corral_fetches_total{prefix,outcome}         counter    Fetch calls answered, by outcome: hit,
+//	                                                        near_hit, stale_hit, stale_if_error,
+//	                                                        negative_hit, failure_hit, miss, fail_open,
+//	                                                        fail_safe (corral.EventKind)
+//	corral_coalesced_total{prefix}               counter    calls that joined another call's flight
+//	corral_loads_total{prefix}                   counter    loader runs started
+//	corral_load_errors_total{prefix}             counter    loader runs that failed (corral.Event.LoadFailed)
+//	corral_load_duration_seconds{prefix}         histogram  loader runs' durations
+//	corral_waits_total{prefix}                   counter    waits for another process's load (lease)
+//	corral_wait_duration_seconds{prefix}         histogram  those waits' durations
+//	corral_leases_lost_total{prefix}             counter    leases revoked or expired during their load
+//	corral_commits_rejected_total{prefix}        counter    loaded values not stored: their lease was gone
+//	corral_breaker_opens_total{prefix,node}      counter    times a node's circuit breaker opened
+//	corral_breaker_open{prefix,node}             gauge      1 while it is open or half-open, else 0
+//	corral_outage_seconds_total{prefix}          counter    time the breakers were open, summed over
+//	                                                        nodes, the current outage included
+//	                                                        (Stats.OutageTime)
+//	corral_invalidations_queued_total{prefix}    counter    Deletes and Sets that could not reach Redis,
+//	                                                        queued to be applied once it answers
+//	corral_invalidations_replayed_total{prefix}  counter    queued invalidations applied to Redis
+//	corral_invalidations_dropped_total{prefix}   counter    invalidations given up: the queue was full,
+//	                                                        or Redis denied them
+//	corral_invalidations_pending{prefix}         gauge      invalidations queued now, not yet applied
 //
-// The counters agree with corral.Stats: corral_fetches_total{outcome="hit"}
+// The metrics agree with corral.Stats: corral_fetches_total{outcome="hit"}
 // is Stats.Hits, {outcome="stale_hit"} plus {outcome="stale_if_error"} is
-// Stats.StaleHits, and so on. corral_fetches_total is read from the Stats
-// of each Cache observed when it is collected (a Collector is a
-// corral.StatsReader), so a hit costs the Collector nothing at all; the
-// other metrics are counted as their events come. A Collector keeps each
-// Cache it observes (its Stats method) for as long as it lives: a closed
-// Cache's counts stay in the totals.
+// Stats.StaleHits, {outcome="fail_safe"} is Stats.FailSafeHits,
+// corral_invalidations_pending is Stats.InvalidationsPending, and so on.
+// corral_fetches_total, corral_outage_seconds_total and
+// corral_invalidations_pending are read from the Stats of each Cache
+// observed when they are collected (a Collector is a corral.StatsReader),
+// so a hit costs the Collector nothing at all; the other metrics are
+// counted as their events come. A Collector keeps each Cache it observes
+// (its Stats method) for as long as it lives: a closed Cache's counts stay
+// in the totals, and so do its Stats' outage time and pending
+// invalidations (those Close could not apply).
 package corralprom
 
 import (
@@ -40,6 +54,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/byprefix"
@@ -72,30 +87,65 @@ var ErrInvalidOptions = errors.New("corralprom: invalid options")
 // concurrent use; create it with New.
 type Collector struct {
 	fetches                            *prometheus.Desc // counted in series.outcomes, collected as constant metrics
+	outage, pending                    *prometheus.Desc // read from the sources' Stats, collected as constant metrics
 	coalesced, loads, loadErrors       *prometheus.CounterVec
 	waits, leasesLost, commitsRejected *prometheus.CounterVec
+	queued, replayed, dropped          *prometheus.CounterVec
 	loadSeconds, waitSeconds           *prometheus.HistogramVec
 	breakerOpens                       *prometheus.CounterVec
 	breakerOpen                        *prometheus.GaugeVec
 
 	series  byprefix.List[*series] // one per prefix seen
 	mu      sync.Mutex             // guards sources
-	sources []source               // the Caches whose Stats give their calls' outcomes
+	sources []source               // the Caches whose Stats give their calls' outcomes, outage time and pending invalidations
 }
 
 // source is an observed Cache's Stats, under its prefix.
 type source struct {
 	prefix string
 	stats  func() corral.Stats
+	outage *maxDuration // the most Stats.OutageTime read
+}
+
+// maxDuration is the largest of the durations it was given. A Cache's
+// Stats.OutageTime may read short as a breaker closes (the closed periods
+// and the open ones are two reads: the period ending can be in neither),
+// and a counter must not go down.
+type maxDuration struct{ ns atomic.Int64 }
+
+// update returns the largest of d and those given before.
+func (m *maxDuration) update(d time.Duration) time.Duration {
+	for {
+		old := m.ns.Load()
+		if int64(d) <= old {
+			return time.Duration(old)
+		}
+		if m.ns.CompareAndSwap(old, int64(d)) {
+			return d
+		}
+	}
 }
 
 // series are the children of one prefix, resolved once.
 type series struct {
 	prefix                                              string
-	outcomes                                            [corral.EventFailOpen + 1]atomic.Uint64
+	outcomes                                            [nOutcomes]atomic.Uint64
 	coalesced, loads, loadErrors, waits, lost, rejected prometheus.Counter
+	queued, replayed, dropped                           prometheus.Counter
 	loadSeconds, waitSeconds                            prometheus.Observer
 }
+
+// totals are what one prefix's Caches count, at a collection.
+type totals struct {
+	outcomes [nOutcomes]uint64
+	stats    bool // a Cache of the prefix gave its Stats: outage and pending are known
+	outage   time.Duration
+	pending  int
+}
+
+// nOutcomes sizes the arrays indexed by a call's outcome
+// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 unused).
+const nOutcomes = corral.EventFailSafe + 1
 
 var (
 	_ corral.StatsReader   = (*Collector)(nil)
@@ -128,12 +178,20 @@ func New(opts *Options) (*Collector, error) {
 	c := &Collector{
 		fetches: prometheus.NewDesc("corral_fetches_total", "Fetch calls answered, by outcome.",
 			[]string{"prefix", "outcome"}, o.ConstLabels),
+		outage: prometheus.NewDesc("corral_outage_seconds_total",
+			"Seconds the circuit breakers of Redis nodes were open (Redis could not be used), summed over nodes, the current outage included.",
+			[]string{"prefix"}, o.ConstLabels),
+		pending: prometheus.NewDesc("corral_invalidations_pending",
+			"Invalidations queued for Redis now, not yet applied.", []string{"prefix"}, o.ConstLabels),
 		coalesced:       counter("coalesced_total", "Fetch calls that joined another call's flight in this process."),
 		loads:           counter("loads_total", "Loader runs started: foreground, background refreshes and fail-open."),
 		loadErrors:      counter("load_errors_total", "Loader runs that failed: an error other than not found, a panic, or the load timeout."),
 		waits:           counter("waits_total", "Waits for another process's load of a key (its lease)."),
 		leasesLost:      counter("leases_lost_total", "Loads whose lease was revoked or expired while they ran."),
 		commitsRejected: counter("commits_rejected_total", "Loaded values not stored because their lease was gone."),
+		queued:          counter("invalidations_queued_total", "Deletes and Sets that could not reach Redis, queued to be applied once it answers."),
+		replayed:        counter("invalidations_replayed_total", "Queued invalidations applied to Redis."),
+		dropped:         counter("invalidations_dropped_total", "Invalidations given up: the queue was full, or Redis denied them."),
 		loadSeconds:     histogram("load_duration_seconds", "How long loader runs took.", o.LoadBuckets),
 		waitSeconds:     histogram("wait_duration_seconds", "How long waits for another process's load took.", o.WaitBuckets),
 		breakerOpens:    counter("breaker_opens_total", "Times the circuit breaker of a Redis node opened.", "node"),
@@ -156,11 +214,12 @@ func increasing(b []float64) bool {
 }
 
 // ReadStats keeps stats, an observed Cache's, to read the outcomes of its
-// calls from at each collection (corral.StatsReader): New calls it.
+// calls, its outage time and its pending invalidations from at each
+// collection (corral.StatsReader): New calls it.
 func (c *Collector) ReadStats(prefix string, stats func() corral.Stats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sources = append(c.sources, source{prefix, stats})
+	c.sources = append(c.sources, source{prefix, stats, new(maxDuration)})
 }
 
 // Observe counts e. It is what a Cache calls (corral.Observer). Outcome
@@ -202,6 +261,12 @@ func (c *Collector) Observe(_ context.Context, e corral.Event) {
 		s.lost.Inc()
 	case corral.EventCommitRejected:
 		s.rejected.Inc()
+	case corral.EventInvalidationQueued:
+		s.queued.Inc()
+	case corral.EventInvalidationReplayed:
+		s.replayed.Inc()
+	case corral.EventInvalidationDropped:
+		s.dropped.Inc()
 	}
 }
 
@@ -218,6 +283,9 @@ func (c *Collector) newSeries(prefix string) *series {
 		waits:       c.waits.WithLabelValues(prefix),
 		lost:        c.leasesLost.WithLabelValues(prefix),
 		rejected:    c.commitsRejected.WithLabelValues(prefix),
+		queued:      c.queued.WithLabelValues(prefix),
+		replayed:    c.replayed.WithLabelValues(prefix),
+		dropped:     c.dropped.WithLabelValues(prefix),
 		loadSeconds: c.loadSeconds.WithLabelValues(prefix),
 		waitSeconds: c.waitSeconds.WithLabelValues(prefix),
 	}
@@ -226,12 +294,15 @@ func (c *Collector) newSeries(prefix string) *series {
 
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{c.coalesced, c.loads, c.loadErrors, c.loadSeconds,
-		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.breakerOpens, c.breakerOpen}
+		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.queued, c.replayed, c.dropped,
+		c.breakerOpens, c.breakerOpen}
 }
 
 // Describe sends the descriptions of every metric (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fetches
+	ch <- c.outage
+	ch <- c.pending
 	for _, v := range c.vecs() {
 		v.Describe(ch)
 	}
@@ -239,31 +310,39 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current value of every series (prometheus.Collector).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	totals := map[string]*[corral.EventFailOpen + 1]uint64{}
-	total := func(prefix string) *[corral.EventFailOpen + 1]uint64 {
-		if totals[prefix] == nil {
-			totals[prefix] = new([corral.EventFailOpen + 1]uint64)
+	all := map[string]*totals{}
+	total := func(prefix string) *totals {
+		if all[prefix] == nil {
+			all[prefix] = new(totals)
 		}
-		return totals[prefix]
+		return all[prefix]
 	}
 	for _, e := range c.series.All() {
 		s := e.Value
 		t := total(s.prefix)
 		for k := range s.outcomes {
-			t[k] += s.outcomes[k].Load()
+			t.outcomes[k] += s.outcomes[k].Load()
 		}
 	}
 	c.mu.Lock()
 	sources := c.sources
 	c.mu.Unlock()
 	for _, src := range sources {
-		addOutcomes(total(src.prefix), src.stats())
+		st, t := src.stats(), total(src.prefix)
+		addOutcomes(&t.outcomes, st)
+		t.stats = true
+		t.outage += src.outage.update(st.OutageTime)
+		t.pending += st.InvalidationsPending
 	}
-	for prefix, t := range totals {
-		for k := range t {
+	for prefix, t := range all {
+		for k, n := range t.outcomes {
 			if kind := corral.EventKind(k); kind.Outcome() {
-				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(t[k]), prefix, kind.String())
+				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(n), prefix, kind.String())
 			}
+		}
+		if t.stats {
+			ch <- prometheus.MustNewConstMetric(c.outage, prometheus.CounterValue, t.outage.Seconds(), prefix)
+			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(t.pending), prefix)
 		}
 	}
 	for _, v := range c.vecs() {
@@ -273,7 +352,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // addOutcomes adds the outcomes of calls that st counts to t, by event.
 // Stats.StaleHits includes the stale-if-error answers, told apart here.
-func addOutcomes(t *[corral.EventFailOpen + 1]uint64, st corral.Stats) {
+func addOutcomes(t *[nOutcomes]uint64, st corral.Stats) {
 	t[corral.EventHit] += st.Hits
 	t[corral.EventNearHit] += st.NearHits
 	t[corral.EventStaleHit] += st.StaleHits - st.StaleIfError
@@ -282,4 +361,5 @@ func addOutcomes(t *[corral.EventFailOpen + 1]uint64, st corral.Stats) {
 	t[corral.EventFailureHit] += st.FailureHits
 	t[corral.EventMiss] += st.Misses
 	t[corral.EventFailOpen] += st.FailOpens
+	t[corral.EventFailSafe] += st.FailSafeHits
 }

@@ -1,12 +1,14 @@
 package corralprom_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralprom"
@@ -19,7 +21,8 @@ import (
 // TestScrapeAfterScript runs observetest's scripted calls with a Collector
 // registered in a pedantic registry, scrapes it, and checks the counts:
 // exactly the script's for its deterministic part, and equal to the
-// Caches' Stats for every prefix.
+// Caches' Stats for every prefix. It scrapes in the middle of the outage
+// too (duringOutage).
 func TestScrapeAfterScript(t *testing.T) {
 	col, err := corralprom.New(nil)
 	if err != nil {
@@ -27,7 +30,7 @@ func TestScrapeAfterScript(t *testing.T) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
-	stats := observetest.Run(t, col)
+	stats := observetest.RunDuring(t, col, func(stats func() corral.Stats) { duringOutage(t, reg, stats) })
 	got := scrape(t, reg)
 
 	want := map[string]float64{
@@ -47,13 +50,27 @@ func TestScrapeAfterScript(t *testing.T) {
 		`corral_wait_duration_seconds_count{prefix="obs"}`:            1,
 		`corral_leases_lost_total{prefix="obs"}`:                      1,
 		`corral_commits_rejected_total{prefix="obs"}`:                 1,
+
+		`corral_fetches_total{outcome="fail_open",prefix="obs-outage"}`: 1,
+		`corral_fetches_total{outcome="fail_safe",prefix="obs-outage"}`: 1,
+		`corral_fetches_total{outcome="miss",prefix="obs-outage"}`:      1,
+		`corral_invalidations_queued_total{prefix="obs-outage"}`:        1,
+		`corral_invalidations_replayed_total{prefix="obs-outage"}`:      1,
+		`corral_invalidations_dropped_total{prefix="obs-outage"}`:       1,
+		`corral_invalidations_pending{prefix="obs-outage"}`:             0,
 	}
 	for prefix, st := range stats {
 		for series, n := range fromStats(prefix, st) {
-			if prefix == observetest.Prefix && want[series] != n {
-				t.Fatalf("%s: the script's Stats say %v, the test %v", series, n, want[series])
+			// obs's series are all listed (those not listed are 0);
+			// obs-outage's listed ones are exact.
+			w, listed := want[series]
+			if (prefix == observetest.Prefix || listed) && w != n {
+				t.Fatalf("%s: the script's Stats say %v, the test %v", series, n, w)
 			}
 			want[series] = n
+		}
+		if st.OutageTime <= 0 && prefix != observetest.Prefix && prefix != observetest.PrefixNear {
+			t.Errorf("%s: no outage time in its Stats", prefix)
 		}
 	}
 	for series, n := range want {
@@ -61,19 +78,13 @@ func TestScrapeAfterScript(t *testing.T) {
 			t.Errorf("%s = %v (scraped: %v); want %v", series, v, ok, n)
 		}
 	}
-	// The breaker of the node that went down opened, as often as Stats
-	// say, and is closed now.
-	opens, open := 0.0, 0.0
-	for series, v := range got {
-		switch {
-		case strings.HasPrefix(series, "corral_breaker_opens_total{node="):
-			opens += v
-		case strings.HasPrefix(series, "corral_breaker_open{node="):
-			open += v
+	// The breakers of the nodes that went down opened, as often as Stats
+	// say, and are closed now.
+	for prefix, st := range stats {
+		opens, open := byNode(got, "corral_breaker_opens_total", prefix), byNode(got, "corral_breaker_open", prefix)
+		if opens != float64(st.BreakerOpens) || open != 0 {
+			t.Errorf("%s: breaker opens %v, open now %v; want %d and 0", prefix, opens, open, st.BreakerOpens)
 		}
-	}
-	if opens != float64(stats[observetest.PrefixFailOpen].BreakerOpens) || open != 0 {
-		t.Errorf("breaker opens %v, open now %v; want %d and 0", opens, open, stats[observetest.PrefixFailOpen].BreakerOpens)
 	}
 	if t.Failed() {
 		t.Logf("scraped:\n%s", dump(got))
@@ -85,10 +96,13 @@ func TestScrapeAfterScript(t *testing.T) {
 	}
 }
 
-// fromStats is what the counters of prefix must be, from its Caches'
-// Stats.
+// fromStats is what the counters and the pending gauge of prefix must be,
+// from its Caches' Stats.
 func fromStats(prefix string, st corral.Stats) map[string]float64 {
-	m := map[string]float64{}
+	m := map[string]float64{
+		fmt.Sprintf(`corral_outage_seconds_total{prefix=%q}`, prefix):  st.OutageTime.Seconds(),
+		fmt.Sprintf(`corral_invalidations_pending{prefix=%q}`, prefix): float64(st.InvalidationsPending),
+	}
 	for kind, n := range observetest.Events(st) {
 		if kind.Outcome() {
 			m[fmt.Sprintf(`corral_fetches_total{outcome=%q,prefix=%q}`, kind.String(), prefix)] = float64(n)
@@ -98,11 +112,52 @@ func fromStats(prefix string, st corral.Stats) map[string]float64 {
 		"corral_coalesced_total": st.Coalesced, "corral_loads_total": st.Loads, "corral_load_errors_total": st.LoadErrors,
 		"corral_load_duration_seconds_count": st.Loads, "corral_waits_total": st.Waits,
 		"corral_wait_duration_seconds_count": st.Waits, "corral_leases_lost_total": st.LeasesLost,
-		"corral_commits_rejected_total": st.CommitsRejected,
+		"corral_commits_rejected_total": st.CommitsRejected, "corral_invalidations_queued_total": st.InvalidationsQueued,
+		"corral_invalidations_replayed_total": st.InvalidationsReplayed, "corral_invalidations_dropped_total": st.InvalidationsDropped,
 	} {
 		m[fmt.Sprintf(`%s{prefix=%q}`, name, prefix)] = float64(n)
 	}
 	return m
+}
+
+// duringOutage scrapes reg in the middle of observetest's outage, and
+// checks the series of its prefix against stats, its Cache's: the pending
+// invalidation, the open breaker, and the outage time so far, between the
+// Stats read before the scrape and those read after.
+func duringOutage(t *testing.T, reg prometheus.Gatherer, stats func() corral.Stats) {
+	before := stats()
+	got := scrape(t, reg)
+	after := stats()
+	prefix := observetest.PrefixOutage
+	outage := fmt.Sprintf(`corral_outage_seconds_total{prefix=%q}`, prefix)
+	if v := got[outage]; !(v > 0 && before.OutageTime.Seconds() <= v && v <= after.OutageTime.Seconds()) {
+		t.Errorf("during the outage, %s = %v; want between the Stats' before and after the scrape: %v, %v", outage, v, before.OutageTime, after.OutageTime)
+	}
+	for series, n := range fromStats(prefix, after) {
+		if v, ok := got[series]; series != outage && (!ok || v != n) {
+			t.Errorf("during the outage, %s = %v (scraped: %v); Stats say %v", series, v, ok, n)
+		}
+	}
+	if before.InvalidationsPending != 1 || after.InvalidationsPending != 1 {
+		t.Errorf("the Stats say %d, %d invalidations pending; want 1", before.InvalidationsPending, after.InvalidationsPending)
+	}
+	if open := byNode(got, "corral_breaker_open", prefix); open != 1 {
+		t.Errorf("during the outage, %v breakers of %s open; want 1", open, prefix)
+	}
+	if t.Failed() {
+		t.Logf("scraped during the outage:\n%s", dump(got))
+	}
+}
+
+// byNode is the sum of the series of name{node,prefix} for prefix.
+func byNode(got map[string]float64, name, prefix string) float64 {
+	sum := 0.0
+	for series, v := range got {
+		if strings.HasPrefix(series, name+"{node=") && strings.HasSuffix(series, fmt.Sprintf(",prefix=%q}", prefix)) {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // scrape gathers reg: counters and gauges by series, histograms as their
@@ -156,5 +211,61 @@ func TestNewRejectsBuckets(t *testing.T) {
 	}
 	if _, err := corralprom.New(&corralprom.Options{LoadBuckets: []float64{0.1, 1}, ConstLabels: prometheus.Labels{"service": "shop"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEveryOutcome: each outcome of a call that an Observer of the
+// caller's own passes on is a series of corral_fetches_total, under its
+// name; no kind of event, known or not, makes Observe panic.
+func TestEveryOutcome(t *testing.T) {
+	col, err := corralprom.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	var outcomes []corral.EventKind
+	for k := range corral.EventKind(255) {
+		col.Observe(context.Background(), corral.Event{Kind: k, Prefix: "every", Key: "k", Node: "n", Duration: time.Millisecond})
+		if k.Outcome() {
+			outcomes = append(outcomes, k)
+		}
+	}
+	got := scrape(t, reg)
+	for _, k := range outcomes {
+		if series := fmt.Sprintf(`corral_fetches_total{outcome=%q,prefix="every"}`, k); got[series] != 1 {
+			t.Errorf("%s = %v; want 1", series, got[series])
+		}
+	}
+	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventFailSafe {
+		t.Errorf("outcomes %v; want EventHit to EventFailSafe", outcomes)
+	}
+}
+
+// TestOutageNeverGoesDown: corral_outage_seconds_total is a counter, though
+// a Cache's Stats.OutageTime may read short as a breaker closes; each
+// Cache's series sum under its prefix, and pending invalidations are a
+// gauge that goes down as they are applied.
+func TestOutageNeverGoesDown(t *testing.T) {
+	col, err := corralprom.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	reads := []corral.Stats{
+		{OutageTime: 3 * time.Second, InvalidationsPending: 2},
+		{OutageTime: time.Second, InvalidationsPending: 1}, // the period that just closed in neither read
+		{OutageTime: 4 * time.Second},
+	}
+	var n int
+	col.ReadStats("p", func() corral.Stats { return reads[n] })
+	col.ReadStats("p", func() corral.Stats { return corral.Stats{OutageTime: time.Second, InvalidationsPending: 1} })
+	for n = range reads {
+		got := scrape(t, reg)
+		outage, pending := []float64{4, 4, 5}[n], []float64{3, 2, 1}[n]
+		if got[`corral_outage_seconds_total{prefix="p"}`] != outage || got[`corral_invalidations_pending{prefix="p"}`] != pending {
+			t.Errorf("scrape %d:\n%s\nwant outage %v s, %v pending", n, dump(got), outage, pending)
+		}
 	}
 }

@@ -3,10 +3,14 @@
 // observation and of its adapters (corralprom, corralotel): every outcome of
 // a call, loads and failed loads, a coalesced call, a wait for another
 // process's load, a lost lease and a rejected commit, near hits, fail-open,
-// and a circuit breaker that opens and closes again. Run checks the Caches'
-// Stats against the script's exact counts where they are deterministic and
-// returns them, one Stats per prefix, for the caller to compare with what
-// its Observer recorded (Events says what each Stats implies).
+// a circuit breaker that opens and closes again, and an outage (a proxy in
+// front of redis-server refuses connections): a fail-safe answer from
+// memory, an invalidation queued and replayed once Redis is back, one
+// dropped from a full queue, and the time the breaker was open. Run checks
+// the Caches' Stats against the script's exact counts where they are
+// deterministic and returns them, one Stats per prefix, for the caller to
+// compare with what its Observer recorded (Events says what each Stats
+// implies); RunDuring also lets the caller look during the outage.
 package observetest
 
 import (
@@ -32,6 +36,7 @@ const (
 	Prefix         = "obs"
 	PrefixNear     = "obs-near"
 	PrefixFailOpen = "obs-failopen"
+	PrefixOutage   = "obs-outage"
 )
 
 // Want is what the script's two Caches of Prefix count, summed: the
@@ -39,6 +44,16 @@ const (
 var Want = corral.Stats{
 	Hits: 1, Misses: 8, NegativeHits: 1, FailureHits: 1, StaleHits: 2, StaleIfError: 1, Coalesced: 1,
 	Loads: 7, LoadErrors: 2, Waits: 1, Refreshes: 1, RefreshErrors: 1, LeasesLost: 1, CommitsRejected: 1,
+}
+
+// WantOutage is what the Cache of PrefixOutage counts, but for
+// BreakerOpens (at least 1) and OutageTime (more than 0): a fail-open load
+// and its value served from memory while Redis refuses connections, a
+// queued and a dropped invalidation (MaxPendingInvalidations is 1), the
+// queued one replayed once Redis is back, and then a miss.
+var WantOutage = corral.Stats{
+	FailOpens: 1, FailSafeHits: 1, Misses: 1, Loads: 2,
+	InvalidationsQueued: 1, InvalidationsReplayed: 1, InvalidationsDropped: 1,
 }
 
 // errBoom is the script's failing loader's error.
@@ -50,6 +65,17 @@ const within = 30 * time.Second
 // Run runs the script with obs on every Cache, closes the Caches, and
 // returns their Stats by prefix (summed over the Caches of a prefix).
 func Run(t *testing.T, obs corral.Observer) map[string]corral.Stats {
+	t.Helper()
+	return RunDuring(t, obs, nil)
+}
+
+// RunDuring is Run, calling during (unless nil) in the middle of the
+// outage, with the Stats of the Cache of PrefixOutage: Redis refuses
+// connections, the breaker is open, one call was answered from memory, one
+// invalidation waits in the queue (InvalidationsPending is 1) and another
+// was dropped. OutageTime grows while during runs: read the Stats before
+// and after what is to be compared with them.
+func RunDuring(t *testing.T, obs corral.Observer, during func(stats func() corral.Stats)) map[string]corral.Stats {
 	t.Helper()
 	srv := redistest.Start(t)
 	opts := func(prefix string) *corral.Options {
@@ -75,13 +101,20 @@ func Run(t *testing.T, obs corral.Observer) map[string]corral.Stats {
 	f := newCache(t, down.Client(func(o *redis.Options) { o.DialTimeout = 200 * time.Millisecond }), failOpts)
 	failOpen(t, f, down)
 
+	proxy := redistest.StartProxy(t, srv.Addr)
+	outOpts := opts(PrefixOutage)
+	outOpts.MaxPendingInvalidations = 1
+	outOpts.FailSafe.Throttle = time.Hour // the fail-open value is served however slow the machine
+	out := newCache(t, srv.Client(func(o *redis.Options) { o.Addr = proxy.Addr }), outOpts)
+	outage(t, out, proxy, srv.Client(), during)
+
 	// Close waits for flights and background refreshes: every event has
 	// been told once it returns.
 	got := map[string]corral.Stats{}
 	for _, c := range []struct {
 		prefix string
 		c      *corral.Cache
-	}{{Prefix, a}, {Prefix, b}, {PrefixNear, n}, {PrefixFailOpen, f}} {
+	}{{Prefix, a}, {Prefix, b}, {PrefixNear, n}, {PrefixFailOpen, f}, {PrefixOutage, out}} {
 		if err := c.c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -93,8 +126,17 @@ func Run(t *testing.T, obs corral.Observer) map[string]corral.Stats {
 	if st := got[PrefixNear]; st.NearHits == 0 || st.Misses != 1 || st.Loads != 1 {
 		t.Fatalf("the near cache's Stats: %+v; want near hits after 1 miss and 1 load", st)
 	}
-	if st := got[PrefixFailOpen]; st.FailOpens == 0 || st.Loads != st.FailOpens+st.Misses || st.BreakerOpens == 0 || st.BreakerOpen {
-		t.Fatalf("the fail-open Stats: %+v; want fail-opens, a breaker that opened and closed", st)
+	if st := got[PrefixFailOpen]; st.FailOpens == 0 || st.Loads != st.FailOpens+st.Misses || st.BreakerOpens == 0 || st.BreakerOpen || st.OutageTime <= 0 {
+		t.Fatalf("the fail-open Stats: %+v; want fail-opens, a breaker that opened and closed, time open", st)
+	}
+	st := got[PrefixOutage]
+	if st.BreakerOpens == 0 || st.BreakerOpen || st.OutageTime <= 0 || st.InvalidationsPending != 0 {
+		t.Fatalf("the outage's Stats: %+v; want a breaker that opened and closed, time open, nothing pending", st)
+	}
+	counted := Counted(st)
+	counted.BreakerOpens = 0
+	if counted != WantOutage {
+		t.Fatalf("the outage's Stats:\n%+v\nwant\n%+v", counted, WantOutage)
 	}
 	return got
 }
@@ -201,15 +243,69 @@ func failOpen(t *testing.T, c *corral.Cache, srv *redistest.Server) {
 	})
 }
 
-// Counted returns the counters of st that the script checks (Want's),
-// the others zero.
+// outage cuts c off from Redis (proxy refuses connections) and back: a
+// fail-open load, its value served from memory (fail-safe), a Delete
+// queued and one dropped (c's queue holds one); during, if not nil, looks;
+// then Redis comes back, the queued Delete reaches it (admin, a client of
+// the server itself, sees the entry gone, and the dropped one's still
+// there), the breaker closes, and a call misses.
+func outage(t *testing.T, c *corral.Cache, proxy *redistest.Proxy, admin *redis.Client, during func(func() corral.Stats)) {
+	ctx := context.Background()
+	for _, k := range []string{"queued", "dropped"} {
+		if err := c.Set(ctx, k, []byte("old"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := proxy.Refuse(true); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Fetch(ctx, "fs", time.Hour, value("v")); err != nil || string(v) != "v" {
+		t.Fatalf("Fetch with Redis refusing = %q, %v; want the loader's value (fail-open)", v, err)
+	}
+	if v, err := c.Fetch(ctx, "fs", time.Hour, value("x")); err != nil || string(v) != "v" {
+		t.Fatalf("Fetch again with Redis refusing = %q, %v; want the value held in memory (fail-safe)", v, err)
+	}
+	if err := c.Delete(ctx, "queued"); err == nil {
+		t.Fatal("Delete with Redis refusing succeeded")
+	}
+	if err := c.Delete(ctx, "dropped"); err == nil {
+		t.Fatal("Delete with Redis refusing, the queue full, succeeded")
+	}
+	poll(t, "the breaker opening", func() bool { return c.Stats().BreakerOpen })
+	if st := c.Stats(); st.FailSafeHits != 1 || st.InvalidationsQueued != 1 || st.InvalidationsDropped != 1 || st.InvalidationsPending != 1 || st.OutageTime <= 0 {
+		t.Fatalf("the Stats in the outage: %+v; want 1 fail-safe hit, 1 invalidation queued and pending, 1 dropped, time open", st)
+	}
+	if during != nil {
+		during(c.Stats)
+	}
+	if err := proxy.Refuse(false); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the replay and the breaker closing", func() bool {
+		st := c.Stats()
+		return st.InvalidationsReplayed == 1 && st.InvalidationsPending == 0 && !st.BreakerOpen
+	})
+	for k, want := range map[string]int64{"queued": 0, "dropped": 1} {
+		if n, err := admin.Exists(ctx, wire.EntryName(PrefixOutage, k)).Result(); err != nil || n != want {
+			t.Fatalf("after the outage, the entry of %q exists %d times (%v); want %d", k, n, err, want)
+		}
+	}
+	if v, err := c.Fetch(ctx, "fs", time.Hour, value("w")); err != nil || string(v) != "w" {
+		t.Fatalf("Fetch after the outage = %q, %v; want the loader's new value (a miss)", v, err)
+	}
+}
+
+// Counted returns the counters of st that the script checks (Want's and
+// WantOutage's, and BreakerOpens), the others zero.
 func Counted(st corral.Stats) corral.Stats {
 	return corral.Stats{
 		Hits: st.Hits, NearHits: st.NearHits, StaleHits: st.StaleHits, NegativeHits: st.NegativeHits,
 		FailureHits: st.FailureHits, StaleIfError: st.StaleIfError, Misses: st.Misses, Coalesced: st.Coalesced,
 		Loads: st.Loads, LoadErrors: st.LoadErrors, Waits: st.Waits, EarlyRefreshes: st.EarlyRefreshes,
 		Refreshes: st.Refreshes, RefreshErrors: st.RefreshErrors, LeasesLost: st.LeasesLost,
-		CommitsRejected: st.CommitsRejected, FailOpens: st.FailOpens, BreakerOpens: st.BreakerOpens,
+		CommitsRejected: st.CommitsRejected, FailOpens: st.FailOpens, FailSafeHits: st.FailSafeHits,
+		BreakerOpens: st.BreakerOpens, InvalidationsQueued: st.InvalidationsQueued,
+		InvalidationsReplayed: st.InvalidationsReplayed, InvalidationsDropped: st.InvalidationsDropped,
 	}
 }
 
@@ -227,6 +323,7 @@ func Events(st corral.Stats) map[corral.EventKind]uint64 {
 		corral.EventFailureHit:     st.FailureHits,
 		corral.EventMiss:           st.Misses,
 		corral.EventFailOpen:       st.FailOpens,
+		corral.EventFailSafe:       st.FailSafeHits,
 		corral.EventCoalesced:      st.Coalesced,
 		corral.EventLoadStart:      st.Loads,
 		corral.EventLoadEnd:        st.Loads,
@@ -235,13 +332,17 @@ func Events(st corral.Stats) map[corral.EventKind]uint64 {
 		corral.EventLeaseLost:      st.LeasesLost,
 		corral.EventCommitRejected: st.CommitsRejected,
 		corral.EventBreakerOpen:    st.BreakerOpens,
+
+		corral.EventInvalidationQueued:   st.InvalidationsQueued,
+		corral.EventInvalidationReplayed: st.InvalidationsReplayed,
+		corral.EventInvalidationDropped:  st.InvalidationsDropped,
 	}
 }
 
 // Calls is how many calls the Caches that counted st answered: the sum of
 // their outcomes.
 func Calls(st corral.Stats) uint64 {
-	return st.Hits + st.NearHits + st.StaleHits + st.NegativeHits + st.FailureHits + st.Misses + st.FailOpens
+	return st.Hits + st.NearHits + st.StaleHits + st.NegativeHits + st.FailureHits + st.Misses + st.FailOpens + st.FailSafeHits
 }
 
 func newCache(t *testing.T, rdb redis.UniversalClient, o *corral.Options) *corral.Cache {
@@ -302,15 +403,20 @@ func poll(t *testing.T, what string, cond func() bool) {
 	testkit.EventuallyEvery(t, within, time.Millisecond, what, cond)
 }
 
-// add returns the sum of a and b's counters (BreakerOpen: either's).
+// add returns the sum of a and b's counters, gauges (InvalidationsPending)
+// and durations (OutageTime); BreakerOpen: either's.
 func add(a, b corral.Stats) corral.Stats {
 	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
 	for i := range va.NumField() {
 		switch f := va.Field(i); f.Kind() {
 		case reflect.Uint64:
 			f.SetUint(f.Uint() + vb.Field(i).Uint())
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + vb.Field(i).Int())
 		case reflect.Bool:
 			f.SetBool(f.Bool() || vb.Field(i).Bool())
+		default:
+			panic("observetest: add: Stats." + va.Type().Field(i).Name + " is of a kind add does not sum")
 		}
 	}
 	return a
