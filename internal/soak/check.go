@@ -48,7 +48,7 @@ func newIndex(r *Records) *index {
 	degraded := slices.Clone(r.Degraded)
 	for _, l := range r.Loads {
 		ix.loads[l.Key] = append(ix.loads[l.Key], l)
-		if l.FailOpen {
+		if l.FailOpen || l.Troubled {
 			// The worker said so at the load's start: it was degraded then,
 			// whether or not its report of the interval survived.
 			degraded = append(degraded, Interval{Worker: l.Worker, From: l.Start, To: l.Start})

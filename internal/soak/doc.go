@@ -13,15 +13,20 @@
 //     orchestrator, so it survives workers and Redis. It keeps a version per
 //     key, answers after the origin latency, and records every load: the
 //     worker, the loader's start time (the worker's clock), arrival and end
-//     (its own), the version, and whether the worker may have failed open.
+//     (its own), the version, whether corral called the loader failing
+//     open (corral.IsFailOpen), and whether the worker had seen Redis
+//     trouble lately.
 //   - Workers (worker.go, proc.go): the same binary re-executed, configured
 //     through WorkerEnv, each with its own go-redis client and corral.Cache
 //     (or, to show the checks work, plain cache-aside). Each runs Goroutines
 //     callers that Fetch random keys with a Deadline and report every call
-//     (key, start, end, version or error) on stdout as JSON lines, batched
-//     every few tens of milliseconds; a killed worker loses only its last
-//     batch. An observer in each worker watches corral's Stats for signs of
-//     Redis trouble, tags loads made in it, and reports the spans.
+//     (key, start, end, version or error, and the outcome corral told the
+//     Cache's Observer: answered from memory, failed open, a hit, ...) on
+//     stdout as JSON lines, batched every few tens of milliseconds; a
+//     killed worker loses only its last batch. The Observer also reports
+//     when the worker's circuit breaker opens and closes. An observer of
+//     corral's Stats watches for signs of Redis trouble, tags loads made in
+//     it, and reports the spans.
 //   - The checks (check.go, loads.go, outages.go): pure functions over
 //     Records, so that tests can feed them synthetic stampedes, stale reads,
 //     late calls, errors and loads around Redis restarts.

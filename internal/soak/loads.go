@@ -156,13 +156,13 @@ func checkLoads(ix *index, res *Result) {
 }
 
 // mayHaveFailedOpen reports whether l may have been a fail-open load rather
-// than one under the key's lease: its worker tagged it so (it had seen Redis
-// trouble within degradedHold as the loader began), or one of the worker's
+// than one under the key's lease: its worker tagged it so (fail-open, or
+// Redis trouble within degradedHold as the loader began), or one of the worker's
 // degraded intervals holds its start (an interval begins at the observation
 // before the one that saw trouble, so it also covers a load that began just
 // before its worker noticed).
 func (ix *index) mayHaveFailedOpen(l Load) bool {
-	return l.FailOpen || ix.degradedAt(l.Worker, l.Start)
+	return l.FailOpen || l.Troubled || ix.degradedAt(l.Worker, l.Start)
 }
 
 // degradedAt reports whether worker's merged degraded intervals hold t.

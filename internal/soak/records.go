@@ -3,6 +3,8 @@ package soak
 import (
 	"fmt"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 // Every time in the records is a time.Duration since the run's epoch, read
@@ -15,8 +17,21 @@ type Load struct {
 	Start       time.Duration // the worker's clock when its loader began, before the request
 	Arrive      time.Duration // the origin's clock when the request arrived
 	End         time.Duration // the origin's clock when the response was written (or the caller left)
-	FailOpen    bool          // the worker had seen Redis trouble within degradedHold (see observer)
 	Version     int64         // the version the origin answered
+
+	// FailOpen: corral called the loader directly, without a lease, its
+	// result kept in the worker's memory and not stored in Redis
+	// (corral.IsFailOpen in the loader's context). Invariant 1a leaves
+	// such loads out, invariant 5 counts them, and invariant 2 traces a
+	// value served from memory to one.
+	FailOpen bool
+	// Troubled: the worker had seen signs of Redis trouble within
+	// degradedHold as the loader began (see observer), a load under a
+	// lease included. The checks take it, like a degraded Interval, as
+	// evidence that the worker was degraded then (eventsNear's degraded
+	// workers for invariant 1a, checkFlights' allowance for 1b), which
+	// survives the worker's death with its last report.
+	Troubled bool
 }
 
 // Call is one Fetch a worker made.
@@ -25,7 +40,16 @@ type Call struct {
 	Start, End  time.Duration
 	Version     int64  // the version in the value returned; 0 with an error
 	Err         string // "" for a value
+	// Outcome is the call's outcome as corral told the worker's Observer
+	// (corral.EventHit ... corral.EventFailSafe); 0 when unknown (plain
+	// cache-aside, a call that failed, or a record from a worker that did
+	// not report it).
+	Outcome corral.EventKind
 }
+
+// FailSafe reports whether c was answered from its worker's memory because
+// Redis could not be used (corral.EventFailSafe).
+func (c Call) FailSafe() bool { return c.Outcome == corral.EventFailSafe }
 
 // Delete is one version bump at the origin followed by a Delete of the key
 // through the orchestrator's own Cache.
@@ -54,6 +78,15 @@ type Interval struct {
 	From, To time.Duration
 }
 
+// Breaker is a change of a worker's circuit breaker, as corral told its
+// Observer: opened (corral.EventBreakerOpen; tripped or after failures),
+// or closed (corral.EventBreakerClosed: the worker reads Redis again).
+type Breaker struct {
+	Worker int
+	At     time.Duration
+	Open   bool
+}
+
 // Failure is a worker that failed by itself: it exited without being told
 // to, or did not stop when told to.
 type Failure struct {
@@ -71,6 +104,7 @@ type Records struct {
 	Outages  []Outage
 	Kills    []Kill
 	Degraded []Interval
+	Breakers []Breaker
 	Failures []Failure
 }
 

@@ -41,11 +41,11 @@ type Report struct {
 func (s *run) report(elapsed time.Duration, stopFailures []Failure) *Report {
 	loads := s.origin.close()
 	s.col.mu.Lock()
-	calls, degraded := s.col.calls, s.col.degraded
+	calls, degraded, breakers := s.col.calls, s.col.degraded, s.col.breakers
 	s.col.mu.Unlock()
 	s.mu.Lock()
 	rec := &Records{TTL: s.cfg.TTL, Loads: loads, Calls: calls, Deletes: s.deletes, Outages: s.outages,
-		Kills: s.kills, Degraded: degraded, Failures: append(s.failures, stopFailures...)}
+		Kills: s.kills, Degraded: degraded, Breakers: breakers, Failures: append(s.failures, stopFailures...)}
 	procs := s.all
 	s.mu.Unlock()
 
