@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 // Check checks the five invariants over r.
@@ -37,6 +39,7 @@ type index struct {
 	okDels   map[int][]Delete           // by key, sorted by End; those that returned nil
 	calls    map[[2]int][]Call          // by worker and key, sorted by Start
 	degraded map[int][]Interval         // by worker, merged, sorted
+	breakers map[int][]Breaker          // by worker, sorted by At
 	killedAt map[int]time.Duration      // by worker
 	outages  []Outage                   // sorted by Down
 }
@@ -44,7 +47,7 @@ type index struct {
 func newIndex(r *Records) *index {
 	ix := &index{r: r, ttl: r.TTL, loads: map[int][]Load{}, takeover: map[int][]time.Duration{}, starts: map[[2]int][]time.Duration{},
 		deletes: map[int][]Delete{}, okDels: map[int][]Delete{},
-		calls: map[[2]int][]Call{}, degraded: map[int][]Interval{}, killedAt: map[int]time.Duration{}}
+		calls: map[[2]int][]Call{}, degraded: map[int][]Interval{}, breakers: map[int][]Breaker{}, killedAt: map[int]time.Duration{}}
 	degraded := slices.Clone(r.Degraded)
 	for _, l := range r.Loads {
 		ix.loads[l.Key] = append(ix.loads[l.Key], l)
@@ -64,6 +67,12 @@ func newIndex(r *Records) *index {
 		slices.SortFunc(ix.calls[wk], func(a, b Call) int { return cmp.Compare(a.Start, b.Start) })
 	}
 	ix.degraded = mergeByWorker(degraded)
+	for _, b := range r.Breakers {
+		ix.breakers[b.Worker] = append(ix.breakers[b.Worker], b)
+	}
+	for w := range ix.breakers {
+		slices.SortStableFunc(ix.breakers[w], func(a, b Breaker) int { return cmp.Compare(a.At, b.At) })
+	}
 	for _, k := range r.Kills {
 		ix.killedAt[k.Worker] = k.At
 	}
@@ -191,6 +200,41 @@ func checkStale(ix *index, res *Result) {
 			Msg: fmt.Sprintf("worker %d: Fetch of k%d started at t=%s, after the Delete that returned at t=%s (version now %d), and returned version %d",
 				c.Worker, c.Key, fmtT(c.Start), fmtT(d.End), d.Version, c.Version)})
 	}
+}
+
+// breakerNote describes worker's breaker at t, as the worker reported its
+// changes, for a violation's message: since when it was open, and when it
+// closed next.
+func (ix *index) breakerNote(worker int, t time.Duration) string {
+	bs := ix.breakers[worker]
+	i, _ := slices.BinarySearchFunc(bs, t, func(b Breaker, t time.Duration) int {
+		if b.At <= t {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return fmt.Sprintf("; worker %d reported no breaker change before", worker)
+	}
+	if b := bs[i-1]; b.State == corral.EventBreakerClosed {
+		return fmt.Sprintf("; worker %d's breaker closed at t=%s", worker, fmtT(b.At))
+	}
+	from := i - 1
+	for from > 0 && bs[from-1].State != corral.EventBreakerClosed {
+		from--
+	}
+	note := fmt.Sprintf("; worker %d's breaker open since t=%s", worker, fmtT(bs[from].At))
+	half := false
+	for _, b := range bs[from:] { // open until the first close, at or after i
+		switch {
+		case b.State == corral.EventBreakerHalfOpen && !half:
+			half = true
+			note += fmt.Sprintf(", half-open at t=%s (failures in a row had opened it)", fmtT(b.At))
+		case b.State == corral.EventBreakerClosed:
+			return note + fmt.Sprintf(", closed at t=%s", fmtT(b.At))
+		}
+	}
+	return note + ", not reported closed"
 }
 
 // joinedEarlierFlight reports whether c may have joined an in-process

@@ -38,16 +38,17 @@
 // The invariants, each explained at its check:
 //
 //  1. Loads per key per refresh <= 1, plus 1 per event that can undo a
-//     refresh (checkLoads, fleet-wide; checkFlights, per process, fail-open
-//     included).
+//     refresh (checkLoads, fleet-wide, of the loads under a lease;
+//     checkFlights, per process, fail-open included).
 //  2. No value older than a Delete is served to a call that started after
 //     the Delete returned (checkStale).
 //  3. No caller past its deadline (checkCalls).
 //  4. No error while fail-open was possible, and no worker that dies or
 //     hangs by itself (checkCalls, Check).
-//  5. Fail-open loads per key per worker process per Redis restart <= 2,
-//     counted from Redis going down to OutageGrace after it answers again
-//     (checkOutages).
+//  5. Fail-open loads (corral.IsFailOpen) per key per worker process per
+//     Redis restart <= 2 (one more per H = min(1s, TTL) that a restart
+//     keeps Redis down past 2H - 150ms), counted from Redis going down to
+//     RecoveryGrace after it answers again (checkOutages).
 //
 // The workers' options are fixed (config.go): a stale window as long as the
 // TTL (so refreshes happen at the soft expiry, never early, which is what

@@ -133,7 +133,7 @@ func (s *run) absorb(p *proc, m *message) {
 			Outcome: corral.EventKind(r[4])})
 	}
 	for _, b := range m.Breaker {
-		c.breakers = append(c.breakers, Breaker{Worker: p.id, At: time.Duration(b[0]), Open: b[1] == 1})
+		c.breakers = append(c.breakers, Breaker{Worker: p.id, At: time.Duration(b[0]), State: corral.EventKind(b[1])})
 	}
 	for _, e := range m.Errors {
 		c.calls = append(c.calls, Call{Key: e.Key, Worker: p.id, Start: time.Duration(e.Start), End: time.Duration(e.End), Err: e.Err})

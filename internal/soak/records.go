@@ -79,12 +79,14 @@ type Interval struct {
 }
 
 // Breaker is a change of a worker's circuit breaker, as corral told its
-// Observer: opened (corral.EventBreakerOpen; tripped or after failures),
-// or closed (corral.EventBreakerClosed: the worker reads Redis again).
+// Observer: corral.EventBreakerOpen (tripped on evidence that Redis cannot
+// be used, or opened by failures in a row), EventBreakerHalfOpen (opened by
+// failures, its cooldown over: one call goes through) or
+// EventBreakerClosed (the worker reads Redis again).
 type Breaker struct {
 	Worker int
 	At     time.Duration
-	Open   bool
+	State  corral.EventKind
 }
 
 // Failure is a worker that failed by itself: it exited without being told
@@ -144,8 +146,8 @@ func (v Violation) String() string {
 type Result struct {
 	Violations []Violation
 
-	Leased   int // loads counted by the fleet-wide bound (invariant 1a)
-	FailOpen int // loads made while their worker may have failed open (judged by 1b and 5)
+	Leased   int // loads under a lease, counted by the fleet-wide bound (invariant 1a)
+	FailOpen int // fail-open loads (corral.IsFailOpen), left to invariants 1b and 5
 	Bound    int // what invariant 1a allowed for the windows that had leased loads
 
 	// The fail-open loads in Redis restarts' windows (invariant 5): how
@@ -155,6 +157,24 @@ type Result struct {
 	OutageLoads int
 	OutageMax   int
 	OutageMean  float64
+	// LongRestarts counts the restarts that kept Redis down long enough
+	// for invariant 5 to allow more than FailOpenPerRestart; LongestDown
+	// is the longest Up - Down of all.
+	LongRestarts int
+	LongestDown  time.Duration
+	// FailOpenOutside counts the fail-open loads outside every restart's
+	// window: a stall that made Redis look silent, say. No invariant
+	// bounds them per restart (1b still does per process).
+	FailOpenOutside int
+
+	// How long after a restart's Up the workers' breakers closed (they read
+	// Redis again), as the workers reported (Breakers): the most, the mean
+	// (a breaker that closed before Up, Redis answering before the
+	// orchestrator's PING did, counts as 0), and over how many workers and
+	// restarts.
+	RecoveryMax  time.Duration
+	RecoveryMean time.Duration
+	Recoveries   int
 
 	// StaleJoined counts calls that returned a value older than a Delete
 	// they started after, because they joined an in-process flight of their

@@ -29,8 +29,8 @@ func TestReportFailOpenPerRestart(t *testing.T) {
 			t.Errorf("summary %s = %v, want %v", k, doc.Summary[k], v)
 		}
 	}
-	if c := doc.Config; c["fail_open_per_restart_bound"] != 2.0 || c["outage_grace_ms"] != 1200.0 {
-		t.Errorf("config: bound %v, grace %vms; want 2, 1200", c["fail_open_per_restart_bound"], c["outage_grace_ms"])
+	if c := doc.Config; c["fail_open_per_restart_bound"] != 2.0 || c["recovery_grace_ms"] != 650.0 {
+		t.Errorf("config: bound %v, grace %vms; want 2, 650", c["fail_open_per_restart_bound"], c["recovery_grace_ms"])
 	}
 
 	// Without restarts, there is nothing to say per restart.

@@ -47,7 +47,7 @@ type message struct {
 	Calls    [][5]int64    `json:"c,omitempty"` // key, start, end, version, outcome (corral.EventKind)
 	Errors   []callError   `json:"e,omitempty"`
 	Degraded [][2]int64    `json:"d,omitempty"` // from, to
-	Breaker  [][2]int64    `json:"b,omitempty"` // at, 1 when the breaker opened or 0 when it closed
+	Breaker  [][2]int64    `json:"b,omitempty"` // at, state (corral.EventBreakerOpen, HalfOpen or Closed)
 	Stats    *corral.Stats `json:"s,omitempty"`
 	Done     bool          `json:"done,omitempty"`
 }
@@ -270,10 +270,8 @@ func (o cacheObserver) Observe(ctx context.Context, e corral.Event) {
 		if st, ok := ctx.Value(callStateKey{}).(*callState); ok {
 			st.outcome = e.Kind // a Fetch[T] that reloads tells two: the last is its answer
 		}
-	case e.Kind == corral.EventBreakerOpen:
-		o.rep.breaker(o.since(), true)
-	case e.Kind == corral.EventBreakerClosed:
-		o.rep.breaker(o.since(), false)
+	case e.Kind == corral.EventBreakerOpen, e.Kind == corral.EventBreakerHalfOpen, e.Kind == corral.EventBreakerClosed:
+		o.rep.breaker(o.since(), e.Kind)
 	}
 }
 
@@ -356,14 +354,10 @@ func (r *reporter) call(key int, start, end time.Duration, v int64, out corral.E
 	r.msg.Calls = append(r.msg.Calls, [5]int64{int64(key), int64(start), int64(end), v, int64(out)})
 }
 
-func (r *reporter) breaker(at time.Duration, open bool) {
+func (r *reporter) breaker(at time.Duration, state corral.EventKind) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var o int64
-	if open {
-		o = 1
-	}
-	r.msg.Breaker = append(r.msg.Breaker, [2]int64{int64(at), o})
+	r.msg.Breaker = append(r.msg.Breaker, [2]int64{int64(at), int64(state)})
 }
 
 func (r *reporter) degraded(from, to time.Duration) {

@@ -110,7 +110,8 @@ func TestWorkerTagsFailOpenAndFailSafe(t *testing.T) {
 			t.Errorf("the reported calls' outcomes %v lack %v", reported, k)
 		}
 	}
-	if len(breaker) < 2 || breaker[0][1] != 1 || breaker[len(breaker)-1][1] != 0 {
+	if len(breaker) < 2 || corral.EventKind(breaker[0][1]) != corral.EventBreakerOpen ||
+		corral.EventKind(breaker[len(breaker)-1][1]) != corral.EventBreakerClosed {
 		t.Errorf("breaker changes %v; want it opened, and closed at last", breaker)
 	}
 }
