@@ -78,7 +78,13 @@ deadline. Then it checks five invariants:
   2. No value older than a Delete after it returned: a Fetch that started
      after Delete(key) returned nil returns at least the version bumped
      before that Delete, unless it joined an in-process flight of its worker
-     begun before the Delete returned (counted in --json, not a violation).
+     begun before the Delete returned, or was answered from its worker's
+     memory (fail-safe) around a Redis restart, between Redis going down
+     and %v after it answered (the worker cannot use Redis, nor see the
+     Delete, until its recovery probe sees Redis), with what a fail-open
+     load of the worker returned at most min(1s, TTL) + 100ms before (both
+     counted, not violations). A stale answer from memory at any other
+     time is a violation.
   3. No caller past its deadline: every Fetch returns within %v + %v.
   4. No error: fail-open is on and the origin never fails, so every Fetch
      returns a value (a killed worker's calls just stop), and no worker exits
@@ -97,7 +103,7 @@ It prints a summary line on stdout (--json: one JSON document), each
 violation on stderr, and exits 1 on any violation, 2 when the soak could not
 run (no redis-server, Redis unreachable, a worker that would not start).`,
 			soak.RedisTimeout, soak.LeaseTTL, soak.Jitter, soak.BreakerCooldown, soak.Deadline,
-			time.Second, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.RecoveryGrace),
+			time.Second, soak.RecoveryGrace, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.RecoveryGrace),
 		Example: `  corral soak
   corral soak --duration 1m --processes 8 --seed 42 -v
   corral soak --redis redis://127.0.0.1:6379 --json`,

@@ -144,10 +144,20 @@ func mergeByWorker(degraded []Interval) map[int][]Interval {
 //
 // Rule: a call of key K that started after a Delete of K returned nil (and
 // after the version bump before it) returns a version at least the bumped
-// one, unless it joined an in-process flight of its own worker that had
-// started before that Delete returned: that is, unless its worker has
-// another call of K that started before the Delete returned, was still
-// waiting when this call started, and returned the same version.
+// one, with two exceptions:
+//
+//   - It joined an in-process flight of its own worker that had started
+//     before that Delete returned: its worker has another call of K that
+//     started before the Delete returned, was still waiting when this call
+//     started, and returned the same version. Counted (StaleJoined).
+//   - It was answered from its worker's memory (its outcome was
+//     EventFailSafe) while its worker could not use Redis around a
+//     restart: the call overlaps a restart's [Down, Up + RecoveryGrace],
+//     and its value is one that a fail-open load of the worker returned
+//     (the key, the version) within heldFor + busySlack before the call
+//     began. Counted (StaleFailSafe). An answer from memory outside every
+//     restart's window, or with a value no such load returned, is a
+//     violation.
 //
 // Why: Delete removes the entry and revokes the lease, so no load that
 // started before it (and may have read the old version) can commit after
@@ -156,7 +166,13 @@ func mergeByWorker(degraded []Interval) map[int][]Interval {
 // flight begun before it" for the Cache that deleted; in other processes a
 // call may join a flight already under way, which answers with what it
 // found (Fetch's doc: "A call that joins a flight already under way is
-// answered by that flight's load"). Such calls are counted, not flagged.
+// answered by that flight's load"). And a process that cannot use Redis
+// answers from memory what its fail-open load returned, for heldFor at
+// most (corral's failsafe.go): it cannot see a Delete made meanwhile by
+// another process (here the orchestrator, whose breaker may close before
+// the worker's), which is fail-safe's documented trade-off. In the soak
+// Redis is unusable only around its restarts; RecoveryGrace is how long
+// after Up a worker's breaker may stay tripped.
 func checkStale(ix *index, res *Result) {
 	for _, c := range ix.r.Calls {
 		dels := ix.okDels[c.Key]
@@ -183,6 +199,10 @@ func checkStale(ix *index, res *Result) {
 		if c.Version >= d.Version {
 			continue
 		}
+		if c.FailSafe() {
+			ix.staleFailSafe(c, d, res)
+			continue
+		}
 		if g, ok := ix.joinedEarlierFlight(c, d.End); ok {
 			res.StaleJoined++
 			if len(res.StaleJoinedExamples) < 5 {
@@ -197,9 +217,64 @@ func checkStale(ix *index, res *Result) {
 			continue
 		}
 		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
-			Msg: fmt.Sprintf("worker %d: Fetch of k%d started at t=%s, after the Delete that returned at t=%s (version now %d), and returned version %d",
-				c.Worker, c.Key, fmtT(c.Start), fmtT(d.End), d.Version, c.Version)})
+			Msg: fmt.Sprintf("worker %d: Fetch of k%d started at t=%s, after the Delete that returned at t=%s (version now %d), and returned version %d (outcome %v)",
+				c.Worker, c.Key, fmtT(c.Start), fmtT(d.End), d.Version, c.Version, c.Outcome)})
 	}
+}
+
+// staleFailSafe judges c, answered from memory with a value older than the
+// Delete d (see checkStale).
+func (ix *index) staleFailSafe(c Call, d Delete, res *Result) {
+	what := fmt.Sprintf("worker %d: Fetch of k%d [%s, %s] was answered from memory (fail-safe) with version %d, after the Delete that returned at t=%s (version now %d)",
+		c.Worker, c.Key, fmtT(c.Start), fmtT(c.End), c.Version, fmtT(d.End), d.Version)
+	i, ok := ix.restartDuring(c.Start, c.End)
+	if !ok {
+		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
+			Msg: fmt.Sprintf("%s, outside every Redis restart's window (down to %v after up)%s",
+				what, RecoveryGrace, ix.breakerNote(c.Worker, c.Start))})
+		return
+	}
+	o := ix.outages[i]
+	l, ok := ix.heldLoad(c)
+	if !ok {
+		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
+			Msg: fmt.Sprintf("%s, in Redis restart %d (down t=%s, up t=%s), but no fail-open load of the worker returned that version in the %v before%s",
+				what, i+1, fmtT(o.Down), fmtT(o.Up), heldFor(ix.ttl)+busySlack, ix.breakerNote(c.Worker, c.Start))})
+		return
+	}
+	res.StaleFailSafe++
+	if len(res.StaleFailSafeExamples) < 5 {
+		res.StaleFailSafeExamples = append(res.StaleFailSafeExamples, fmt.Sprintf(
+			"%s, in Redis restart %d (down t=%s, up t=%s): what its fail-open load [%s, %s] returned%s",
+			what, i+1, fmtT(o.Down), fmtT(o.Up), fmtT(l.Start), fmtT(l.End), ix.breakerNote(c.Worker, c.Start)))
+	}
+}
+
+// restartDuring returns a restart whose window, from its Down to
+// RecoveryGrace after its Up, overlaps [from, to].
+func (ix *index) restartDuring(from, to time.Duration) (int, bool) {
+	for i, o := range ix.outages {
+		if o.Down <= to && from <= o.Up+RecoveryGrace {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// heldLoad returns the fail-open load of c's worker and key whose value c,
+// answered from memory, may have been: one that returned c's version and
+// ended at most heldFor + busySlack before c began (its value was kept once
+// the worker read the response, a little after the origin wrote it).
+func (ix *index) heldLoad(c Call) (Load, bool) {
+	ls := ix.loads[c.Key] // by Start
+	for j := len(ls) - 1; j >= 0; j-- {
+		l := ls[j]
+		if l.Worker == c.Worker && l.FailOpen && l.Version == c.Version && l.End <= c.End &&
+			c.Start-l.End <= heldFor(ix.ttl)+busySlack {
+			return l, true
+		}
+	}
+	return Load{}, false
 }
 
 // breakerNote describes worker's breaker at t, as the worker reported its

@@ -369,3 +369,86 @@ func TestCheckStaleAfterDelete(t *testing.T) {
 	mustPass(t, Check(&Records{TTL: DefaultTTL, Deletes: []Delete{failed},
 		Calls: []Call{call(1, 2100*ms_, 2120*ms_, 1)}}))
 }
+
+// A stale value answered from memory (fail-safe) while its worker could
+// not use Redis around a restart is fail-safe's trade-off: counted, not a
+// violation, when it is what a fail-open load of the worker returned within
+// the value's hold. Outside every restart's window, or with a value no
+// such load returned, it is a violation; and a stale value that was not
+// answered from memory is judged as before, in the window too.
+func TestCheckStaleFailSafe(t *testing.T) {
+	o := restart(time.Second) // down 1s, up 1.5s: the window runs to 2.15s
+	// Worker 1 failed open at 1.4s (version 1), the orchestrator's Delete
+	// returned at 1.55s, Redis back; worker 1's breaker still tripped.
+	held := failOpenLoad(0, 1, 1400*ms_) // ends at 1.421s
+	late := failOpenLoad(0, 1, 1530*ms_) // read version 1 before the bump, ended at 1.551s
+	del := Delete{Key: 0, Version: 2, Start: 1540 * ms_, End: 1550 * ms_}
+	fs := func(worker int, start time.Duration, v int64) Call {
+		return Call{Key: 0, Worker: worker, Start: start, End: start + ms_, Version: v, Outcome: corral.EventFailSafe}
+	}
+	for _, tc := range []struct {
+		name  string
+		loads []Load
+		call  Call
+		want  string // "" for no violation
+		count int    // StaleFailSafe
+	}{
+		{"in the window", []Load{held}, fs(1, 1600*ms_, 1), "", 1},
+		{"at the window's end", []Load{late}, fs(1, o.Up+RecoveryGrace-ms_, 1), "", 1},
+		{"past the window", []Load{late}, fs(1, o.Up+RecoveryGrace+ms_, 1),
+			"worker 1: Fetch of k0 [2.151s, 2.152s] was answered from memory (fail-safe) with version 1, after the Delete that returned at t=1.550s (version now 2), outside every Redis restart's window (down to 650ms after up)", 0},
+		{"long after", []Load{held}, fs(1, 5*time.Second, 1), "outside every Redis restart's window", 0},
+		{"no fail-open load of it", nil, fs(1, 1600*ms_, 1),
+			"in Redis restart 1 (down t=1.000s, up t=1.500s), but no fail-open load of the worker returned that version in the 600ms before", 0},
+		{"another worker's load", []Load{failOpenLoad(0, 2, 1400*ms_)}, fs(1, 1600*ms_, 1), "no fail-open load of the worker", 0},
+		{"a leased load", []Load{load(0, 1, 1400*ms_)}, fs(1, 1600*ms_, 1), "no fail-open load of the worker", 0},
+		{"held too long", []Load{held}, fs(1, held.End+600*ms_+ms_, 1), "no fail-open load of the worker", 0},
+		{"not from memory", []Load{held}, Call{Key: 0, Worker: 1, Start: 1600 * ms_, End: 1601 * ms_, Version: 1, Outcome: corral.EventHit},
+			"worker 1: Fetch of k0 started at t=1.600s, after the Delete that returned at t=1.550s (version now 2), and returned version 1 (outcome hit)", 0},
+		{"from memory, fresh", []Load{failOpenLoad(0, 1, 1560*ms_)}, fs(1, 1600*ms_, 2), "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(&Records{TTL: DefaultTTL, Loads: tc.loads, Calls: []Call{tc.call}, Deletes: []Delete{del}, Outages: []Outage{o},
+				Breakers: []Breaker{{Worker: 1, At: 1010 * ms_, State: corral.EventBreakerOpen}}})
+			if tc.want == "" {
+				mustPass(t, res)
+			} else {
+				mustFind(t, res, InvStale, tc.want)
+			}
+			if res.StaleFailSafe != tc.count || len(res.StaleFailSafeExamples) != tc.count {
+				t.Errorf("StaleFailSafe = %d (examples %q), want %d", res.StaleFailSafe, res.StaleFailSafeExamples, tc.count)
+			}
+		})
+	}
+	// A violation says what the worker's breaker did.
+	res := Check(&Records{TTL: DefaultTTL, Calls: []Call{fs(1, 5*time.Second, 1)}, Deletes: []Delete{del}, Outages: []Outage{o},
+		Breakers: []Breaker{{Worker: 1, At: 4900 * ms_, State: corral.EventBreakerOpen}, {Worker: 1, At: 5400 * ms_, State: corral.EventBreakerClosed}}})
+	mustFind(t, res, InvStale, "outside every Redis restart's window (down to 650ms after up); worker 1's breaker open since t=4.900s, closed at t=5.400s")
+}
+
+func TestCheckLateCall(t *testing.T) {
+	res := Check(&Records{TTL: DefaultTTL, Calls: []Call{
+		{Key: 4, Worker: 2, Start: time.Second, End: time.Second + Deadline + DeadlineSlack, Version: 1}, // just in time
+		{Key: 4, Worker: 2, Start: time.Second, End: time.Second + 2500*ms_, Err: "context deadline exceeded"},
+	}})
+	mustFind(t, res, InvDeadline, "worker 2: Fetch of k4 took 2.5s, past its 2s deadline + 100ms")
+	if n := len(only(res, InvDeadline)); n != 1 {
+		t.Errorf("%d deadline violations, want 1", n)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	res := Check(&Records{TTL: DefaultTTL,
+		Calls:    []Call{{Key: 1, Worker: 3, Start: time.Second, End: time.Second + 5*ms_, Err: "corral: remote load failed"}},
+		Failures: []Failure{{Worker: 5, At: 3 * time.Second, Msg: "exited by itself: exit status 2"}},
+	})
+	mustFind(t, res, InvError, "worker 3: Fetch of k1 failed after 5ms: corral: remote load failed")
+	mustFind(t, res, InvError, "worker 5: exited by itself: exit status 2")
+}
+
+func TestViolationString(t *testing.T) {
+	v := Violation{Invariant: InvStale, Key: 1, Worker: 2, At: 1500 * ms_, Msg: "m"}
+	if got, want := v.String(), "violation of invariant 2 (stale after delete) at t=1.500s: m"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

@@ -182,6 +182,13 @@ type Result struct {
 	StaleJoined int
 	// StaleJoinedExamples describe the first few of them.
 	StaleJoinedExamples []string
+	// StaleFailSafe counts calls answered from their worker's memory
+	// (fail-safe) with a value older than a Delete they started after,
+	// while the worker could not use Redis around a restart: the
+	// documented trade-off of fail-safe (see checkStale).
+	StaleFailSafe int
+	// StaleFailSafeExamples describe the first few of them.
+	StaleFailSafeExamples []string
 	// Unverifiable counts stale-looking calls that could not be judged
 	// because their worker was killed right after them, so the record of
 	// the flight they may have joined may have died with it.

@@ -104,6 +104,10 @@ func (r *Report) Summary() string {
 		}
 	}
 	fetches := fmt.Sprintf("%d fetches, %d errors", r.Calls, r.Errors)
+	if r.RedisRestarts > 0 {
+		// Invariant 2 forgives these: see checkStale.
+		fetches += fmt.Sprintf(", %d stale from memory around restarts", r.StaleFailSafe)
+	}
 	deletes := fmt.Sprintf("%d deletes", r.Deletes)
 	if r.DeletesFailed > 0 {
 		deletes += fmt.Sprintf(" (%d failed)", r.DeletesFailed)
@@ -123,7 +127,8 @@ func (r *Report) Summary() string {
 		// Invariant 5 bounds them per restart, key and worker.
 		bound := strconv.Itoa(FailOpenPerRestart)
 		if r.LongRestarts > 0 {
-			bound += fmt.Sprintf(", more in %d long restarts, the longest down %v", r.LongRestarts, r.LongestDown.Round(time.Millisecond))
+			bound += fmt.Sprintf(", more in %d long %s, the longest down %v",
+				r.LongRestarts, plural(r.LongRestarts, "restart"), r.LongestDown.Round(time.Millisecond))
 		}
 		failOpen += fmt.Sprintf("; per restart, key and worker: max %d (bound %s), mean %.2f", r.OutageMax, bound, r.OutageMean)
 		if r.FailOpenOutside > 0 {
@@ -199,6 +204,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			"long_restarts": r.LongRestarts, "longest_down_seconds": r.LongestDown.Seconds(),
 			"recovery_max_ms": ms(r.RecoveryMax), "recovery_mean_ms": ms(r.RecoveryMean), "recoveries": r.Recoveries,
 			"stale_joined_earlier_flight": r.StaleJoined, "stale_joined_examples": append([]string{}, r.StaleJoinedExamples...),
+			"stale_fail_safe_in_restarts": r.StaleFailSafe, "stale_fail_safe_examples": append([]string{}, r.StaleFailSafeExamples...),
 			"stale_unverifiable": r.Unverifiable,
 			"violations":         len(r.Violations),
 		},
@@ -231,6 +237,14 @@ func statsJSON(st corral.Stats) map[string]uint64 {
 		m[string(name)] = v.Field(i).Uint()
 	}
 	return m
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
