@@ -17,7 +17,7 @@ import (
 // worker's recent trouble says; a call answered from memory while Redis is
 // down has the outcome EventFailSafe, one that failed open EventFailOpen;
 // and the breaker's changes are reported as corral told them.
-func TestWorkerTagsFailOpenAndFailSafe(t *testing.T) {
+func TestSoakWorkerTagsFailOpenAndFailSafe(t *testing.T) {
 	srv := redistest.Start(t)
 	epoch := time.Now().Round(0)
 	org, err := startOrigin(epoch, 1, 0)
@@ -118,7 +118,7 @@ func TestWorkerTagsFailOpenAndFailSafe(t *testing.T) {
 
 // A call written before the outcome was reported (4 numbers) still
 // decodes, with outcome 0.
-func TestMessageReadsCallsWithoutOutcome(t *testing.T) {
+func TestSoakMessageReadsCallsWithoutOutcome(t *testing.T) {
 	var m message
 	if err := json.Unmarshal([]byte(`{"c":[[3,10,20,5]]}`), &m); err != nil {
 		t.Fatal(err)
