@@ -40,8 +40,9 @@ const (
 	// LeaseTTL is corral.Options.LeaseTTL: a killed lease holder's lease is
 	// taken over within about 1s.
 	LeaseTTL = time.Second
-	// BreakerCooldown is corral.Options.BreakerCooldown: after a Redis
-	// restart, caching resumes within half a second of Redis being back.
+	// BreakerCooldown is corral.Options.BreakerCooldown: a breaker that
+	// failures alone opened (no trip: see RecoveryGrace) lets a call
+	// through again within half a second.
 	BreakerCooldown = 500 * time.Millisecond
 	// FailOpenPerRestart is invariant 5's bound: the fail-open loads of a
 	// key one worker may make in one Redis restart that kept Redis down
@@ -59,14 +60,11 @@ const (
 	// the workers, the orchestrator and Redis. Invariant 5 counts the
 	// fail-open loads that begin up to RecoveryGrace after Up, and
 	// invariant 2 forgives a stale value answered from memory up to then
-	// (see checkOutages, checkStale). The breaker also opens on
-	// BreakerThreshold failures in a row (at every restart: the calls in
-	// flight when Redis died), and then stays open BreakerCooldown ±25%
-	// (at most 625ms), whatever the probe says: opened within a
-	// RedisTimeout of Down, it has let a call through by Up + 305ms when
-	// Redis stays down RedisDowntime (500ms), within the grace. A worker
-	// that started during the outage, whose first failures open it later,
-	// may be kept off Redis up to 625ms after that: not covered.
+	// (see checkOutages, checkStale). The breaker that BreakerThreshold
+	// failures in a row open is closed by the trip's end too (corral's
+	// breaker.go: the failures were the same outage's); opened without a
+	// trip (a stall made Redis look silent), it stays open for
+	// BreakerCooldown ±25%, whatever Redis does.
 	RecoveryGrace = recoverPause + 2*RedisTimeout + busySlack
 	// Jitter is corral.Options.Jitter (the library's default, set
 	// explicitly because invariant 1 depends on it): each soft TTL is the
