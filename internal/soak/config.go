@@ -83,7 +83,8 @@ const (
 
 	// degradedHold is how long after a worker last saw a sign of Redis
 	// trouble (a failed Redis call, an open breaker, a lost lease, a
-	// rejected commit) its loads still count as possibly failed open.
+	// rejected commit) it counts as degraded: its loads are Troubled, and
+	// its reported Interval lasts that long.
 	degradedHold = time.Second
 	// deleteTimeout bounds the orchestrator's Delete calls.
 	deleteTimeout = time.Second

@@ -303,12 +303,15 @@ func (w *worker) report(stop <-chan struct{}, halt func()) {
 	}
 }
 
-// observer tells whether a worker may be failing open. corral counts every
-// failed Redis call (timeouts and calls the breaker skipped included)
-// before it calls a loader directly, so a loader that observes the
-// counters sees the failure that led to it. The observer marks the worker
-// degraded from the previous observation until degradedHold after the one
-// that saw a change (or an open breaker), and reports each such span.
+// observer tells whether a worker is degraded: in Redis trouble, so that a
+// load of its under a lease may fail to commit, or lose its lease (the
+// checks' degraded workers; whether a load failed open is corral's to say,
+// through corral.IsFailOpen). corral counts every failed Redis call
+// (timeouts and calls the breaker skipped included) before it calls a
+// loader directly, so a loader that observes the counters sees the failure
+// that led to it. The observer marks the worker degraded from the previous
+// observation until degradedHold after the one that saw a change (or an
+// open breaker), and reports each such span.
 type observer struct {
 	read func() (uint64, bool)
 	emit func(from, to time.Duration)
