@@ -63,13 +63,14 @@ deadline. Then it checks five invariants:
 
   1. Loads per key per refresh <= 1, plus 1 per takeover.
      (a) Fleet-wide: for every key, in every window of TTL x (1 - Jitter) - 5ms
-     (shorter than any soft TTL) that starts at a load, the loads made while
-     their worker saw no Redis trouble (no failed Redis call, open breaker,
-     lost lease or rejected commit in the last %v) number at most 1 plus
-     the events in [window start - LeaseTTL, last load]: Deletes of the key,
-     Redis restarts, takeovers (a killed worker that had started a load of
-     the key in its last 2s) and workers in Redis trouble that were loading
-     the key (a failed commit lets the next caller load).
+     (shorter than any soft TTL) that starts at a load, the loads corral ran
+     under the key's lease (corral.IsFailOpen false in the loader) number at
+     most 1 plus the events in [window start - LeaseTTL, last load]: Deletes
+     of the key, Redis restarts, takeovers (a killed worker that had started
+     a load of the key in its last 2s) and workers in Redis trouble (a
+     failed Redis call, open breaker, lost lease or rejected commit in the
+     last %v) that were loading the key (a failed commit lets the next
+     caller load).
      (b) Per process, fail-open included: no worker has more than 2 loads of
      a key at the origin at once (one flight, one background refresh), plus
      1 per lease-breaking event (Delete, Redis restart, the worker in
@@ -77,25 +78,32 @@ deadline. Then it checks five invariants:
   2. No value older than a Delete after it returned: a Fetch that started
      after Delete(key) returned nil returns at least the version bumped
      before that Delete, unless it joined an in-process flight of its worker
-     begun before the Delete returned (counted in --json, not a violation).
+     begun before the Delete returned, or was answered from its worker's
+     memory (fail-safe) around a Redis restart, between Redis going down
+     and %v after it answered (the worker cannot use Redis, nor see the
+     Delete, until its recovery probe sees Redis), with what a fail-open
+     load of the worker returned at most min(1s, TTL) + 100ms before (both
+     counted, not violations). A stale answer from memory at any other
+     time is a violation.
   3. No caller past its deadline: every Fetch returns within %v + %v.
   4. No error: fail-open is on and the origin never fails, so every Fetch
      returns a value (a killed worker's calls just stop), and no worker exits
      or hangs by itself.
   5. Fail-open loads per key per worker per Redis restart <= %d: a worker's
-     loads of a key made while it saw Redis trouble (as in 1a) that began
-     between Redis going down and %v after it answered again (a call sent
-     before may fail 2 x RedisTimeout + 100ms late and open the breaker,
-     which skips Redis for BreakerCooldown, then probes, answered within a
-     RedisTimeout). A load counts for the latest restart before it, once.
-     While Redis is down, a process is to serve what it holds in memory and
-     keep a fail-open result about a second: one load of a key per second.
+     loads of a key that corral called directly (corral.IsFailOpen in the
+     loader) that began between Redis going down and %v after it answered
+     again (the worker's recovery probe asks within 150ms, its two PINGs
+     each take up to RedisTimeout on a busy machine, plus 100ms). A load
+     counts for the latest restart before it, once. While Redis is down, a
+     process serves from memory what a fail-open load returned for H =
+     min(1s, TTL), then loads again: so a restart that keeps Redis down
+     longer than 2H - 150ms allows one more per H.
 
 It prints a summary line on stdout (--json: one JSON document), each
 violation on stderr, and exits 1 on any violation, 2 when the soak could not
 run (no redis-server, Redis unreachable, a worker that would not start).`,
 			soak.RedisTimeout, soak.LeaseTTL, soak.Jitter, soak.BreakerCooldown, soak.Deadline,
-			time.Second, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.OutageGrace),
+			time.Second, soak.RecoveryGrace, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.RecoveryGrace),
 		Example: `  corral soak
   corral soak --duration 1m --processes 8 --seed 42 -v
   corral soak --redis redis://127.0.0.1:6379 --json`,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 // Check checks the five invariants over r.
@@ -37,6 +39,7 @@ type index struct {
 	okDels   map[int][]Delete           // by key, sorted by End; those that returned nil
 	calls    map[[2]int][]Call          // by worker and key, sorted by Start
 	degraded map[int][]Interval         // by worker, merged, sorted
+	breakers map[int][]Breaker          // by worker, sorted by At
 	killedAt map[int]time.Duration      // by worker
 	outages  []Outage                   // sorted by Down
 }
@@ -44,11 +47,11 @@ type index struct {
 func newIndex(r *Records) *index {
 	ix := &index{r: r, ttl: r.TTL, loads: map[int][]Load{}, takeover: map[int][]time.Duration{}, starts: map[[2]int][]time.Duration{},
 		deletes: map[int][]Delete{}, okDels: map[int][]Delete{},
-		calls: map[[2]int][]Call{}, degraded: map[int][]Interval{}, killedAt: map[int]time.Duration{}}
+		calls: map[[2]int][]Call{}, degraded: map[int][]Interval{}, breakers: map[int][]Breaker{}, killedAt: map[int]time.Duration{}}
 	degraded := slices.Clone(r.Degraded)
 	for _, l := range r.Loads {
 		ix.loads[l.Key] = append(ix.loads[l.Key], l)
-		if l.FailOpen {
+		if l.FailOpen || l.Troubled {
 			// The worker said so at the load's start: it was degraded then,
 			// whether or not its report of the interval survived.
 			degraded = append(degraded, Interval{Worker: l.Worker, From: l.Start, To: l.Start})
@@ -64,6 +67,12 @@ func newIndex(r *Records) *index {
 		slices.SortFunc(ix.calls[wk], func(a, b Call) int { return cmp.Compare(a.Start, b.Start) })
 	}
 	ix.degraded = mergeByWorker(degraded)
+	for _, b := range r.Breakers {
+		ix.breakers[b.Worker] = append(ix.breakers[b.Worker], b)
+	}
+	for w := range ix.breakers {
+		slices.SortStableFunc(ix.breakers[w], func(a, b Breaker) int { return cmp.Compare(a.At, b.At) })
+	}
 	for _, k := range r.Kills {
 		ix.killedAt[k.Worker] = k.At
 	}
@@ -135,10 +144,20 @@ func mergeByWorker(degraded []Interval) map[int][]Interval {
 //
 // Rule: a call of key K that started after a Delete of K returned nil (and
 // after the version bump before it) returns a version at least the bumped
-// one, unless it joined an in-process flight of its own worker that had
-// started before that Delete returned: that is, unless its worker has
-// another call of K that started before the Delete returned, was still
-// waiting when this call started, and returned the same version.
+// one, with two exceptions:
+//
+//   - It joined an in-process flight of its own worker that had started
+//     before that Delete returned: its worker has another call of K that
+//     started before the Delete returned, was still waiting when this call
+//     started, and returned the same version. Counted (StaleJoined).
+//   - It was answered from its worker's memory (its outcome was
+//     EventFailSafe) while its worker could not use Redis around a
+//     restart: the call overlaps a restart's [Down, Up + RecoveryGrace],
+//     and its value is one that a fail-open load of the worker returned
+//     (the key, the version) within heldFor + busySlack before the call
+//     began. Counted (StaleFailSafe). An answer from memory outside every
+//     restart's window, or with a value no such load returned, is a
+//     violation.
 //
 // Why: Delete removes the entry and revokes the lease, so no load that
 // started before it (and may have read the old version) can commit after
@@ -147,7 +166,13 @@ func mergeByWorker(degraded []Interval) map[int][]Interval {
 // flight begun before it" for the Cache that deleted; in other processes a
 // call may join a flight already under way, which answers with what it
 // found (Fetch's doc: "A call that joins a flight already under way is
-// answered by that flight's load"). Such calls are counted, not flagged.
+// answered by that flight's load"). And a process that cannot use Redis
+// answers from memory what its fail-open load returned, for heldFor at
+// most (corral's failsafe.go): it cannot see a Delete made meanwhile by
+// another process (here the orchestrator, whose breaker may close before
+// the worker's), which is fail-safe's documented trade-off. In the soak
+// Redis is unusable only around its restarts; RecoveryGrace is how long
+// after Up a worker's breaker may stay tripped.
 func checkStale(ix *index, res *Result) {
 	for _, c := range ix.r.Calls {
 		dels := ix.okDels[c.Key]
@@ -174,6 +199,10 @@ func checkStale(ix *index, res *Result) {
 		if c.Version >= d.Version {
 			continue
 		}
+		if c.FailSafe() {
+			ix.staleFailSafe(c, d, res)
+			continue
+		}
 		if g, ok := ix.joinedEarlierFlight(c, d.End); ok {
 			res.StaleJoined++
 			if len(res.StaleJoinedExamples) < 5 {
@@ -188,9 +217,99 @@ func checkStale(ix *index, res *Result) {
 			continue
 		}
 		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
-			Msg: fmt.Sprintf("worker %d: Fetch of k%d started at t=%s, after the Delete that returned at t=%s (version now %d), and returned version %d",
-				c.Worker, c.Key, fmtT(c.Start), fmtT(d.End), d.Version, c.Version)})
+			Msg: fmt.Sprintf("worker %d: Fetch of k%d started at t=%s, after the Delete that returned at t=%s (version now %d), and returned version %d (outcome %v)",
+				c.Worker, c.Key, fmtT(c.Start), fmtT(d.End), d.Version, c.Version, c.Outcome)})
 	}
+}
+
+// staleFailSafe judges c, answered from memory with a value older than the
+// Delete d (see checkStale).
+func (ix *index) staleFailSafe(c Call, d Delete, res *Result) {
+	what := fmt.Sprintf("worker %d: Fetch of k%d [%s, %s] was answered from memory (fail-safe) with version %d, after the Delete that returned at t=%s (version now %d)",
+		c.Worker, c.Key, fmtT(c.Start), fmtT(c.End), c.Version, fmtT(d.End), d.Version)
+	i, ok := ix.restartDuring(c.Start, c.End)
+	if !ok {
+		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
+			Msg: fmt.Sprintf("%s, outside every Redis restart's window (down to %v after up)%s",
+				what, RecoveryGrace, ix.breakerNote(c.Worker, c.Start))})
+		return
+	}
+	o := ix.outages[i]
+	l, ok := ix.heldLoad(c)
+	if !ok {
+		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
+			Msg: fmt.Sprintf("%s, in Redis restart %d (down t=%s, up t=%s), but no fail-open load of the worker returned that version in the %v before%s",
+				what, i+1, fmtT(o.Down), fmtT(o.Up), heldFor(ix.ttl)+busySlack, ix.breakerNote(c.Worker, c.Start))})
+		return
+	}
+	res.StaleFailSafe++
+	if len(res.StaleFailSafeExamples) < 5 {
+		res.StaleFailSafeExamples = append(res.StaleFailSafeExamples, fmt.Sprintf(
+			"%s, in Redis restart %d (down t=%s, up t=%s): what its fail-open load [%s, %s] returned%s",
+			what, i+1, fmtT(o.Down), fmtT(o.Up), fmtT(l.Start), fmtT(l.End), ix.breakerNote(c.Worker, c.Start)))
+	}
+}
+
+// restartDuring returns a restart whose window, from its Down to
+// RecoveryGrace after its Up, overlaps [from, to].
+func (ix *index) restartDuring(from, to time.Duration) (int, bool) {
+	for i, o := range ix.outages {
+		if o.Down <= to && from <= o.Up+RecoveryGrace {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// heldLoad returns the fail-open load of c's worker and key whose value c,
+// answered from memory, may have been: one that returned c's version and
+// ended at most heldFor + busySlack before c began (its value was kept once
+// the worker read the response, a little after the origin wrote it).
+func (ix *index) heldLoad(c Call) (Load, bool) {
+	ls := ix.loads[c.Key] // by Start
+	for j := len(ls) - 1; j >= 0; j-- {
+		l := ls[j]
+		if l.Worker == c.Worker && l.FailOpen && l.Version == c.Version && l.End <= c.End &&
+			c.Start-l.End <= heldFor(ix.ttl)+busySlack {
+			return l, true
+		}
+	}
+	return Load{}, false
+}
+
+// breakerNote describes worker's breaker at t, as the worker reported its
+// changes, for a violation's message: since when it was open, and when it
+// closed next.
+func (ix *index) breakerNote(worker int, t time.Duration) string {
+	bs := ix.breakers[worker]
+	i, _ := slices.BinarySearchFunc(bs, t, func(b Breaker, t time.Duration) int {
+		if b.At <= t {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return fmt.Sprintf("; worker %d reported no breaker change before", worker)
+	}
+	if b := bs[i-1]; b.State == corral.EventBreakerClosed {
+		return fmt.Sprintf("; worker %d's breaker closed at t=%s", worker, fmtT(b.At))
+	}
+	from := i - 1
+	for from > 0 && bs[from-1].State != corral.EventBreakerClosed {
+		from--
+	}
+	note := fmt.Sprintf("; worker %d's breaker open since t=%s", worker, fmtT(bs[from].At))
+	half := false
+	for _, b := range bs[from:] { // open until the first close, at or after i
+		switch {
+		case b.State == corral.EventBreakerHalfOpen && !half:
+			half = true
+			note += fmt.Sprintf(", half-open at t=%s (failures in a row had opened it)", fmtT(b.At))
+		case b.State == corral.EventBreakerClosed:
+			return note + fmt.Sprintf(", closed at t=%s", fmtT(b.At))
+		}
+	}
+	return note + ", not reported closed"
 }
 
 // joinedEarlierFlight reports whether c may have joined an in-process

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 const ms_ = time.Millisecond
@@ -137,10 +139,24 @@ func TestCheckFailOpen(t *testing.T) {
 		t.Errorf("fail-open %d, leased %d; want 200, 1", res.FailOpen, res.Leased)
 	}
 
-	// Loads inside a degraded interval count as fail-open even untagged.
-	res = Check(&Records{TTL: DefaultTTL, Loads: []Load{load(0, 1, time.Second), load(0, 1, time.Second+30*ms_)},
+	// Loads under a lease count however troubled their worker was: its
+	// trouble allows one more load (a commit it failed), not a stampede.
+	troubled := func(key, worker int, t time.Duration) Load {
+		l := load(key, worker, t)
+		l.Troubled = true
+		return l
+	}
+	res = Check(&Records{TTL: DefaultTTL, Loads: []Load{troubled(0, 1, time.Second), troubled(0, 1, time.Second+30*ms_)},
 		Degraded: []Interval{{Worker: 1, From: 900 * ms_, To: 2 * time.Second}}})
 	mustPass(t, res)
+	if res.Leased != 2 || res.FailOpen != 0 {
+		t.Errorf("leased %d, fail-open %d; want 2, 0: Troubled is no sign of a fail-open load", res.Leased, res.FailOpen)
+	}
+	loads = []Load{troubled(0, 1, time.Second)}
+	for w := 2; w <= 4; w++ {
+		loads = append(loads, load(0, w, time.Second+time.Duration(w)*ms_))
+	}
+	mustFind(t, Check(&Records{TTL: DefaultTTL, Loads: loads}), InvLoads, "key k0: 4 loads started within 4ms (less than the shortest soft TTL), at most 2 allowed (1 + 0 deletes, 0 Redis restarts, 0 takeovers, 1 degraded workers): w1@1.000s")
 
 	// Without coalescing, every caller of a worker loads at once.
 	loads = nil
@@ -164,7 +180,7 @@ func TestCheckFailOpenPerRestart(t *testing.T) {
 		for w := 1; w <= 3; w++ {
 			for key := range 2 {
 				loads = append(loads, failOpenLoad(key, w, o.Down+time.Duration(w)*ms_),
-					failOpenLoad(key, w, o.Up+OutageGrace-time.Duration(w)*ms_))
+					failOpenLoad(key, w, o.Up+RecoveryGrace-time.Duration(w)*ms_))
 				calls = append(calls, Call{Key: key, Worker: w, Start: o.Down, End: o.Down + 21*ms_, Version: 1})
 			}
 		}
@@ -174,7 +190,7 @@ func TestCheckFailOpenPerRestart(t *testing.T) {
 	// Before the first restart, and after its grace: not counted.
 	for i := range 10 {
 		loads = append(loads, failOpenLoad(0, 1, 100*ms_+time.Duration(i)*30*ms_),
-			failOpenLoad(0, 1, restarts[0].Up+OutageGrace+ms_+time.Duration(i)*30*ms_))
+			failOpenLoad(0, 1, restarts[0].Up+RecoveryGrace+ms_+time.Duration(i)*30*ms_))
 	}
 	r := &Records{TTL: DefaultTTL, Loads: loads, Calls: calls, Outages: restarts}
 	res := Check(r)
@@ -187,16 +203,16 @@ func TestCheckFailOpenPerRestart(t *testing.T) {
 
 	r.Loads = append(r.Loads, failOpenLoad(1, 2, 5200*ms_))
 	res = Check(r)
-	mustFind(t, res, InvOutage, "worker 2: 3 fail-open loads of key k1 in Redis restart 2 (down t=5.000s, up t=5.500s, counted until t=6.700s), at most 2 allowed: 5.002s 5.200s 6.698s")
-	if vs := only(res, InvOutage); len(vs) != 1 || vs[0].Worker != 2 || vs[0].Key != 1 || vs[0].At != 6698*ms_ {
-		t.Errorf("want one violation of invariant 5, by worker 2 of k1 at its third load (6.698s), got %v", vs)
+	mustFind(t, res, InvOutage, "worker 2: 3 fail-open loads of key k1 in Redis restart 2 (down t=5.000s, up t=5.500s, counted until t=6.150s), at most 2 allowed: 5.002s 5.200s 6.148s")
+	if vs := only(res, InvOutage); len(vs) != 1 || vs[0].Worker != 2 || vs[0].Key != 1 || vs[0].At != 6148*ms_ {
+		t.Errorf("want one violation of invariant 5, by worker 2 of k1 at its third load (6.148s), got %v", vs)
 	}
 	if res.OutageMax != 3 {
 		t.Errorf("outage max %d, want 3", res.OutageMax)
 	}
 }
 
-// A load OutageGrace after Up still counts for the restart; one later does
+// A load RecoveryGrace after Up still counts for the restart; one later does
 // not.
 func TestCheckFailOpenPerRestartGrace(t *testing.T) {
 	o := restart(time.Second)
@@ -204,8 +220,8 @@ func TestCheckFailOpenPerRestartGrace(t *testing.T) {
 		last time.Duration
 		want bool // a violation
 	}{
-		{o.Up + OutageGrace, true},
-		{o.Up + OutageGrace + 1, false},
+		{o.Up + RecoveryGrace, true},
+		{o.Up + RecoveryGrace + 1, false},
 	} {
 		r := &Records{TTL: DefaultTTL, Outages: []Outage{o},
 			Loads: []Load{failOpenLoad(0, 1, o.Down), failOpenLoad(0, 1, o.Up), failOpenLoad(0, 1, tc.last)}}
@@ -222,7 +238,7 @@ func TestCheckFailOpenPerRestartGrace(t *testing.T) {
 // that went down before it, once; neither window lends the other its
 // allowance.
 func TestCheckFailOpenPerRestartOverlap(t *testing.T) {
-	a, b := restart(time.Second), restart(2*time.Second) // a's window would run to 2.7s
+	a, b := restart(time.Second), restart(2*time.Second) // a's window would run to 2.15s
 	check := func(starts ...time.Duration) Result {
 		var loads []Load
 		for _, s := range starts {
@@ -237,28 +253,82 @@ func TestCheckFailOpenPerRestartOverlap(t *testing.T) {
 		t.Errorf("outage loads %d, max %d; want 4, 2", res.OutageLoads, res.OutageMax)
 	}
 	mustFind(t, check(1000*ms_, 2000*ms_, 2100*ms_, 2600*ms_), InvOutage,
-		"worker 1: 3 fail-open loads of key k0 in Redis restart 2 (down t=2.000s, up t=2.500s, counted until t=3.700s)")
+		"worker 1: 3 fail-open loads of key k0 in Redis restart 2 (down t=2.000s, up t=2.500s, counted until t=3.150s)")
 	mustFind(t, check(1000*ms_, 1500*ms_, 1990*ms_, 2600*ms_), InvOutage,
 		"worker 1: 3 fail-open loads of key k0 in Redis restart 1 (down t=1.000s, up t=1.500s, counted until t=2.000s)")
 }
 
-// A load that is not tagged fail-open counts when one of its worker's
-// degraded intervals holds its start, and only then.
-func TestCheckFailOpenPerRestartDegraded(t *testing.T) {
+// Invariant 5 counts the loads that corral called failing open, and only
+// those: a load under a lease does not count, however troubled its worker
+// (the Troubled tag, a degraded interval) was as it began; the leased
+// loads right after Redis came back are such loads.
+func TestCheckFailOpenPerRestartPrecise(t *testing.T) {
 	o := restart(time.Second)
-	// One per soft TTL: leased, these would be sound for invariant 1a.
-	loads := []Load{load(0, 1, o.Down), load(0, 1, o.Down+500*ms_), load(0, 1, o.Down+time.Second)}
-	res := Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o}})
-	mustPass(t, res)
-	if res.OutageLoads != 0 {
-		t.Errorf("outage loads %d, want 0: the loads were leased", res.OutageLoads)
+	troubled := func(t time.Duration) Load {
+		l := load(0, 1, t)
+		l.Troubled = true
+		return l
 	}
-	res = Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o},
-		Degraded: []Interval{{Worker: 2, From: o.Down, To: o.Up + time.Second}}})
+	// Two fail-open loads, then leased ones (one per soft TTL, as Redis
+	// is back) that the worker's recent trouble covers.
+	loads := []Load{failOpenLoad(0, 1, o.Down+20*ms_), failOpenLoad(0, 1, o.Down+540*ms_),
+		troubled(o.Up + 60*ms_), troubled(o.Up + 560*ms_)}
+	r := &Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o},
+		Degraded: []Interval{{Worker: 1, From: o.Down, To: o.Up + time.Second}}}
+	res := Check(r)
 	mustPass(t, res)
-	res = Check(&Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o},
-		Degraded: []Interval{{Worker: 1, From: o.Down, To: o.Up + time.Second}}})
-	mustFind(t, res, InvOutage, "worker 1: 3 fail-open loads of key k0 in Redis restart 1")
+	if res.OutageLoads != 2 || res.OutageMax != 2 || res.FailOpen != 2 || res.Leased != 2 {
+		t.Errorf("outage loads %d, max %d, fail-open %d, leased %d; want 2, 2, 2, 2", res.OutageLoads, res.OutageMax, res.FailOpen, res.Leased)
+	}
+	// A third fail-open load in the window is one too many.
+	r.Loads = append(r.Loads, failOpenLoad(0, 1, o.Up+100*ms_))
+	mustFind(t, Check(r), InvOutage, "worker 1: 3 fail-open loads of key k0 in Redis restart 1")
+}
+
+// A restart that kept Redis down longer allows one more fail-open load per
+// value's hold (heldFor: the TTL here) beyond the first; fail-open loads
+// outside every window are counted, not judged.
+func TestCheckFailOpenPerRestartLongRestart(t *testing.T) {
+	o := Outage{Down: time.Second, Up: 2600 * ms_} // down 1.6s: 1 + (1.6s + 150ms) / 500ms = 4
+	var loads []Load
+	for i := range 4 {
+		loads = append(loads, failOpenLoad(0, 1, o.Down+time.Duration(i)*520*ms_))
+	}
+	loads = append(loads, failOpenLoad(0, 1, 5*time.Second), failOpenLoad(0, 1, 5100*ms_)) // a stall, later
+	r := &Records{TTL: DefaultTTL, Loads: loads, Outages: []Outage{o, restart(10 * time.Second)}}
+	res := Check(r)
+	mustPass(t, res)
+	if res.LongRestarts != 1 || res.LongestDown != 1600*ms_ || res.OutageMax != 4 || res.FailOpenOutside != 2 {
+		t.Errorf("long restarts %d, longest down %v, max %d, outside %d; want 1, 1.6s, 4, 2",
+			res.LongRestarts, res.LongestDown, res.OutageMax, res.FailOpenOutside)
+	}
+	r.Loads = append(r.Loads, failOpenLoad(0, 1, o.Up+200*ms_))
+	mustFind(t, Check(r), InvOutage, "worker 1: 5 fail-open loads of key k0 in Redis restart 1 (down t=1.000s, up t=2.600s, counted until t=3.250s), at most 4 allowed")
+}
+
+// The report says how soon after each restart's Up the workers' breakers
+// closed, from what the workers reported; a violation of invariant 5 says
+// what the worker's breaker did.
+func TestCheckRecovery(t *testing.T) {
+	o := restart(time.Second) // up at 1.5s
+	bk := func(w int, at time.Duration, s corral.EventKind) Breaker { return Breaker{Worker: w, At: at, State: s} }
+	r := &Records{TTL: DefaultTTL, Outages: []Outage{o}, Breakers: []Breaker{
+		bk(1, 1010*ms_, corral.EventBreakerOpen), bk(1, 1010*ms_, corral.EventBreakerOpen),
+		bk(1, 1540*ms_, corral.EventBreakerHalfOpen), bk(1, 1541*ms_, corral.EventBreakerClosed),
+		bk(2, 1020*ms_, corral.EventBreakerOpen), bk(2, 1480*ms_, corral.EventBreakerClosed), // before Up: 0
+		bk(3, 1030*ms_, corral.EventBreakerOpen), bk(3, 1600*ms_, corral.EventBreakerClosed),
+		bk(3, 1700*ms_, corral.EventBreakerOpen), bk(3, 1800*ms_, corral.EventBreakerClosed), // reopened: its last
+		// Worker 4 was killed: its close was not reported.
+		bk(4, 1040*ms_, corral.EventBreakerOpen),
+		bk(5, 200*ms_, corral.EventBreakerOpen), bk(5, 300*ms_, corral.EventBreakerClosed), // before the restart
+	}}
+	res := Check(r)
+	if res.Recoveries != 3 || res.RecoveryMax != 300*ms_ || res.RecoveryMean != (41+0+300)*ms_/3 {
+		t.Errorf("recoveries %d, max %v, mean %v; want 3, 300ms, %v", res.Recoveries, res.RecoveryMax, res.RecoveryMean, (41+0+300)*ms_/3)
+	}
+	r.Loads = []Load{failOpenLoad(0, 1, 1020*ms_), failOpenLoad(0, 1, 1300*ms_), failOpenLoad(0, 1, 1530*ms_)}
+	mustFind(t, Check(r), InvOutage,
+		"at most 2 allowed: 1.020s 1.300s 1.530s; worker 1's breaker open since t=1.010s, half-open at t=1.540s (failures in a row had opened it), closed at t=1.541s")
 }
 
 func TestCheckStaleAfterDelete(t *testing.T) {
@@ -298,6 +368,62 @@ func TestCheckStaleAfterDelete(t *testing.T) {
 	failed.Err = "corral: Redis unavailable"
 	mustPass(t, Check(&Records{TTL: DefaultTTL, Deletes: []Delete{failed},
 		Calls: []Call{call(1, 2100*ms_, 2120*ms_, 1)}}))
+}
+
+// A stale value answered from memory (fail-safe) while its worker could
+// not use Redis around a restart is fail-safe's trade-off: counted, not a
+// violation, when it is what a fail-open load of the worker returned within
+// the value's hold. Outside every restart's window, or with a value no
+// such load returned, it is a violation; and a stale value that was not
+// answered from memory is judged as before, in the window too.
+func TestCheckStaleFailSafe(t *testing.T) {
+	o := restart(time.Second) // down 1s, up 1.5s: the window runs to 2.15s
+	// Worker 1 failed open at 1.4s (version 1), the orchestrator's Delete
+	// returned at 1.55s, Redis back; worker 1's breaker still tripped.
+	held := failOpenLoad(0, 1, 1400*ms_) // ends at 1.421s
+	late := failOpenLoad(0, 1, 1530*ms_) // read version 1 before the bump, ended at 1.551s
+	del := Delete{Key: 0, Version: 2, Start: 1540 * ms_, End: 1550 * ms_}
+	fs := func(worker int, start time.Duration, v int64) Call {
+		return Call{Key: 0, Worker: worker, Start: start, End: start + ms_, Version: v, Outcome: corral.EventFailSafe}
+	}
+	for _, tc := range []struct {
+		name  string
+		loads []Load
+		call  Call
+		want  string // "" for no violation
+		count int    // StaleFailSafe
+	}{
+		{"in the window", []Load{held}, fs(1, 1600*ms_, 1), "", 1},
+		{"at the window's end", []Load{late}, fs(1, o.Up+RecoveryGrace-ms_, 1), "", 1},
+		{"past the window", []Load{late}, fs(1, o.Up+RecoveryGrace+ms_, 1),
+			"worker 1: Fetch of k0 [2.151s, 2.152s] was answered from memory (fail-safe) with version 1, after the Delete that returned at t=1.550s (version now 2), outside every Redis restart's window (down to 650ms after up)", 0},
+		{"long after", []Load{held}, fs(1, 5*time.Second, 1), "outside every Redis restart's window", 0},
+		{"no fail-open load of it", nil, fs(1, 1600*ms_, 1),
+			"in Redis restart 1 (down t=1.000s, up t=1.500s), but no fail-open load of the worker returned that version in the 600ms before", 0},
+		{"another worker's load", []Load{failOpenLoad(0, 2, 1400*ms_)}, fs(1, 1600*ms_, 1), "no fail-open load of the worker", 0},
+		{"a leased load", []Load{load(0, 1, 1400*ms_)}, fs(1, 1600*ms_, 1), "no fail-open load of the worker", 0},
+		{"held too long", []Load{held}, fs(1, held.End+600*ms_+ms_, 1), "no fail-open load of the worker", 0},
+		{"not from memory", []Load{held}, Call{Key: 0, Worker: 1, Start: 1600 * ms_, End: 1601 * ms_, Version: 1, Outcome: corral.EventHit},
+			"worker 1: Fetch of k0 started at t=1.600s, after the Delete that returned at t=1.550s (version now 2), and returned version 1 (outcome hit)", 0},
+		{"from memory, fresh", []Load{failOpenLoad(0, 1, 1560*ms_)}, fs(1, 1600*ms_, 2), "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(&Records{TTL: DefaultTTL, Loads: tc.loads, Calls: []Call{tc.call}, Deletes: []Delete{del}, Outages: []Outage{o},
+				Breakers: []Breaker{{Worker: 1, At: 1010 * ms_, State: corral.EventBreakerOpen}}})
+			if tc.want == "" {
+				mustPass(t, res)
+			} else {
+				mustFind(t, res, InvStale, tc.want)
+			}
+			if res.StaleFailSafe != tc.count || len(res.StaleFailSafeExamples) != tc.count {
+				t.Errorf("StaleFailSafe = %d (examples %q), want %d", res.StaleFailSafe, res.StaleFailSafeExamples, tc.count)
+			}
+		})
+	}
+	// A violation says what the worker's breaker did.
+	res := Check(&Records{TTL: DefaultTTL, Calls: []Call{fs(1, 5*time.Second, 1)}, Deletes: []Delete{del}, Outages: []Outage{o},
+		Breakers: []Breaker{{Worker: 1, At: 4900 * ms_, State: corral.EventBreakerOpen}, {Worker: 1, At: 5400 * ms_, State: corral.EventBreakerClosed}}})
+	mustFind(t, res, InvStale, "outside every Redis restart's window (down to 650ms after up); worker 1's breaker open since t=4.900s, closed at t=5.400s")
 }
 
 func TestCheckLateCall(t *testing.T) {

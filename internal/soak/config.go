@@ -40,27 +40,51 @@ const (
 	// LeaseTTL is corral.Options.LeaseTTL: a killed lease holder's lease is
 	// taken over within about 1s.
 	LeaseTTL = time.Second
-	// BreakerCooldown is corral.Options.BreakerCooldown: after a Redis
-	// restart, caching resumes within half a second of Redis being back.
+	// BreakerCooldown is corral.Options.BreakerCooldown: a breaker that
+	// failures alone opened (no trip: see RecoveryGrace) lets a call
+	// through again within half a second.
 	BreakerCooldown = 500 * time.Millisecond
 	// FailOpenPerRestart is invariant 5's bound: the fail-open loads of a
-	// key one worker may make in one Redis restart (see checkOutages).
+	// key one worker may make in one Redis restart that kept Redis down
+	// about RedisDowntime; one more for each value's hold (heldFor) it kept
+	// Redis down longer (see checkOutages).
 	FailOpenPerRestart = 2
-	// OutageGrace is how long after Redis answers again a worker may still
-	// fail open, so that its loads count for the restart (see checkOutages):
-	// a call sent before may fail that late (2 x RedisTimeout + 100ms, the
-	// stall bound in corral.Options.RedisTimeout's doc) and open the
-	// breaker, which skips Redis for BreakerCooldown, and then lets one
-	// probe through, answered within a RedisTimeout.
-	OutageGrace = 2*RedisTimeout + 100*time.Millisecond + BreakerCooldown + RedisTimeout
+	// RecoveryGrace (650ms) is how long after Redis answers again (a
+	// restart's Up) a worker may still be unable to use it, its breaker
+	// tripped until its recovery probe sees Redis (corral's down.go): the
+	// probe that follows Up starts within recoverPause (150ms); its PING
+	// on a connection of its own and its PING through the client are each
+	// bounded by RedisTimeout (2 x 200ms), which they take only on a busy
+	// machine (on loopback they take a millisecond); and busySlack (100ms)
+	// for the worker's goroutines to run on a busy 2-core machine shared by
+	// the workers, the orchestrator and Redis. Invariant 5 counts the
+	// fail-open loads that begin up to RecoveryGrace after Up, and
+	// invariant 2 forgives a stale value answered from memory up to then
+	// (see checkOutages, checkStale). The breaker that BreakerThreshold
+	// failures in a row open is closed by the trip's end too (corral's
+	// breaker.go: the failures were the same outage's); opened without a
+	// trip (a stall made Redis look silent), it stays open for
+	// BreakerCooldown ±25%, whatever Redis does.
+	RecoveryGrace = recoverPause + 2*RedisTimeout + busySlack
 	// Jitter is corral.Options.Jitter (the library's default, set
 	// explicitly because invariant 1 depends on it): each soft TTL is the
 	// TTL x [1-Jitter, 1+Jitter).
 	Jitter = 0.1
 
+	// recoverPause is the longest pause between the recovery probes of a
+	// node found down (corral's down.go: recoverMax, 100ms, spread by
+	// +50%): a worker's probe asks Redis again within it of its answering.
+	recoverPause = 150 * time.Millisecond
+
+	// busySlack is what the checks allow a busy 2-core machine for a
+	// goroutine to run after it could (the 100ms in corral's stall bound,
+	// 2 x RedisTimeout + 100ms, is that slack too).
+	busySlack = 100 * time.Millisecond
+
 	// degradedHold is how long after a worker last saw a sign of Redis
 	// trouble (a failed Redis call, an open breaker, a lost lease, a
-	// rejected commit) its loads still count as possibly failed open.
+	// rejected commit) it counts as degraded: its loads are Troubled, and
+	// its reported Interval lasts that long.
 	degradedHold = time.Second
 	// deleteTimeout bounds the orchestrator's Delete calls.
 	deleteTimeout = time.Second
@@ -177,6 +201,12 @@ func workerOptions(prefix string, ttl time.Duration) *corral.Options {
 		BreakerCooldown: BreakerCooldown,
 	}
 }
+
+// heldFor is how long a worker serves a fail-open load's value from memory
+// while it cannot use Redis, before it loads the key again:
+// corral.FailSafeOptions.Throttle (the workers leave it at its default),
+// never past the value's soft TTL, which is ttl (no Jitter there).
+func heldFor(ttl time.Duration) time.Duration { return min(corral.DefaultFailSafeThrottle, ttl) }
 
 // window is the length of the windows of invariant 1: the shortest soft TTL
 // a committed value can get (TTL x (1 - Jitter)), less 5ms for the rounding

@@ -87,10 +87,10 @@ func (ix *index) loadedIn(worker, key int, from, to time.Duration) bool {
 // checkLoads checks invariant 1a, the fleet-wide bound on loads per refresh.
 //
 // Rule: for every key, every window of length W = TTL x (1 - Jitter) - 5ms
-// that starts at the start of a load, the leased loads (those whose worker
-// had seen no Redis trouble within degradedHold) that start in it number at
-// most 1 + the events (eventsNear) in [window start - LeaseTTL, start of
-// the last of them].
+// that starts at the start of a load, the leased loads (those that corral
+// ran under the key's lease: corral.IsFailOpen was false in the loader's
+// context) that start in it number at most 1 + the events (eventsNear) in
+// [window start - LeaseTTL, start of the last of them].
 //
 // Why it holds for corral: every such load runs under the key's lease,
 // taken by fetch.lua only when the entry is missing or past its soft
@@ -108,7 +108,7 @@ func checkLoads(ix *index, res *Result) {
 	for _, key := range sortedKeys(ix.loads) {
 		var leased []Load
 		for _, l := range ix.loads[key] {
-			if ix.mayHaveFailedOpen(l) {
+			if l.FailOpen {
 				res.FailOpen++
 				continue
 			}
@@ -153,26 +153,6 @@ func checkLoads(ix *index, res *Result) {
 			i = j // one report per burst
 		}
 	}
-}
-
-// mayHaveFailedOpen reports whether l may have been a fail-open load rather
-// than one under the key's lease: its worker tagged it so (it had seen Redis
-// trouble within degradedHold as the loader began), or one of the worker's
-// degraded intervals holds its start (an interval begins at the observation
-// before the one that saw trouble, so it also covers a load that began just
-// before its worker noticed).
-func (ix *index) mayHaveFailedOpen(l Load) bool {
-	return l.FailOpen || ix.degradedAt(l.Worker, l.Start)
-}
-
-// degradedAt reports whether worker's merged degraded intervals hold t.
-func (ix *index) degradedAt(worker int, t time.Duration) bool {
-	for _, iv := range ix.degraded[worker] {
-		if iv.From <= t && t <= iv.To {
-			return true
-		}
-	}
-	return false
 }
 
 // checkFlights checks invariant 1b, the per-process bound that holds even

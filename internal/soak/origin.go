@@ -57,7 +57,8 @@ func (o *origin) URL() string { return "http://" + o.ln.Addr().String() }
 func (o *origin) since() time.Duration { return time.Since(o.epoch) }
 
 // serveKey answers GET /k/<key>?w=<worker>&t=<loader start, ns since
-// epoch>&fo=<1 if the worker may have failed open>.
+// epoch>&fo=<1 for a fail-open load>&tr=<1 if the worker had seen Redis
+// trouble> (Load's FailOpen and Troubled).
 func (o *origin) serveKey(w http.ResponseWriter, r *http.Request) {
 	arrive := o.since()
 	key, err := strconv.Atoi(r.PathValue("key"))
@@ -81,7 +82,7 @@ func (o *origin) serveKey(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	o.loads = append(o.loads, Load{Key: key, Worker: worker, Start: time.Duration(start), Arrive: arrive,
-		End: o.since(), FailOpen: q.Get("fo") == "1", Version: v})
+		End: o.since(), Version: v, FailOpen: q.Get("fo") == "1", Troubled: q.Get("tr") == "1"})
 	o.mu.Unlock()
 	fmt.Fprint(w, formatValue(key, v))
 }

@@ -41,6 +41,7 @@ type collector struct {
 	mu       sync.Mutex // guards the fields below
 	calls    []Call
 	degraded []Interval
+	breakers []Breaker
 }
 
 // startProc starts worker id with configuration wc.
@@ -121,14 +122,18 @@ func (s *run) absorb(p *proc, m *message) {
 		p.done = p.done || m.Done
 		p.mu.Unlock()
 	}
-	if len(m.Calls) == 0 && len(m.Errors) == 0 && len(m.Degraded) == 0 {
+	if len(m.Calls) == 0 && len(m.Errors) == 0 && len(m.Degraded) == 0 && len(m.Breaker) == 0 {
 		return
 	}
 	c := &s.col
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range m.Calls {
-		c.calls = append(c.calls, Call{Key: int(r[0]), Worker: p.id, Start: time.Duration(r[1]), End: time.Duration(r[2]), Version: r[3]})
+		c.calls = append(c.calls, Call{Key: int(r[0]), Worker: p.id, Start: time.Duration(r[1]), End: time.Duration(r[2]), Version: r[3],
+			Outcome: corral.EventKind(r[4])})
+	}
+	for _, b := range m.Breaker {
+		c.breakers = append(c.breakers, Breaker{Worker: p.id, At: time.Duration(b[0]), State: corral.EventKind(b[1])})
 	}
 	for _, e := range m.Errors {
 		c.calls = append(c.calls, Call{Key: e.Key, Worker: p.id, Start: time.Duration(e.Start), End: time.Duration(e.End), Err: e.Err})

@@ -3,6 +3,8 @@ package soak
 import (
 	"fmt"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 // Every time in the records is a time.Duration since the run's epoch, read
@@ -15,8 +17,21 @@ type Load struct {
 	Start       time.Duration // the worker's clock when its loader began, before the request
 	Arrive      time.Duration // the origin's clock when the request arrived
 	End         time.Duration // the origin's clock when the response was written (or the caller left)
-	FailOpen    bool          // the worker had seen Redis trouble within degradedHold (see observer)
 	Version     int64         // the version the origin answered
+
+	// FailOpen: corral called the loader directly, without a lease, its
+	// result kept in the worker's memory and not stored in Redis
+	// (corral.IsFailOpen in the loader's context). Invariant 1a leaves
+	// such loads out, invariant 5 counts them, and invariant 2 traces a
+	// value served from memory to one.
+	FailOpen bool
+	// Troubled: the worker had seen signs of Redis trouble within
+	// degradedHold as the loader began (see observer), a load under a
+	// lease included. The checks take it, like a degraded Interval, as
+	// evidence that the worker was degraded then (eventsNear's degraded
+	// workers for invariant 1a, checkFlights' allowance for 1b), which
+	// survives the worker's death with its last report.
+	Troubled bool
 }
 
 // Call is one Fetch a worker made.
@@ -25,7 +40,16 @@ type Call struct {
 	Start, End  time.Duration
 	Version     int64  // the version in the value returned; 0 with an error
 	Err         string // "" for a value
+	// Outcome is the call's outcome as corral told the worker's Observer
+	// (corral.EventHit ... corral.EventFailSafe); 0 when unknown (plain
+	// cache-aside, a call that failed, or a record from a worker that did
+	// not report it).
+	Outcome corral.EventKind
 }
+
+// FailSafe reports whether c was answered from its worker's memory because
+// Redis could not be used (corral.EventFailSafe).
+func (c Call) FailSafe() bool { return c.Outcome == corral.EventFailSafe }
 
 // Delete is one version bump at the origin followed by a Delete of the key
 // through the orchestrator's own Cache.
@@ -54,6 +78,17 @@ type Interval struct {
 	From, To time.Duration
 }
 
+// Breaker is a change of a worker's circuit breaker, as corral told its
+// Observer: corral.EventBreakerOpen (tripped on evidence that Redis cannot
+// be used, or opened by failures in a row), EventBreakerHalfOpen (opened by
+// failures, its cooldown over: one call goes through) or
+// EventBreakerClosed (the worker reads Redis again).
+type Breaker struct {
+	Worker int
+	At     time.Duration
+	State  corral.EventKind
+}
+
 // Failure is a worker that failed by itself: it exited without being told
 // to, or did not stop when told to.
 type Failure struct {
@@ -71,6 +106,7 @@ type Records struct {
 	Outages  []Outage
 	Kills    []Kill
 	Degraded []Interval
+	Breakers []Breaker
 	Failures []Failure
 }
 
@@ -110,8 +146,8 @@ func (v Violation) String() string {
 type Result struct {
 	Violations []Violation
 
-	Leased   int // loads counted by the fleet-wide bound (invariant 1a)
-	FailOpen int // loads made while their worker may have failed open (judged by 1b and 5)
+	Leased   int // loads under a lease, counted by the fleet-wide bound (invariant 1a)
+	FailOpen int // fail-open loads (corral.IsFailOpen), left to invariants 1b and 5
 	Bound    int // what invariant 1a allowed for the windows that had leased loads
 
 	// The fail-open loads in Redis restarts' windows (invariant 5): how
@@ -121,6 +157,24 @@ type Result struct {
 	OutageLoads int
 	OutageMax   int
 	OutageMean  float64
+	// LongRestarts counts the restarts that kept Redis down long enough
+	// for invariant 5 to allow more than FailOpenPerRestart; LongestDown
+	// is the longest Up - Down of all.
+	LongRestarts int
+	LongestDown  time.Duration
+	// FailOpenOutside counts the fail-open loads outside every restart's
+	// window: a stall that made Redis look silent, say. No invariant
+	// bounds them per restart (1b still does per process).
+	FailOpenOutside int
+
+	// How long after a restart's Up the workers' breakers closed (they read
+	// Redis again), as the workers reported (Breakers): the most, the mean
+	// (a breaker that closed before Up, Redis answering before the
+	// orchestrator's PING did, counts as 0), and over how many workers and
+	// restarts.
+	RecoveryMax  time.Duration
+	RecoveryMean time.Duration
+	Recoveries   int
 
 	// StaleJoined counts calls that returned a value older than a Delete
 	// they started after, because they joined an in-process flight of their
@@ -128,6 +182,13 @@ type Result struct {
 	StaleJoined int
 	// StaleJoinedExamples describe the first few of them.
 	StaleJoinedExamples []string
+	// StaleFailSafe counts calls answered from their worker's memory
+	// (fail-safe) with a value older than a Delete they started after,
+	// while the worker could not use Redis around a restart: the
+	// documented trade-off of fail-safe (see checkStale).
+	StaleFailSafe int
+	// StaleFailSafeExamples describe the first few of them.
+	StaleFailSafeExamples []string
 	// Unverifiable counts stale-looking calls that could not be judged
 	// because their worker was killed right after them, so the record of
 	// the flight they may have joined may have died with it.

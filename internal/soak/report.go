@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"time"
 	"unicode"
 
@@ -41,11 +42,11 @@ type Report struct {
 func (s *run) report(elapsed time.Duration, stopFailures []Failure) *Report {
 	loads := s.origin.close()
 	s.col.mu.Lock()
-	calls, degraded := s.col.calls, s.col.degraded
+	calls, degraded, breakers := s.col.calls, s.col.degraded, s.col.breakers
 	s.col.mu.Unlock()
 	s.mu.Lock()
 	rec := &Records{TTL: s.cfg.TTL, Loads: loads, Calls: calls, Deletes: s.deletes, Outages: s.outages,
-		Kills: s.kills, Degraded: degraded, Failures: append(s.failures, stopFailures...)}
+		Kills: s.kills, Degraded: degraded, Breakers: breakers, Failures: append(s.failures, stopFailures...)}
 	procs := s.all
 	s.mu.Unlock()
 
@@ -97,6 +98,15 @@ func (r *Report) Summary() string {
 	restarts := "redis not restarted (external)"
 	if r.OwnRedis {
 		restarts = fmt.Sprintf("redis restarted %dx", r.RedisRestarts)
+		if r.Recoveries > 0 {
+			restarts += fmt.Sprintf(" (workers read it again within %v of its answering, mean %v)",
+				r.RecoveryMax.Round(time.Millisecond), r.RecoveryMean.Round(time.Millisecond))
+		}
+	}
+	fetches := fmt.Sprintf("%d fetches, %d errors", r.Calls, r.Errors)
+	if r.RedisRestarts > 0 {
+		// Invariant 2 forgives these: see checkStale.
+		fetches += fmt.Sprintf(", %d stale from memory around restarts", r.StaleFailSafe)
 	}
 	deletes := fmt.Sprintf("%d deletes", r.Deletes)
 	if r.DeletesFailed > 0 {
@@ -115,12 +125,19 @@ func (r *Report) Summary() string {
 			failOpen += ", expected while Redis restarted"
 		}
 		// Invariant 5 bounds them per restart, key and worker.
-		failOpen += fmt.Sprintf("; per restart, key and worker: max %d (bound %d), mean %.2f",
-			r.OutageMax, FailOpenPerRestart, r.OutageMean)
+		bound := strconv.Itoa(FailOpenPerRestart)
+		if r.LongRestarts > 0 {
+			bound += fmt.Sprintf(", more in %d long %s, the longest down %v",
+				r.LongRestarts, plural(r.LongRestarts, "restart"), r.LongestDown.Round(time.Millisecond))
+		}
+		failOpen += fmt.Sprintf("; per restart, key and worker: max %d (bound %s), mean %.2f", r.OutageMax, bound, r.OutageMean)
+		if r.FailOpenOutside > 0 {
+			failOpen += fmt.Sprintf("; %d outside restarts", r.FailOpenOutside)
+		}
 	}
-	return fmt.Sprintf("%s: %v, seed %d, %d processes (%d killed/restarted), %s, %s, %d fetches, %d errors, "+
+	return fmt.Sprintf("%s: %v, seed %d, %d processes (%d killed/restarted), %s, %s, %s, "+
 		"loads %d (%d leased, bound %d; %s), violations: %d",
-		name, r.Duration, r.Seed, r.Processes, r.Killed, restarts, deletes, r.Calls, r.Errors,
+		name, r.Duration, r.Seed, r.Processes, r.Killed, restarts, deletes, fetches,
 		r.Loads, r.Leased, r.Bound, failOpen, len(r.Violations))
 }
 
@@ -175,15 +192,19 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			"keys": r.Keys, "ttl_seconds": r.TTL.Seconds(), "origin_latency_ms": ms(r.OriginLatency),
 			"deadline_ms": ms(Deadline), "redis_timeout_ms": ms(RedisTimeout), "lease_ttl_ms": ms(LeaseTTL),
 			"stale_ttl_seconds": r.TTL.Seconds(), "jitter": Jitter, "breaker_cooldown_ms": ms(BreakerCooldown),
-			"fail_open_per_restart_bound": FailOpenPerRestart, "outage_grace_ms": ms(OutageGrace),
+			"fail_open_per_restart_bound": FailOpenPerRestart, "recovery_grace_ms": ms(RecoveryGrace),
+			"fail_safe_hold_ms": ms(heldFor(r.TTL)),
 		},
 		"summary": map[string]any{
 			"elapsed_seconds": r.Elapsed.Seconds(), "killed": r.Killed, "redis_restarts": r.RedisRestarts,
 			"deletes": r.Deletes, "deletes_failed": r.DeletesFailed, "fetches": r.Calls, "errors": r.Errors,
 			"loads": r.Loads, "loads_leased": r.Leased, "loads_bound": r.Bound, "loads_fail_open": r.FailOpen,
-			"loads_fail_open_in_restarts": r.OutageLoads,
-			"fail_open_per_restart_max":   r.OutageMax, "fail_open_per_restart_mean": r.OutageMean,
+			"loads_fail_open_in_restarts": r.OutageLoads, "loads_fail_open_outside_restarts": r.FailOpenOutside,
+			"fail_open_per_restart_max": r.OutageMax, "fail_open_per_restart_mean": r.OutageMean,
+			"long_restarts": r.LongRestarts, "longest_down_seconds": r.LongestDown.Seconds(),
+			"recovery_max_ms": ms(r.RecoveryMax), "recovery_mean_ms": ms(r.RecoveryMean), "recoveries": r.Recoveries,
 			"stale_joined_earlier_flight": r.StaleJoined, "stale_joined_examples": append([]string{}, r.StaleJoinedExamples...),
+			"stale_fail_safe_in_restarts": r.StaleFailSafe, "stale_fail_safe_examples": append([]string{}, r.StaleFailSafeExamples...),
 			"stale_unverifiable": r.Unverifiable,
 			"violations":         len(r.Violations),
 		},
@@ -216,6 +237,14 @@ func statsJSON(st corral.Stats) map[string]uint64 {
 		m[string(name)] = v.Field(i).Uint()
 	}
 	return m
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

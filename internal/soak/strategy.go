@@ -29,9 +29,10 @@ type corralStrategy struct {
 	ttl   time.Duration
 }
 
-func newCorralStrategy(rdb *redis.Client, cfg workerConfig) (*corralStrategy, error) {
+func newCorralStrategy(rdb *redis.Client, cfg workerConfig, obs corral.Observer) (*corralStrategy, error) {
 	opts := workerOptions(cfg.Prefix, cfg.TTL)
 	opts.Logger = slog.New(slog.DiscardHandler) // fail-open warns on every call while Redis is down
+	opts.Observer = obs
 	c, err := corral.New(rdb, opts)
 	if err != nil {
 		rdb.Close()

@@ -37,11 +37,17 @@ type workerConfig struct {
 
 // message is one line a worker writes on stdout: what happened since the
 // last line. Times are ns since the epoch.
+//
+// The lines are not versioned: the orchestrator and its workers are one
+// binary. A field added later must leave older lines readable, as the
+// outcome did: a call written as 4 numbers decodes with outcome 0
+// (unknown), since encoding/json zeroes the rest of an array.
 type message struct {
 	Ready    bool          `json:"ready,omitempty"`
-	Calls    [][4]int64    `json:"c,omitempty"` // key, start, end, version
+	Calls    [][5]int64    `json:"c,omitempty"` // key, start, end, version, outcome (corral.EventKind)
 	Errors   []callError   `json:"e,omitempty"`
 	Degraded [][2]int64    `json:"d,omitempty"` // from, to
+	Breaker  [][2]int64    `json:"b,omitempty"` // at, state (corral.EventBreakerOpen, HalfOpen or Closed)
 	Stats    *corral.Stats `json:"s,omitempty"`
 	Done     bool          `json:"done,omitempty"`
 }
@@ -139,7 +145,7 @@ func newWorker(cfg workerConfig, stdout io.Writer) (*worker, error) {
 	}
 	switch cfg.Strategy {
 	case StrategyCorral:
-		w.strat, err = newCorralStrategy(redis.NewClient(opts), cfg)
+		w.strat, err = newCorralStrategy(redis.NewClient(opts), cfg, cacheObserver{since: w.since, rep: w.rep})
 	case StrategyNaive:
 		w.strat = newNaiveStrategy(opts, cfg)
 	default:
@@ -161,10 +167,12 @@ func (w *worker) close() {
 // orchestrator's and Redis's.
 func (w *worker) since() time.Duration { return time.Since(w.epoch) }
 
-// hammer is one caller: Fetch a random key with a Deadline, record it,
-// pause Think, until stop.
+// hammer is one caller: Fetch a random key with a Deadline, record it
+// with its outcome, pause Think, until stop.
 func (w *worker) hammer(g int, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(w.cfg.ID)<<16|uint64(g)))
+	st := new(callState) // this caller's, cleared before each call
+	base := context.WithValue(context.Background(), callStateKey{}, st)
 	var pause *time.Timer
 	if w.cfg.Think > 0 {
 		pause = time.NewTimer(w.cfg.Think)
@@ -176,17 +184,7 @@ func (w *worker) hammer(g int, stop <-chan struct{}) {
 			return
 		default:
 		}
-		key := rng.IntN(w.cfg.Keys)
-		ctx, cancel := context.WithTimeout(context.Background(), Deadline)
-		start := w.since()
-		val, err := w.strat.fetch(ctx, key, w.loader(key))
-		end := w.since()
-		cancel()
-		var v int64
-		if err == nil {
-			v, err = parseValue(key, val)
-		}
-		w.rep.call(key, start, end, v, err)
+		w.call(base, st, rng.IntN(w.cfg.Keys))
 		if pause == nil {
 			continue
 		}
@@ -199,18 +197,32 @@ func (w *worker) hammer(g int, stop <-chan struct{}) {
 	}
 }
 
+// call makes one Fetch of key with a Deadline, under base, which holds st,
+// and records it with its outcome.
+func (w *worker) call(base context.Context, st *callState, key int) {
+	st.outcome = 0
+	ctx, cancel := context.WithTimeout(base, Deadline)
+	start := w.since()
+	val, err := w.strat.fetch(ctx, key, w.loader(key))
+	end := w.since()
+	cancel()
+	var v int64
+	if err == nil {
+		v, err = parseValue(key, val)
+	}
+	w.rep.call(key, start, end, v, st.outcome, err)
+}
+
 // loader returns the loader of key: a GET of the origin, which records the
-// load with this worker's id, the loader's start time, and whether the
-// worker may be failing open.
+// load with this worker's id, the loader's start time, whether corral
+// called it failing open (corral.IsFailOpen), and whether the worker had
+// seen Redis trouble lately (the observer).
 func (w *worker) loader(key int) func(context.Context) ([]byte, error) {
 	return func(ctx context.Context) ([]byte, error) {
 		start := w.since()
-		fo := "0"
-		if w.obs.observe(start) {
-			fo = "1"
-		}
 		url := w.cfg.Origin + "/k/" + strconv.Itoa(key) + "?w=" + strconv.Itoa(w.cfg.ID) +
-			"&t=" + strconv.FormatInt(int64(start), 10) + "&fo=" + fo
+			"&t=" + strconv.FormatInt(int64(start), 10) +
+			"&fo=" + flag(corral.IsFailOpen(ctx)) + "&tr=" + flag(w.obs.observe(start))
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return nil, err
@@ -225,6 +237,41 @@ func (w *worker) loader(key int) func(context.Context) ([]byte, error) {
 			err = fmt.Errorf("origin: %s: %s", resp.Status, b)
 		}
 		return b, err
+	}
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// callState is what the worker's Observer learns of one call: its outcome.
+// Each caller (hammer) has one, in the context of every call it makes, and
+// clears it before each: corral tells a call's outcome on the caller's
+// goroutine, with the call's context, before Fetch returns (Observer's
+// doc), so the caller reads it after Fetch without a lock.
+type callState struct{ outcome corral.EventKind }
+
+type callStateKey struct{}
+
+// cacheObserver is the Observer of a worker's Cache: it writes each call's
+// outcome into the call's callState, and reports the breaker's changes.
+// Every other event costs it a switch.
+type cacheObserver struct {
+	since func() time.Duration
+	rep   *reporter
+}
+
+func (o cacheObserver) Observe(ctx context.Context, e corral.Event) {
+	switch {
+	case e.Kind.Outcome():
+		if st, ok := ctx.Value(callStateKey{}).(*callState); ok {
+			st.outcome = e.Kind // a Fetch[T] that reloads tells two: the last is its answer
+		}
+	case e.Kind == corral.EventBreakerOpen, e.Kind == corral.EventBreakerHalfOpen, e.Kind == corral.EventBreakerClosed:
+		o.rep.breaker(o.since(), e.Kind)
 	}
 }
 
@@ -256,12 +303,15 @@ func (w *worker) report(stop <-chan struct{}, halt func()) {
 	}
 }
 
-// observer tells whether a worker may be failing open. corral counts every
-// failed Redis call (timeouts and calls the breaker skipped included)
-// before it calls a loader directly, so a loader that observes the
-// counters sees the failure that led to it. The observer marks the worker
-// degraded from the previous observation until degradedHold after the one
-// that saw a change (or an open breaker), and reports each such span.
+// observer tells whether a worker is degraded: in Redis trouble, so that a
+// load of its under a lease may fail to commit, or lose its lease (the
+// checks' degraded workers; whether a load failed open is corral's to say,
+// through corral.IsFailOpen). corral counts every failed Redis call
+// (timeouts and calls the breaker skipped included) before it calls a
+// loader directly, so a loader that observes the counters sees the failure
+// that led to it. The observer marks the worker degraded from the previous
+// observation until degradedHold after the one that saw a change (or an
+// open breaker), and reports each such span.
 type observer struct {
 	read func() (uint64, bool)
 	emit func(from, to time.Duration)
@@ -297,14 +347,20 @@ type reporter struct {
 	msg message
 }
 
-func (r *reporter) call(key int, start, end time.Duration, v int64, err error) {
+func (r *reporter) call(key int, start, end time.Duration, v int64, out corral.EventKind, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
 		r.msg.Errors = append(r.msg.Errors, callError{Key: key, Start: int64(start), End: int64(end), Err: err.Error()})
 		return
 	}
-	r.msg.Calls = append(r.msg.Calls, [4]int64{int64(key), int64(start), int64(end), v})
+	r.msg.Calls = append(r.msg.Calls, [5]int64{int64(key), int64(start), int64(end), v, int64(out)})
+}
+
+func (r *reporter) breaker(at time.Duration, state corral.EventKind) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msg.Breaker = append(r.msg.Breaker, [2]int64{int64(at), int64(state)})
 }
 
 func (r *reporter) degraded(from, to time.Duration) {
@@ -323,7 +379,7 @@ func (r *reporter) flush(st *corral.Stats) error {
 	m := r.msg
 	r.msg = message{}
 	r.mu.Unlock()
-	if len(m.Calls) == 0 && len(m.Errors) == 0 && len(m.Degraded) == 0 && st == nil {
+	if len(m.Calls) == 0 && len(m.Errors) == 0 && len(m.Degraded) == 0 && len(m.Breaker) == 0 && st == nil {
 		return nil
 	}
 	m.Stats = st
