@@ -100,8 +100,6 @@ func (l *liveness) context(parent context.Context) context.Context {
 	return l.nctx.Load().ctx
 }
 
-
-
 // refusal is a connection a node refused.
 type refusal struct {
 	err error
