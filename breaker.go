@@ -40,8 +40,10 @@ type breaker struct {
 	stats  *counters
 	cbOpen atomic.Bool // gobreaker's state is not closed
 
-	mu        sync.Mutex // guards openSince, the open-or-closed state as told
-	openSince time.Time  // when the breaker last opened, either way; zero while closed
+	mu        sync.Mutex    // guards openSince, wasOpen and frozen, the open-or-closed state as told
+	openSince time.Time     // when the breaker last opened, either way; zero while closed
+	wasOpen   time.Duration // the time it was open before, in all
+	frozen    bool          // the Cache closed: the time open stops counting
 	warn      everyMinute
 }
 
@@ -189,7 +191,7 @@ func (b *breaker) changed() {
 		b.stats.breakerOpens.Add(1)
 		observeBreaker(b.o, b.node, gobreaker.StateOpen)
 	case !open && !b.openSince.IsZero():
-		b.stats.outage.Add(int64(time.Since(b.openSince)))
+		b.wasOpen += time.Since(b.openSince)
 		b.openSince = time.Time{}
 		if b.tripped.Load() == nil {
 			b.o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", b.node)
@@ -198,17 +200,39 @@ func (b *breaker) changed() {
 	}
 }
 
-// openFor is how long the breaker has been open now; 0 while closed.
+// openFor is how long the breaker has been open, in all, the current
+// opening included: read together under mu, so it never goes down.
 func (b *breaker) openFor() time.Duration {
 	if b == nil {
 		return 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.openSince.IsZero() {
-		return 0
+	if b.openSince.IsZero() || b.frozen {
+		return b.wasOpen
 	}
-	return time.Since(b.openSince)
+	return b.wasOpen + time.Since(b.openSince)
+}
+
+// freeze stops the time open from counting: the Cache closed, and a
+// breaker left open by an outage is no longer anybody's outage.
+func (b *breaker) freeze() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.openSince.IsZero() && !b.frozen {
+		b.wasOpen += time.Since(b.openSince)
+	}
+	b.frozen = true
+}
+
+// down reports whether the breaker keeps calls from the node now: tripped,
+// or gobreaker open. Half-open is not: a call may go through, and with no
+// traffic it would stay half-open for ever (Health must not report that).
+func (b *breaker) down() bool {
+	return b != nil && (b.tripped.Load() != nil || b.cb.Load().State() == gobreaker.StateOpen)
 }
 
 // failed remembers err, when it says Redis failed, as the latest failure of

@@ -294,8 +294,8 @@ func (c *Cache) detach(key string) {
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
-	s.BreakerOpen = c.store.pipe.breakerOpen()
-	s.OutageTime += c.store.pipe.openFor()
+	s.BreakerOpen = c.store.pipe.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
+	s.OutageTime = c.store.pipe.openFor()
 	s.InvalidationsPending = int(c.queue.n.Load())
 	return s
 }
@@ -325,9 +325,11 @@ func (c *Cache) Close() error {
 	waitUntil(&c.wg, deadline)
 	if c.queue.n.Load() > 0 {
 		// What is queued for Redis, within Close's bound: through breakers
-		// tripped still (Redis may be back, not yet probed).
+		// tripped still (Redis may be back, not yet probed). What it could
+		// not apply is lost with the process: dropped, and warned of.
 		c.store.pipe.recovering()
 		c.replay(c.drain, "", true)
+		c.queue.abandon(c)
 	}
 	c.cancelDrain()
 	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))

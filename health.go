@@ -61,7 +61,7 @@ func (p *pipeline) openErr() error {
 		switch t := b.trip0(); {
 		case t != nil:
 			err = t.err()
-		case b.open():
+		case b.down():
 			if why := b.why(); why != nil {
 				err = fmt.Errorf("%w (%w)", ErrCircuitOpen, why)
 			} else {

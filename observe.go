@@ -142,9 +142,12 @@ const (
 	EventBreakerClosed
 
 	// An invalidation (Delete, Set) that could not reach Redis was queued
-	// for the background to apply once Redis answers (Stats.Invalidations
-	// Queued), was applied so (InvalidationsReplayed), or was dropped
-	// (InvalidationsDropped: the queue was full, or Redis denied it).
+	// for the background to apply once Redis answers
+	// (Stats.InvalidationsQueued; with the Delete's or Set's context), was
+	// applied so (InvalidationsReplayed), or was dropped
+	// (InvalidationsDropped: the queue was full, Redis denied it, or Close
+	// could not apply it; with the Delete's or Set's context when full,
+	// context.Background() otherwise, as for the replayed).
 	EventInvalidationQueued
 	EventInvalidationReplayed
 	EventInvalidationDropped

@@ -235,7 +235,7 @@ func TestNilObserver(t *testing.T) {
 }
 
 // TestEventKindNames: every kind has a snake-case name, and the outcomes
-// are the eight kinds of a call's answer.
+// are the nine kinds of a call's answer.
 func TestEventKindNames(t *testing.T) {
 	var outcomes []string
 	for k := corral.EventKind(1); k <= corral.EventFetchEnd; k++ {

@@ -433,6 +433,7 @@ func (p *pipeline) close() {
 	p.cancel()
 	p.nodes.Range(func(_, l any) bool {
 		l.(*liveness).prober.close()
+		l.(*liveness).breaker.freeze()
 		return true
 	})
 	for _, o := range queued {

@@ -69,24 +69,43 @@ func (q *invalidations) has(key string) bool {
 }
 
 // add queues an invalidation of key, unless one is queued already (it does
-// the same). It reports false when the queue is full.
-func (q *invalidations) add(key string) bool {
+// the same): added reports whether it did; ok is false when the queue is
+// full. The replayer is woken apart (kick), once the addition was counted.
+func (q *invalidations) add(key string) (added, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.pending[key] > 0 {
-		return true
+		return false, true
 	}
 	if len(q.ops) >= q.max {
-		return false
+		return false, false
 	}
 	q.ops = append(q.ops, invalidation{key: key})
 	q.pending[key]++
 	q.n.Store(int32(len(q.ops)))
+	return true, true
+}
+
+// kick wakes the replayer.
+func (q *invalidations) kick() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return true
+}
+
+// abandon drops what is still queued: Close could not apply it.
+func (q *invalidations) abandon(c *Cache) {
+	ops := q.snapshot()
+	q.done(ops)
+	for _, inv := range ops {
+		c.stats.dropped.Add(1)
+		c.observe(context.Background(), EventInvalidationDropped, inv.key)
+	}
+	if len(ops) > 0 {
+		c.opts.Logger.Warn("corral: Close could not apply the invalidations queued for Redis; Redis may serve the old values until their TTL",
+			"count", len(ops), "first", ops[0].key)
+	}
 }
 
 // snapshot returns the invalidations queued now, in order.
@@ -151,7 +170,8 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 	if !queueable(err) || c.ctx.Err() != nil {
 		return err
 	}
-	if !c.queue.add(key) {
+	added, ok := c.queue.add(key)
+	if !ok {
 		c.stats.dropped.Add(1)
 		c.observe(ctx, EventInvalidationDropped, key)
 		if c.queue.warn.allow() {
@@ -160,8 +180,11 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 		}
 		return fmt.Errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
 	}
-	c.stats.queued.Add(1)
-	c.observe(ctx, EventInvalidationQueued, key)
+	if added { // not again for one already queued, which does the same
+		c.stats.queued.Add(1)
+		c.observe(ctx, EventInvalidationQueued, key)
+		c.queue.kick()
+	}
 	return fmt.Errorf("%w (queued: applied once Redis answers)", err)
 }
 
@@ -233,11 +256,11 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 	q.done(dropped)
 	for _, inv := range applied {
 		c.stats.replayed.Add(1)
-		c.observe(ctx, EventInvalidationReplayed, inv.key)
+		c.observe(context.Background(), EventInvalidationReplayed, inv.key)
 	}
 	for _, inv := range dropped {
 		c.stats.dropped.Add(1)
-		c.observe(ctx, EventInvalidationDropped, inv.key)
+		c.observe(context.Background(), EventInvalidationDropped, inv.key)
 	}
 }
 

@@ -47,9 +47,9 @@ type Stats struct {
 	// refused AUTH), summed over nodes, the current outage included.
 	OutageTime time.Duration
 
-	InvalidationsQueued   uint64 // Deletes and Sets that could not reach Redis, queued to be applied once it answers
+	InvalidationsQueued   uint64 // Deletes and Sets that could not reach Redis, queued to be applied once it answers (one of a key queued already is not counted again)
 	InvalidationsReplayed uint64 // queued invalidations applied to Redis
-	InvalidationsDropped  uint64 // queued invalidations given up: the queue was full, or Redis denied them
+	InvalidationsDropped  uint64 // invalidations given up: the queue was full, Redis denied them, or Close could not apply them
 	InvalidationsPending  int    // invalidations queued now, not yet applied
 
 	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
@@ -69,7 +69,6 @@ type counters struct {
 	commitRetries, valuesTooLarge, uncached          atomic.Uint64
 	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
 	breakerOpens                                     atomic.Uint64
-	outage                                           atomic.Int64 // ns the breakers were open, closed periods only
 	subscribes, unsubscribes                         atomic.Uint64
 }
 
@@ -102,7 +101,6 @@ func (c *counters) snapshot() Stats {
 		NoticesFailed:   c.noticesFailed.Load(),
 		RedisErrors:     c.redisErrors.Load(),
 		BreakerOpens:    c.breakerOpens.Load(),
-		OutageTime:      time.Duration(c.outage.Load()),
 
 		InvalidationsQueued:   c.queued.Load(),
 		InvalidationsReplayed: c.replayed.Load(),
