@@ -151,13 +151,15 @@ func mergeByWorker(degraded []Interval) map[int][]Interval {
 //     started before the Delete returned, was still waiting when this call
 //     started, and returned the same version. Counted (StaleJoined).
 //   - It was answered from its worker's memory (its outcome was
-//     EventFailSafe) while its worker could not use Redis around a
-//     restart: the call overlaps a restart's [Down, Up + RecoveryGrace],
-//     and its value is one that a fail-open load of the worker returned
-//     (the key, the version) within heldFor + busySlack before the call
-//     began. Counted (StaleFailSafe). An answer from memory outside every
-//     restart's window, or with a value no such load returned, is a
-//     violation.
+//     EventFailSafe) while its worker could not use Redis: the call
+//     overlaps a restart's [Down, Up + RecoveryGrace], or began while the
+//     worker's breaker was open by its own report (a stall past
+//     RedisTimeout, of the machine or of Redis); and its value is one that
+//     a fail-open load of the worker returned (the key, the version)
+//     within heldFor + busySlack before the call began. Counted
+//     (StaleFailSafe). An answer from memory while the worker's breaker
+//     was closed outside every restart's window, or with a value no such
+//     load returned, is a violation.
 //
 // Why: Delete removes the entry and revokes the lease, so no load that
 // started before it (and may have read the old version) can commit after
@@ -227,27 +229,48 @@ func checkStale(ix *index, res *Result) {
 func (ix *index) staleFailSafe(c Call, d Delete, res *Result) {
 	what := fmt.Sprintf("worker %d: Fetch of k%d [%s, %s] was answered from memory (fail-safe) with version %d, after the Delete that returned at t=%s (version now %d)",
 		c.Worker, c.Key, fmtT(c.Start), fmtT(c.End), c.Version, fmtT(d.End), d.Version)
-	i, ok := ix.restartDuring(c.Start, c.End)
-	if !ok {
+	var where string
+	if i, ok := ix.restartDuring(c.Start, c.End); ok {
+		o := ix.outages[i]
+		where = fmt.Sprintf("in Redis restart %d (down t=%s, up t=%s)", i+1, fmtT(o.Down), fmtT(o.Up))
+	} else if ix.breakerOpenAt(c.Worker, c.Start) {
+		// Not a restart, but the worker's own verdict that it could not
+		// use Redis (a stall of the machine, or of Redis, past
+		// RedisTimeout): what fail-safe is for, and what the worker told.
+		where = "while its worker's breaker was open"
+	} else {
 		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
-			Msg: fmt.Sprintf("%s, outside every Redis restart's window (down to %v after up)%s",
+			Msg: fmt.Sprintf("%s, outside every Redis restart's window (down to %v after up), its breaker closed%s",
 				what, RecoveryGrace, ix.breakerNote(c.Worker, c.Start))})
 		return
 	}
-	o := ix.outages[i]
 	l, ok := ix.heldLoad(c)
 	if !ok {
 		res.Violations = append(res.Violations, Violation{Invariant: InvStale, Key: c.Key, Worker: c.Worker, At: c.Start,
-			Msg: fmt.Sprintf("%s, in Redis restart %d (down t=%s, up t=%s), but no fail-open load of the worker returned that version in the %v before%s",
-				what, i+1, fmtT(o.Down), fmtT(o.Up), heldFor(ix.ttl)+busySlack, ix.breakerNote(c.Worker, c.Start))})
+			Msg: fmt.Sprintf("%s, %s, but no fail-open load of the worker returned that version in the %v before%s",
+				what, where, heldFor(ix.ttl)+busySlack, ix.breakerNote(c.Worker, c.Start))})
 		return
 	}
 	res.StaleFailSafe++
 	if len(res.StaleFailSafeExamples) < 5 {
 		res.StaleFailSafeExamples = append(res.StaleFailSafeExamples, fmt.Sprintf(
-			"%s, in Redis restart %d (down t=%s, up t=%s): what its fail-open load [%s, %s] returned%s",
-			what, i+1, fmtT(o.Down), fmtT(o.Up), fmtT(l.Start), fmtT(l.End), ix.breakerNote(c.Worker, c.Start)))
+			"%s, %s: what its fail-open load [%s, %s] returned%s",
+			what, where, fmtT(l.Start), fmtT(l.End), ix.breakerNote(c.Worker, c.Start)))
 	}
+}
+
+// breakerOpenAt reports whether worker's breaker was open at t, as the
+// worker reported its changes: its latest change at or before t was not a
+// closing.
+func (ix *index) breakerOpenAt(worker int, t time.Duration) bool {
+	bs := ix.breakers[worker]
+	i, _ := slices.BinarySearchFunc(bs, t, func(b Breaker, t time.Duration) int {
+		if b.At <= t {
+			return -1
+		}
+		return 1
+	})
+	return i > 0 && bs[i-1].State != corral.EventBreakerClosed
 }
 
 // restartDuring returns a restart whose window, from its Down to

@@ -396,7 +396,7 @@ func TestCheckStaleFailSafe(t *testing.T) {
 		{"in the window", []Load{held}, fs(1, 1600*ms_, 1), "", 1},
 		{"at the window's end", []Load{late}, fs(1, o.Up+RecoveryGrace-ms_, 1), "", 1},
 		{"past the window", []Load{late}, fs(1, o.Up+RecoveryGrace+ms_, 1),
-			"worker 1: Fetch of k0 [2.151s, 2.152s] was answered from memory (fail-safe) with version 1, after the Delete that returned at t=1.550s (version now 2), outside every Redis restart's window (down to 650ms after up)", 0},
+			"worker 1: Fetch of k0 [2.151s, 2.152s] was answered from memory (fail-safe) with version 1, after the Delete that returned at t=1.550s (version now 2), outside every Redis restart's window (down to 650ms after up), its breaker closed", 0},
 		{"long after", []Load{held}, fs(1, 5*time.Second, 1), "outside every Redis restart's window", 0},
 		{"no fail-open load of it", nil, fs(1, 1600*ms_, 1),
 			"in Redis restart 1 (down t=1.000s, up t=1.500s), but no fail-open load of the worker returned that version in the 600ms before", 0},
@@ -409,7 +409,8 @@ func TestCheckStaleFailSafe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := Check(&Records{TTL: DefaultTTL, Loads: tc.loads, Calls: []Call{tc.call}, Deletes: []Delete{del}, Outages: []Outage{o},
-				Breakers: []Breaker{{Worker: 1, At: 1010 * ms_, State: corral.EventBreakerOpen}}})
+				Breakers: []Breaker{{Worker: 1, At: 1010 * ms_, State: corral.EventBreakerOpen},
+					{Worker: 1, At: 2100 * ms_, State: corral.EventBreakerClosed}}})
 			if tc.want == "" {
 				mustPass(t, res)
 			} else {
@@ -420,10 +421,18 @@ func TestCheckStaleFailSafe(t *testing.T) {
 			}
 		})
 	}
-	// A violation says what the worker's breaker did.
-	res := Check(&Records{TTL: DefaultTTL, Calls: []Call{fs(1, 5*time.Second, 1)}, Deletes: []Delete{del}, Outages: []Outage{o},
-		Breakers: []Breaker{{Worker: 1, At: 4900 * ms_, State: corral.EventBreakerOpen}, {Worker: 1, At: 5400 * ms_, State: corral.EventBreakerClosed}}})
-	mustFind(t, res, InvStale, "outside every Redis restart's window (down to 650ms after up); worker 1's breaker open since t=4.900s, closed at t=5.400s")
+	// Outside a restart, the worker's own breaker open (a stall): what its
+	// fail-open load returned may be served; a violation says what the
+	// breaker did.
+	stalled := []Breaker{{Worker: 1, At: 4900 * ms_, State: corral.EventBreakerOpen}, {Worker: 1, At: 5400 * ms_, State: corral.EventBreakerClosed}}
+	res := Check(&Records{TTL: DefaultTTL, Loads: []Load{failOpenLoad(0, 1, 4950*ms_)}, Calls: []Call{fs(1, 5*time.Second, 1)},
+		Deletes: []Delete{del}, Outages: []Outage{o}, Breakers: stalled})
+	mustPass(t, res)
+	if res.StaleFailSafe != 1 || !strings.Contains(res.StaleFailSafeExamples[0], "while its worker's breaker was open") {
+		t.Errorf("StaleFailSafe = %d (examples %q), want 1 while the breaker was open", res.StaleFailSafe, res.StaleFailSafeExamples)
+	}
+	res = Check(&Records{TTL: DefaultTTL, Calls: []Call{fs(1, 5*time.Second, 1)}, Deletes: []Delete{del}, Outages: []Outage{o}, Breakers: stalled})
+	mustFind(t, res, InvStale, "while its worker's breaker was open, but no fail-open load of the worker returned that version in the 600ms before; worker 1's breaker open since t=4.900s, closed at t=5.400s")
 }
 
 func TestCheckLateCall(t *testing.T) {

@@ -184,8 +184,9 @@ type Result struct {
 	StaleJoinedExamples []string
 	// StaleFailSafe counts calls answered from their worker's memory
 	// (fail-safe) with a value older than a Delete they started after,
-	// while the worker could not use Redis around a restart: the
-	// documented trade-off of fail-safe (see checkStale).
+	// while the worker could not use Redis (around a restart, or its
+	// breaker open): the documented trade-off of fail-safe (see
+	// checkStale).
 	StaleFailSafe int
 	// StaleFailSafeExamples describe the first few of them.
 	StaleFailSafeExamples []string

@@ -106,7 +106,7 @@ func (r *Report) Summary() string {
 	fetches := fmt.Sprintf("%d fetches, %d errors", r.Calls, r.Errors)
 	if r.RedisRestarts > 0 {
 		// Invariant 2 forgives these: see checkStale.
-		fetches += fmt.Sprintf(", %d stale from memory around restarts", r.StaleFailSafe)
+		fetches += fmt.Sprintf(", %d stale from memory while Redis could not be used", r.StaleFailSafe)
 	}
 	deletes := fmt.Sprintf("%d deletes", r.Deletes)
 	if r.DeletesFailed > 0 {
@@ -204,7 +204,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			"long_restarts": r.LongRestarts, "longest_down_seconds": r.LongestDown.Seconds(),
 			"recovery_max_ms": ms(r.RecoveryMax), "recovery_mean_ms": ms(r.RecoveryMean), "recoveries": r.Recoveries,
 			"stale_joined_earlier_flight": r.StaleJoined, "stale_joined_examples": append([]string{}, r.StaleJoinedExamples...),
-			"stale_fail_safe_in_restarts": r.StaleFailSafe, "stale_fail_safe_examples": append([]string{}, r.StaleFailSafeExamples...),
+			"stale_fail_safe": r.StaleFailSafe, "stale_fail_safe_examples": append([]string{}, r.StaleFailSafeExamples...),
 			"stale_unverifiable": r.Unverifiable,
 			"violations":         len(r.Violations),
 		},
