@@ -79,12 +79,13 @@ deadline. Then it checks five invariants:
      after Delete(key) returned nil returns at least the version bumped
      before that Delete, unless it joined an in-process flight of its worker
      begun before the Delete returned, or was answered from its worker's
-     memory (fail-safe) around a Redis restart, between Redis going down
-     and %v after it answered (the worker cannot use Redis, nor see the
-     Delete, until its recovery probe sees Redis), with what a fail-open
-     load of the worker returned at most min(1s, TTL) + 100ms before (both
-     counted, not violations). A stale answer from memory at any other
-     time is a violation.
+     memory (fail-safe) while it could not use Redis: around a Redis
+     restart, between Redis going down and %v after it answered (the worker
+     cannot use Redis, nor see the Delete, until its recovery probe sees
+     Redis), or while the worker's own breaker was open (a stall), with
+     what a fail-open load of the worker returned at most min(1s, TTL) +
+     100ms before (both counted, not violations). A stale answer from
+     memory at any other time is a violation.
   3. No caller past its deadline: every Fetch returns within %v + %v.
   4. No error: fail-open is on and the origin never fails, so every Fetch
      returns a value (a killed worker's calls just stop), and no worker exits

@@ -42,9 +42,10 @@
 //     checkFlights, per process, fail-open included).
 //  2. No value older than a Delete is served to a call that started after
 //     the Delete returned (checkStale), but by a flight begun before it, or
-//     from a worker's memory while it could not use Redis around a restart
-//     (fail-safe's trade-off: counted, and bounded by the restart's window
-//     and the value's hold).
+//     from a worker's memory while it could not use Redis, around a restart
+//     or while its own breaker was open (fail-safe's trade-off: counted,
+//     and bounded by the restart's window or the breaker's report, and the
+//     value's hold).
 //  3. No caller past its deadline (checkCalls).
 //  4. No error while fail-open was possible, and no worker that dies or
 //     hangs by itself (checkCalls, Check).
