@@ -18,7 +18,8 @@ func TestSoakHelpDocumentsInvariantsAndDefaults(t *testing.T) {
 		"--redis string", "redis-server", "--seed", "--json", "--kill-every", "--delete-every", "--restart-every",
 		"1. Loads per key per refresh <= 1, plus 1 per takeover",
 		"2. No value older than a Delete after it returned",
-		"memory (fail-safe) around a Redis restart, between Redis going down\n     and 650ms after it answered",
+		"memory (fail-safe) while it could not use Redis: around a Redis\n     restart, between Redis going down and 650ms after it answered",
+		"or while the worker's own breaker was open (a stall)",
 		"3. No caller past its deadline: every Fetch returns within 2s + 100ms",
 		"4. No error", "5. Fail-open loads per key per worker per Redis restart <= 2",
 		"and 650ms after it answered", "exits 1 on any violation, 2 when the soak could not"} {
