@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -226,4 +227,61 @@ func TestClusterPubSubReconnect(t *testing.T) {
 	}
 	round(true, 300*time.Millisecond)  // heard again after the re-subscription
 	round(false, 300*time.Millisecond) // and on later waits
+}
+
+// One master of a 3-master Cluster (no replicas) is killed: only its keys
+// are affected. They are answered from memory or fail open, at most once
+// per instance; the other masters' keys are read from Redis as before; a
+// Delete of a dead master's key is queued and applied once that master is
+// back, and another instance then loads the new value.
+func TestClusterOutage_OneMasterDown(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	a := newCache(t, cl.Client(), &corral.Options{Logger: testLogger(t)})
+	b := newCache(t, cl.Client(), &corral.Options{Logger: quiet})
+	ctx := context.Background()
+	down := cl.MasterOf(wire.EntryName("corral", "{down}"))
+	up := "{up0}"
+	for i := 0; cl.MasterOf(wire.EntryName("corral", up)) == down; i++ {
+		up = "{up" + strconv.Itoa(i+1) + "}"
+	}
+	var origin versioned
+	origin.version.Store(1)
+	for _, c := range []*corral.Cache{a, b} {
+		for _, k := range []string{"{down}", up} {
+			if v, err := c.Fetch(ctx, k, time.Hour, origin.load(nil)); err != nil || string(v) != "v1" {
+				t.Fatalf("warm-up of %s: %q, %v", k, v, err)
+			}
+		}
+	}
+	down.Kill()
+	var loads atomic.Int32
+	hits := a.Stats().Hits
+	for range 50 {
+		if v, err := a.Fetch(ctx, up, time.Hour, origin.load(&loads)); err != nil || string(v) != "v1" {
+			t.Fatalf("a live master's key: %q, %v", v, err)
+		}
+		if v, err := a.Fetch(ctx, "{down}", time.Hour, origin.load(&loads)); err != nil || string(v) != "v1" {
+			t.Fatalf("the dead master's key: %q, %v", v, err)
+		}
+	}
+	if n := loads.Load(); n > 1 || a.Stats().Hits-hits < 50 {
+		t.Fatalf("%d loads, %d hits; want the live master's key from Redis, the other loaded once at most", n, a.Stats().Hits-hits)
+	}
+	origin.version.Store(2)
+	if err := a.Delete(ctx, "{down}"); err == nil || !strings.Contains(err.Error(), "queued") {
+		t.Fatalf("Delete of the dead master's key = %v; want its error, queued", err)
+	}
+	if err := a.Delete(ctx, up); err != nil {
+		t.Fatalf("Delete of a live master's key = %v", err)
+	}
+	if err := down.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitHealthy()
+	eventually(t, 10*time.Second, "the queued Delete reaches the master once it is back", func() bool {
+		return a.Stats().InvalidationsReplayed == 1
+	})
+	if v, err := b.Fetch(ctx, "{down}", time.Hour, origin.load(nil)); err != nil || string(v) != "v2" {
+		t.Fatalf("the other instance after the heal: %q, %v; want v2", v, err)
+	}
 }
