@@ -18,7 +18,11 @@ import (
 // (breaker.go) and fails the node's batches in flight, so that every call
 // fails within a millisecond or two, whatever the client's own retries
 // (go-redis's defaults retry a refused dial for seconds): Fetch then answers
-// from this process's memory, or fails open (fail-safe, heldvalues.go).
+// from this process's memory, or fails open (failsafe.go). A node that
+// accepts connections and closes them unanswered (a proxy or load balancer
+// in front of a dead Redis, maxclients reached) is refusing too. With
+// DisableBreaker nothing trips, but the batches in flight still fail at
+// once on such evidence.
 //
 // A tripped node has one recovery probe, a goroutine that asks it, after a
 // pause spread at random so that a fleet's instances do not come back
@@ -46,7 +50,7 @@ var errTripped = errors.New("corral: not sent: the node's breaker tripped")
 // with it, and starts the node's recovery probe unless one runs.
 func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
 	tripped := l.breaker.trip(cause)
-	if t := l.breaker.tripped.Load(); t != nil {
+	if t := l.breaker.trip0(); t != nil {
 		cause = t.err()
 	}
 	var old *nodeCtx
@@ -61,7 +65,7 @@ func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
 		old.cancel() // the calls the batches left in the client end, once their ops were answered
 	}
 	p.trips.Add(1)
-	t := l.breaker.tripped.Load()
+	t := l.breaker.trip0()
 	p.mu.Lock()
 	if !p.closed { // close waits for the probes only once closed is set
 		p.probers.Add(1)
@@ -260,7 +264,8 @@ func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
 	pr.mu.Lock()
 	if pr.conn == nil {
 		pr.mu.Unlock()
-		return // being dialled, or to be dialled by the next probe
+		p.dialProbe(node, l, c, false) // unless being dialled: a refusal trips the node
+		return
 	}
 	err := pr.look(l, false)
 	ended := err != nil

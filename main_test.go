@@ -3,6 +3,7 @@ package corral_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -118,12 +119,20 @@ func slow(d time.Duration, n *atomic.Int32, s string) func(context.Context) ([]b
 func hold(t *testing.T, c *corral.Cache, key string, val []byte, err error) (finish func()) {
 	t.Helper()
 	started, release := make(chan struct{}), make(chan struct{})
-	go c.Fetch(context.Background(), key, time.Minute, func(context.Context) ([]byte, error) {
-		close(started)
-		<-release
-		return val, err
-	})
-	<-started
+	returned := make(chan string, 1)
+	go func() {
+		v, err := c.Fetch(context.Background(), key, time.Minute, func(context.Context) ([]byte, error) {
+			close(started)
+			<-release
+			return val, err
+		})
+		returned <- fmt.Sprintf("%q, %v", v, err)
+	}()
+	select {
+	case <-started:
+	case r := <-returned:
+		t.Fatalf("hold %s: Fetch returned %s without loading; stats %+v", key, r, c.Stats())
+	}
 	var once sync.Once
 	finish = func() { once.Do(func() { close(release) }) }
 	t.Cleanup(finish)

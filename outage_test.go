@@ -51,11 +51,18 @@ func refusingAddr(t *testing.T) string {
 // a partition that resets connections and refuses new ones (a proxy).
 func TestOutage_RefusedFailsFast(t *testing.T) {
 	const bound = 50 * time.Millisecond // the target; the test allows slack on a busy machine
-	for _, how := range []string{"never there", "killed", "partitioned"} {
+	for _, how := range []string{"never there", "killed", "partitioned", "killed, DisableBreaker"} {
 		t.Run(how, func(t *testing.T) {
 			ctx := context.Background()
 			var c *corral.Cache
 			switch how {
+			case "killed, DisableBreaker": // every call goes to Redis, and still fails at once
+				srv := redistest.Start(t)
+				c = newCache(t, quickStartClient(t, srv.Addr), &corral.Options{DisableBreaker: true, Logger: testLogger(t)})
+				if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+					t.Fatal(err)
+				}
+				srv.Kill()
 			case "never there":
 				c = newCache(t, quickStartClient(t, refusingAddr(t)), &corral.Options{Logger: testLogger(t)})
 			case "killed":
@@ -89,8 +96,8 @@ func TestOutage_RefusedFailsFast(t *testing.T) {
 					t.Fatalf("call %d failed open after %v; want about %v at most, not the client's dial retries", i, took, bound)
 				}
 			}
-			if st := c.Stats(); !st.BreakerOpen || st.FailOpens != 3 {
-				t.Fatalf("stats %+v; want the breaker open and 3 fail-open calls", st)
+			if st := c.Stats(); st.BreakerOpen == (how == "killed, DisableBreaker") || st.FailOpens != 3 {
+				t.Fatalf("stats %+v; want the breaker open (none with DisableBreaker) and 3 fail-open calls", st)
 			}
 		})
 	}

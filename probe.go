@@ -16,20 +16,24 @@ import (
 // A node's probe. The monitor asks a node it has not heard from whether it
 // is there (liveness.go), on a connection of its own to that node, dialled
 // with the client's own dialer when the node gets its first batch, and kept.
-// A probe writes a PING (inline, so any Redis answers it, one that wants
-// AUTH with an error) and the monitor's later ticks look into the socket
+// A probe writes a PING (any Redis answers it, one that wants AUTH with an
+// error) and the monitor's later ticks look into the socket
 // without waiting: any bytes there are an answer. So the verdict does not
 // depend on when a goroutine of this process gets the CPU. A client starved
 // of CPU (a busy machine, a burst of goroutines) reads its replies late; the
 // kernel has them all the same, and a node that answered is not taken for a
 // silent one. A connection that fails or ends is dialled again at the next
-// probe; a dial the node refuses is the unreachable verdict.
+// probe; a dial the node refuses is the unreachable verdict, and so is a
+// connection it closes before it answered any PING (a PING is written as
+// soon as the connection is made).
 //
 // Clients whose node is not a *redis.Client, or whose connections are not
 // plain sockets (TLS), are probed with a PING through the client instead.
 
-// ping is the probe: an inline command, which needs no RESP framing.
-var ping = []byte("PING\r\n")
+// ping is the probe: PING as a RESP array, which every server speaking
+// Redis's protocol reads (an embedded one such as miniredis closes the
+// connection on an inline command, which would look like a refusal).
+var ping = []byte("*1\r\n$4\r\nPING\r\n")
 
 // prober is a node's probe connection.
 type prober struct {
