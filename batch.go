@@ -258,6 +258,13 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 // calls of load (batchload.go). It returns when every call has its answer.
 func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
 	c.peekAll(ctx, calls)
+	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
+	fire, stop := r.timer()
+	defer stop()
+	if fire != nil && waitPeeks(ctx, calls, fire) {
+		c.rescuePeeks(ctx, &r, calls, ttl, load)
+		fire = nil
+	}
 	b := c.newBatch(ctx, load)
 	for i := range calls {
 		if k := &calls[i]; k.pc != nil {
@@ -265,6 +272,9 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 		}
 	}
 	b.started()
+	if fire != nil && waitFlights(ctx, calls, fire) {
+		c.rescueFlights(ctx, &r, calls, ttl, load)
+	}
 	for i := range calls {
 		if k := &calls[i]; k.f != nil {
 			k.a, k.f = c.await(ctx, k.f), nil

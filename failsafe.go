@@ -176,23 +176,47 @@ type openLoad struct {
 // from memory: held is then set, and fr the zero value. ctx is the load's
 // (runLoad's): it bounds a joiner's wait too.
 func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+	o, mine, a, held := c.openLoadOf(key, copies)
+	switch {
+	case held:
+		return a.val, 0, freshness{}, a.err, true
+	case !mine:
+		return c.joinOpen(ctx, o)
+	}
+	c.runOpen(ctx, key, l, o)
+	return o.val, o.took, o.fr, o.err, false
+}
+
+// openLoadOf returns key's fail-open load: the one under way (mine false),
+// or a new one for the caller to run (mine true, with runOpen); or, held,
+// the answer from memory a (see loadOpen).
+func (c *Cache) openLoadOf(key string, copies bool) (o *openLoad, mine bool, a answer, held bool) {
 	c.openMu.Lock()
+	defer c.openMu.Unlock()
 	if o := c.opens[key]; o != nil {
-		c.openMu.Unlock()
-		select {
-		case <-o.done:
-			return o.val, o.took, o.fr, o.err, false
-		case <-ctx.Done():
-			return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
-		}
+		return o, false, answer{}, false
 	}
 	if a, ok := c.failSafeFrom(key, copies); ok {
-		c.openMu.Unlock()
-		return a.val, 0, freshness{}, a.err, true
+		return nil, false, a, true
 	}
-	o := &openLoad{done: make(chan struct{})}
+	o = &openLoad{done: make(chan struct{})}
 	c.opens[key] = o
-	c.openMu.Unlock()
+	return o, true, answer{}, false
+}
+
+// joinOpen waits for o, another caller's fail-open load, or for ctx.
+func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+	select {
+	case <-o.done:
+		return o.val, o.took, o.fr, o.err, false
+	case <-ctx.Done():
+		return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
+	}
+}
+
+// runOpen runs o, key's fail-open load with l, that openLoadOf gave the
+// caller, keeps its result, and answers its joiners.
+func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) {
 	var snap nearSnap
 	if c.near != nil {
 		snap = c.near.snapshot()
@@ -206,7 +230,6 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool)
 	}
 	c.openMu.Unlock()
 	close(o.done)
-	return o.val, o.took, o.fr, o.err, false
 }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the

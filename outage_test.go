@@ -467,6 +467,76 @@ func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
 	}
 }
 
+// The same for FetchMany: callers whose deadline comes before corral's
+// verdict on a silent Redis get their keys' values in time, every key
+// loaded once in the process, whatever the number of callers (the callers
+// rescued at the same moment share the keys' loads, so loadMany may be
+// called by more than one of them, each for the keys it runs). Keys a value
+// was held for are answered from memory.
+func TestOutage_ShortDeadlineFetchManyOnASilentRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t),
+		NearCache: corral.NearCacheOptions{Size: 100, TTL: 10 * time.Millisecond}}) // RedisTimeout 2s
+	ctx := context.Background()
+	warmNear(t, c, "held", value("h"))
+	proxy.Blackhole(true)
+	time.Sleep(20 * time.Millisecond) // the held copy's NearCache.TTL passes: the clock, not synchronisation
+	keys := []string{"held", "a", "b", "c"}
+	var mu sync.Mutex
+	var calls int
+	loads := map[string]int{}
+	loadMany := func(ctx context.Context, missing []string) (map[string][]byte, error) {
+		mu.Lock()
+		calls++
+		for _, k := range missing {
+			loads[k]++
+		}
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond) // the origin's own time, not synchronisation
+		vals := map[string][]byte{}
+		for _, k := range missing {
+			vals[k] = []byte("v-" + k)
+		}
+		return vals, nil
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			got, err := c.FetchMany(cctx, keys, time.Minute, loadMany)
+			if err != nil {
+				t.Errorf("FetchMany with a 1 s deadline on a silent Redis: %v; want the values", err)
+				return
+			}
+			want := map[string]string{"held": "h", "a": "v-a", "b": "v-b", "c": "v-c"}
+			for k, v := range want {
+				if string(got[k]) != v {
+					t.Errorf("FetchMany[%q] = %q; want %q", k, got[k], v)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("20 FetchMany callers with 1 s deadlines answered within %v: %d calls of loadMany, loads %v",
+		time.Since(start).Round(time.Millisecond), calls, loads)
+	if len(loads) != 3 || loads["a"] != 1 || loads["b"] != 1 || loads["c"] != 1 {
+		t.Fatalf("loads by key %v; want a, b and c loaded once (held answered from memory)", loads)
+	}
+	if calls > 3 {
+		t.Fatalf("%d calls of loadMany; want at most one for each key loaded", calls)
+	}
+	if s := c.Stats(); s.FailSafeHits == 0 {
+		t.Fatalf("Stats.FailSafeHits = 0; want the held key's answers from memory counted")
+	}
+}
+
 // A loader can tell a fail-open run (its result not stored in Redis, no
 // lease taken) from one under a lease.
 func TestOutage_IsFailOpen(t *testing.T) {

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -114,4 +115,167 @@ func (c *Cache) lastLoad(key string) (time.Duration, bool) {
 func (p *pipeline) heardSince(name string, t time.Time) bool {
 	l := p.liveness(p.nodeOf(name))
 	return l.heard.Load() >= t.UnixNano()
+}
+
+// A FetchMany is rescued the same way, once for the whole call: its keys
+// whose peek or flight still waits on a node that said nothing since the
+// call began are answered from memory, or by one call of its loadMany for
+// them all, each key's load shared with the process's other fail-open
+// loads of it (loadOpen), as a single key's is.
+
+// planRescueMany returns the rescue of a FetchMany of calls with ctx: as
+// planRescue, with the longest last load of its keys (half the time left
+// when any is unknown).
+func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
+	deadline, ok := ctx.Deadline()
+	if !ok || c.opts.DisableFailOpen || len(calls) == 0 {
+		return rescue{}
+	}
+	now := time.Now()
+	left := deadline.Sub(now)
+	if left >= c.opts.RedisTimeout+monitorTick || left <= 2*rescueMin {
+		return rescue{}
+	}
+	at := deadline.Add(-left / 2)
+	var longest time.Duration
+	for i := range calls {
+		took, ok := c.lastLoad(calls[i].key)
+		if !ok {
+			longest = -1
+			break
+		}
+		longest = max(longest, took)
+	}
+	if longest >= 0 {
+		at = deadline.Add(-longest - rescueMargin)
+	}
+	if earliest := now.Add(rescueMin); at.Before(earliest) {
+		at = earliest
+	}
+	return rescue{at: at, began: now}
+}
+
+// silentFor reports whether the node of key said nothing since r began.
+func (c *Cache) silentFor(r *rescue, key string) bool {
+	return !c.store.pipe.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
+}
+
+// waitPeeks waits for the peeks of calls until fire fires or ctx ends: it
+// reports whether fire fired first.
+func waitPeeks(ctx context.Context, calls []keyCall, fire <-chan time.Time) bool {
+	for i := range calls {
+		if calls[i].pc == nil {
+			continue
+		}
+		select {
+		case <-calls[i].pc.done:
+		case <-ctx.Done():
+			return false
+		case <-fire:
+			return true
+		}
+	}
+	return false
+}
+
+// waitFlights is waitPeeks for the flights of calls.
+func waitFlights(ctx context.Context, calls []keyCall, fire <-chan time.Time) bool {
+	for i := range calls {
+		if calls[i].f == nil {
+			continue
+		}
+		select {
+		case <-calls[i].f.done:
+		case <-ctx.Done():
+			return false
+		case <-fire:
+			return true
+		}
+	}
+	return false
+}
+
+// rescuePeeks rescues the calls whose peek has not ended on a silent node
+// (see above); they need no flight then.
+func (c *Cache) rescuePeeks(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader) {
+	var ks []*keyCall
+	for i := range calls {
+		k := &calls[i]
+		if k.pc == nil || !c.silentFor(r, k.key) {
+			continue
+		}
+		select {
+		case <-k.pc.done:
+			continue
+		default:
+		}
+		k.pc = nil
+		ks = append(ks, k)
+	}
+	c.rescueMany(ctx, ks, ttl, load)
+}
+
+// rescueFlights rescues the calls whose flight still asks a silent node.
+func (c *Cache) rescueFlights(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader) {
+	var ks []*keyCall
+	for i := range calls {
+		k := &calls[i]
+		if k.f == nil || !k.f.asking.Load() || !c.silentFor(r, k.key) {
+			continue
+		}
+		select {
+		case <-k.f.done:
+			continue
+		default:
+		}
+		c.leave(k.f)
+		k.f = nil
+		ks = append(ks, k)
+	}
+	c.rescueMany(ctx, ks, ttl, load)
+}
+
+// rescueMany answers the rescued calls ks: from memory, or by their keys'
+// fail-open loads. Those this call runs go to one call of load; those
+// another caller runs are joined once they are under way, never waited for
+// by that call of load (two rescued FetchManys of the same keys would wait
+// for each other).
+func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration, load manyLoader) {
+	if len(ks) == 0 {
+		return
+	}
+	c.opts.Logger.Debug("corral: Redis has not answered, and the caller's deadline is near: calling the loader directly (fail-open)", "keys", len(ks))
+	type joined struct {
+		k *keyCall
+		o *openLoad
+	}
+	var others []joined
+	b := c.newBatch(ctx, load)
+	var wg sync.WaitGroup
+	for _, k := range ks {
+		o, mine, a, held := c.openLoadOf(k.key, true)
+		switch {
+		case held:
+			k.a = a
+			c.count(ctx, k.key, a.out)
+		case !mine:
+			others = append(others, joined{k, o})
+		default:
+			b.expect(k.key)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.runOpen(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, o)
+				k.a = answer{val: o.val, err: o.err, out: outFailOpen}
+				c.count(ctx, k.key, outFailOpen)
+			}()
+		}
+	}
+	b.started()
+	for _, j := range others {
+		val, _, _, err, _ := c.joinOpen(ctx, j.o)
+		j.k.a = answer{val: val, err: err, out: outFailOpen}
+		c.count(ctx, j.k.key, outFailOpen)
+	}
+	wg.Wait()
 }
