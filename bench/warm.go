@@ -15,6 +15,9 @@ type warmer interface {
 	// held fetches key once, and reports whether that was answered from
 	// memory.
 	held(ctx context.Context, key string) ([]byte, bool, error)
+	// keeps reports whether the instance keeps copies in memory at all:
+	// one that does not is warm after one Fetch of each key.
+	keeps() bool
 }
 
 // warmTick is how often a warmer asks again.
@@ -47,6 +50,7 @@ func (r *runner) warm(ctx context.Context, sc *Scenario, insts []Instance, vals 
 // commit, announced to every instance), which reaches it late.
 func warmInstance(ctx context.Context, sc *Scenario, in Instance, vals *values, ns string) error {
 	w, isWarmer := in.(warmer)
+	isWarmer = isWarmer && w.keeps()
 	for pass := 0; ; pass++ {
 		held := true
 		for k := range sc.Keys {
@@ -79,6 +83,9 @@ func warmInstance(ctx context.Context, sc *Scenario, in Instance, vals *values, 
 		}
 	}
 }
+
+// keeps reports whether the instance has a near cache.
+func (c *corralInstance) keeps() bool { return c.near }
 
 // held reports whether a Fetch of key is answered from the near cache.
 func (c *corralInstance) held(ctx context.Context, key string) ([]byte, bool, error) {
