@@ -397,11 +397,13 @@ func TestOutageTargetsNotRun(t *testing.T) {
 func TestPeerWinsOutage(t *testing.T) {
 	res := outageResults()
 	near := int64(12345)
+	safe := int64(100)
 	res.Scenarios[0].Results[1].NearHits = &near
+	res.Scenarios[0].Results[1].FailSafeHits = &safe
 	wins := strings.Join(peerWins(res.Scenarios[0]), "\n")
 	for _, want := range []string{
 		"**sturdyc** has a lower p99 (45.0 ms against corral's 80.0): " + whyOutage["sturdyc/p99"],
-		"**corral-near** has a lower p99 (50.0 ms against corral's 80.0): it is corral with its near cache, which answered 12345 of its 28000 requests while Redis was down (Stats.NearHits)",
+		"**corral-near** has a lower p99 (50.0 ms against corral's 80.0): it is corral with its near cache, which answered 12445 of its 28000 requests while Redis was down from memory (12345 as near hits, Stats.NearHits; 100 from memory because Redis could not be used, Stats.FailSafeHits)",
 	} {
 		if !strings.Contains(wins, want) {
 			t.Errorf("peer wins lack %q:\n%s", want, wins)

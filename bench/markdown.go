@@ -79,7 +79,7 @@ const methodText = `- **origin loads**: calls of the loader, counted at the orig
 - **latency**: each request's time, from the instant the burst is released (bursts) or from its own start (steady traffic), to its answer, error or not; p50, p99 and max over every request of every round, from an HDR histogram (github.com/HdrHistogram/hdrhistogram-go, 3 significant digits).
 - **Redis commands**: the commands the system's clients sent to Redis during the trial, mean per round, counted on the wire: every client of every system dials through a counting connection (go-redis's ` + "`Options.Dialer`" + `, rueidis's ` + "`DialCtxFn`" + `) that reads the RESP commands it writes. A pipeline counts each command in it, a script call (EVAL/EVALSHA) counts one whatever the script runs inside, (S)SUBSCRIBE and (S)UNSUBSCRIBE count, and answers from an in-process cache count nothing. Connection set-up (HELLO, AUTH, SELECT, CLIENT …) is left out. The per-command split is in results.json (` + "`redis_commands_by_name`" + `). ` + "`redis_server_calls`" + ` there is the server's ` + "`INFO commandstats`" + ` delta over the same trial, which in Redis 7.0 also counts the commands a Lua script runs inside (` + "`redis.call`" + `): the server's work rather than the client's requests. ` + "`corral demo --json`" + ` counts client commands too, in corral's own client.
 - **errors**: requests that returned an error or bytes other than the origin's value for the key. **answered** (redis-outage, redis-outage-warm): requests that got the right value.
-- **near hits** (results.json ` + "`near_hits`" + `, corral-near): the requests its near cache answered during the trials' traffic (the warm-up's left out), from corral's ` + "`Stats.NearHits`" + `, summed over the rounds.
+- **near hits** (results.json ` + "`near_hits`" + `, corral-near): the requests its near cache answered during the trials' traffic (the warm-up's left out), from corral's ` + "`Stats.NearHits`" + `, summed over the rounds; ` + "`fail_safe_hits`" + `, those it answered from memory because Redis could not be used (` + "`Stats.FailSafeHits`" + `: copies kept past ` + "`NearCache.TTL`" + ` and fail-open loads' results).
 - **hit-path**: ns/op and allocs/op of one goroutine's hits, measured like ` + "`testing.B`" + ` (wall time and heap allocations of every goroutine, divided by the calls), median of the rounds; corral's hits and the raw GETs it is compared with alternate in 10 blocks per round (the median block of each), so that a change in the machine's speed falls on both alike.
 - **Where a peer beats corral** lists every measure on which a peer did better, with the reason; timings count only when they are more than 5% apart.
 - A row that says **not built yet** is a system that does not exist yet; **cannot** is a scenario the system cannot run; **failed** is a trial that could not run to the end (the reason follows).
@@ -313,8 +313,12 @@ func why(scenario string, r SystemResult, measure string) string {
 		if system == "corral-near" && r.NearHits != nil {
 			// What the near cache did while Redis was down is counted, not
 			// assumed: a small difference from corral may be noise.
-			return fmt.Sprintf("it is corral with its near cache, which answered %d of its %d requests while Redis was down (Stats.NearHits): those needed neither Redis nor a load.",
-				*r.NearHits, *r.Requests)
+			var safe int64
+			if r.FailSafeHits != nil {
+				safe = *r.FailSafeHits
+			}
+			return fmt.Sprintf("it is corral with its near cache, which answered %d of its %d requests while Redis was down from memory (%d as near hits, Stats.NearHits; %d from memory because Redis could not be used, Stats.FailSafeHits): those needed neither Redis nor a load.",
+				*r.NearHits+safe, *r.Requests, *r.NearHits, safe)
 		}
 	}
 	if s, ok := whyText[system+"/"+measure]; ok {

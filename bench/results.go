@@ -52,6 +52,7 @@ type SystemResult struct {
 	Requests               *int64           `json:"requests,omitempty"`
 	Answered               *int64           `json:"answered,omitempty"`              // requests that got the origin's value
 	NearHits               *int64           `json:"near_hits,omitempty"`             // corral-near: requests its near cache answered (Stats.NearHits), every round's
+	FailSafeHits           *int64           `json:"fail_safe_hits,omitempty"`        // corral-near: requests answered from memory while Redis could not be used (Stats.FailSafeHits)
 	LoadsPer1kRequests     *float64         `json:"loads_per_1k_requests,omitempty"` // steady traffic: origin loads per 1,000 requests
 	RedisCommands          *int64           `json:"redis_commands,omitempty"`        // sent by the clients, mean per round
 	RedisCommandsByName    map[string]int64 `json:"redis_commands_by_name,omitempty"`

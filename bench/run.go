@@ -59,6 +59,7 @@ type trial struct {
 	loads, peak  int64 // after the warm-up, if any
 	warmLoads    int64 // the warm-up's
 	nearHits     int64 // requests answered by a near cache, if hasNear
+	failSafeHits int64 // requests answered from memory while Redis could not be used, if hasNear
 	hasNear      bool
 	rec          *recorder
 	commands     map[string]int64 // sent by the clients (wire.go); nil when Redis was down
@@ -142,7 +143,7 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 		r.srv.Kill()
 	}
 	rec := newRecorder()
-	near, hasNear := nearHits(insts)
+	near, safe, hasNear := nearHits(insts)
 	start := time.Now()
 	if sc.Workload == steady {
 		r.steady(ctx, sc, insts, rec, vals, ns)
@@ -151,8 +152,8 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	}
 	t := &trial{rec: rec, elapsed: time.Since(start), warmLoads: warmLoads}
 	if hasNear {
-		after, _ := nearHits(insts)
-		t.nearHits, t.hasNear = int64(after-near), true
+		after, afterSafe, _ := nearHits(insts)
+		t.nearHits, t.failSafeHits, t.hasNear = int64(after-near), int64(afterSafe-safe), true
 	}
 	closeAll()
 	t.loads, t.peak = o.loads.Load(), o.peak.Load()
@@ -172,21 +173,23 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 }
 
 // nearCounter is an Instance that counts the requests its near cache
-// answered (corral's Stats.NearHits); ok is false when it has none.
+// answered (corral's Stats.NearHits) and those it answered from memory
+// while Redis could not be used (Stats.FailSafeHits); ok is false when it
+// has no near cache.
 type nearCounter interface {
-	nearHits() (n uint64, ok bool)
+	nearHits() (hits, failSafe uint64, ok bool)
 }
 
-// nearHits sums the near hits of insts so far; ok is false when none of
-// them has a near cache.
-func nearHits(insts []Instance) (n uint64, ok bool) {
+// nearHits sums the near hits and fail-safe hits of insts so far; ok is
+// false when none of them has a near cache.
+func nearHits(insts []Instance) (n, safe uint64, ok bool) {
 	for _, in := range insts {
 		if c, is := in.(nearCounter); is {
-			m, has := c.nearHits()
-			n, ok = n+m, ok || has
+			m, s, has := c.nearHits()
+			n, safe, ok = n+m, safe+s, ok || has
 		}
 	}
-	return n, ok
+	return n, safe, ok
 }
 
 // check is the error of a request that returned other bytes than the
@@ -346,7 +349,7 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		return
 	}
 	hist := newHistogram()
-	var loads, peak, warmLoads, near, reqs, errs, cmdTotal, serverTotal, maxUS int64
+	var loads, peak, warmLoads, near, safe, reqs, errs, cmdTotal, serverTotal, maxUS int64
 	var hasNear bool
 	byName, serverByName := map[string]int64{}, map[string]int64{}
 	var first error
@@ -360,6 +363,7 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 		reqs += t.rec.requests
 		errs += t.rec.errors
 		near += t.nearHits
+		safe += t.failSafeHits
 		hasNear = hasNear || t.hasNear
 		if first == nil {
 			first = t.rec.firstErr
@@ -386,7 +390,7 @@ func summarize(sr *SystemResult, ts []*trial, sc *Scenario) {
 	}
 	sr.Requests = &reqs
 	if hasNear {
-		sr.NearHits = &near
+		sr.NearHits, sr.FailSafeHits = &near, &safe
 	}
 	answered := reqs - errs
 	sr.Answered = &answered

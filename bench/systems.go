@@ -186,7 +186,10 @@ func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) 
 
 func (c *corralInstance) Close() error { return c.cache.Close() }
 
-func (c *corralInstance) nearHits() (uint64, bool) { return c.cache.Stats().NearHits, c.near }
+func (c *corralInstance) nearHits() (hits, failSafe uint64, ok bool) {
+	s := c.cache.Stats()
+	return s.NearHits, s.FailSafeHits, c.near
+}
 
 // --- seed and naive, from corral's demo ---
 
