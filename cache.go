@@ -175,6 +175,13 @@ func Must(c *Cache, err error) *Cache {
 // ErrNotFound when the entry caches a loader's ErrNotFound, and an error
 // wrapping ErrCachedFailure while a failure is cached (ErrorTTL).
 //
+// While Redis cannot be used for the call (refused, silent, the breaker
+// open, AUTH refused), Get answers from what this process holds for
+// fail-safe use, as Fetch does (Options.FailSafe; Stats.FailSafeHits), and
+// fails only when it holds nothing. A key whose Delete or Set is still
+// queued for Redis (see Delete) is ErrMiss: this process does not read what
+// Redis held before its invalidation.
+//
 // Other errors: ErrInvalidKey, ErrClosed, ctx.Err(), ErrPermission (an ACL
 // right missing), ErrCircuitOpen and ErrRedisTimeout (Redis failing), each
 // wrapped with context.
@@ -185,10 +192,19 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.queue.has(key) {
+		return nil, ErrMiss // invalidated here, and Redis has not heard yet (queue.go)
+	}
 	v, kind, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
 	switch {
 	case err != nil:
 		c.countRedisError(ctx, err)
+		if redisFailed(err) && ctx.Err() == nil {
+			if a, held := c.failSafe(key); held {
+				c.count(ctx, key, a.out)
+				return a.val, a.err
+			}
+		}
 		return nil, err
 	}
 	c.firstUse()

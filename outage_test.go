@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -535,6 +536,49 @@ func TestOutage_ShortDeadlineFetchManyOnASilentRedis(t *testing.T) {
 	if s := c.Stats(); s.FailSafeHits == 0 {
 		t.Fatalf("Stats.FailSafeHits = 0; want the held key's answers from memory counted")
 	}
+}
+
+// Get is answered from memory too while Redis cannot be used, and never
+// reads what Redis held before an invalidation this process has queued.
+func TestOutage_Get(t *testing.T) {
+	ctx := context.Background()
+	t.Run("from memory while Redis is down", func(t *testing.T) {
+		srv := redistest.Start(t)
+		c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t),
+			NearCache: corral.NearCacheOptions{Size: 100}})
+		warmNear(t, c, "held", value("h"))
+		srv.Kill()
+		if v, err := c.Get(ctx, "held"); err != nil || string(v) != "h" {
+			t.Fatalf("Get of a held key with Redis down = %q, %v; want its copy", v, err)
+		}
+		if n := c.Stats().FailSafeHits; n != 1 {
+			t.Fatalf("Stats.FailSafeHits = %d; want 1", n)
+		}
+		if _, err := c.Get(ctx, "not held"); !errors.Is(err, corral.ErrCircuitOpen) {
+			t.Fatalf("Get of a key not held with Redis down: %v; want ErrCircuitOpen", err)
+		}
+	})
+	t.Run("an invalidation queued", func(t *testing.T) {
+		master := redistest.Start(t)
+		replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+		writer := newCache(t, master.Client(), nil)
+		if err := writer.Set(ctx, "k", []byte("old"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the entry replicated", func() bool {
+			return replica.Client().Exists(ctx, wire.EntryName("corral", "k")).Val() == 1
+		})
+		c := newCache(t, replica.Client(), &corral.Options{Logger: testLogger(t)})
+		if v, err := c.Get(ctx, "k"); err != nil || string(v) != "old" {
+			t.Fatalf("Get = %q, %v; want the replicated entry", v, err)
+		}
+		if err := c.Delete(ctx, "k"); !errors.Is(err, corral.ErrWriteRefused) {
+			t.Fatalf("Delete on a replica: %v; want ErrWriteRefused, queued", err)
+		}
+		if v, err := c.Get(ctx, "k"); !errors.Is(err, corral.ErrMiss) {
+			t.Fatalf("Get after a Delete still queued = %q, %v; want ErrMiss, not the entry Redis still holds", v, err)
+		}
+	})
 }
 
 // A loader can tell a fail-open run (its result not stored in Redis, no
