@@ -114,10 +114,13 @@ func TestDegraded_D1_OutOfMemory(t *testing.T) {
 	}
 	// The refused Set is applied as a Delete, which Redis allows under OOM:
 	// the value it was to replace is not served again.
-	eventually(t, 2*time.Second, "the refused Set's key invalidated", func() bool {
-		_, err := c.Get(ctx, "{hot}")
-		return errors.Is(err, corral.ErrMiss)
+	eventually(t, 2*time.Second, "the refused Set's key invalidated in Redis", func() bool {
+		return admin.Exists(ctx, wire.EntryName("corral", "{hot}")).Val() == 0
 	})
+	eventually(t, 2*time.Second, "the replay counted", func() bool { return c.Stats().InvalidationsPending == 0 })
+	if _, err := c.Get(ctx, "{hot}"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("Get of the refused Set's key: %v; want ErrMiss", err)
+	}
 	st := c.Stats()
 	if st.InvalidationsQueued != 1 || st.InvalidationsReplayed != 1 {
 		t.Fatalf("stats %+v; want the refused Set queued and applied as a Delete", st)

@@ -39,14 +39,25 @@ const replayEvery = 250 * time.Millisecond
 // invalidation is one queued Delete (or Set, applied as a Delete).
 type invalidation struct {
 	key string
+	seq uint64 // its place in the queue's order, from 1
 }
 
 // invalidations is a Cache's queue (see the top of this file).
+//
+// A replay applies a snapshot of the queue; an invalidation of a key that
+// the snapshot holds may already have been sent, so a new one of the key
+// is queued again, never merged into it: it must land after the writes
+// made before it. One not yet taken by a replay does what a new one would,
+// and absorbs it. A successful write of a key drops its invalidations not
+// yet taken (superseded): they came before the write, and would undo it.
 type invalidations struct {
 	mu      sync.Mutex
-	ops     []invalidation // in the order they were made
-	pending map[string]int // keys with an invalidation queued, and how many
-	n       atomic.Int32   // len(ops): read on every call, without the lock
+	ops     []invalidation    // in the order they were made
+	pending map[string]int    // keys with an invalidation queued, and how many
+	latest  map[string]uint64 // each pending key's latest invalidation
+	seq     uint64            // the latest invalidation's
+	taken   uint64            // a replay may have sent those up to this one
+	n       atomic.Int32      // len(ops): read on every call, without the lock
 	max     int
 	wake    chan struct{} // a new invalidation: the replayer tries at once
 
@@ -55,7 +66,7 @@ type invalidations struct {
 }
 
 func newInvalidations(max int) *invalidations {
-	return &invalidations{pending: map[string]int{}, max: max, wake: make(chan struct{}, 1)}
+	return &invalidations{pending: map[string]int{}, latest: map[string]uint64{}, max: max, wake: make(chan struct{}, 1)}
 }
 
 // has reports whether key has an invalidation queued.
@@ -68,22 +79,47 @@ func (q *invalidations) has(key string) bool {
 	return q.pending[key] > 0
 }
 
-// add queues an invalidation of key, unless one is queued already (it does
-// the same): added reports whether it did; ok is false when the queue is
-// full. The replayer is woken apart (kick), once the addition was counted.
+// add queues an invalidation of key, unless one not yet taken by a replay
+// is queued already (it does the same): added reports whether it did; ok
+// is false when the queue is full. The replayer is woken apart (kick), once
+// the addition was counted.
 func (q *invalidations) add(key string) (added, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.pending[key] > 0 {
+	if q.pending[key] > 0 && q.latest[key] > q.taken {
 		return false, true
 	}
 	if len(q.ops) >= q.max {
 		return false, false
 	}
-	q.ops = append(q.ops, invalidation{key: key})
+	q.seq++
+	q.ops = append(q.ops, invalidation{key: key, seq: q.seq})
 	q.pending[key]++
+	q.latest[key] = q.seq
 	q.n.Store(int32(len(q.ops)))
 	return true, true
+}
+
+// superseded drops key's invalidations not yet taken by a replay: a write
+// of key just reached Redis after them (see invalidations). It returns how
+// many it dropped.
+func (q *invalidations) superseded(key string) int {
+	if q.n.Load() == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending[key] == 0 || q.latest[key] <= q.taken {
+		return 0
+	}
+	var gone []invalidation
+	for _, o := range q.ops {
+		if o.key == key && o.seq > q.taken {
+			gone = append(gone, o)
+		}
+	}
+	q.removeLocked(gone)
+	return len(gone)
 }
 
 // kick wakes the replayer.
@@ -96,7 +132,7 @@ func (q *invalidations) kick() {
 
 // abandon drops what is still queued: Close could not apply it.
 func (q *invalidations) abandon(c *Cache) {
-	ops := q.snapshot()
+	ops := q.snapshot(true)
 	q.done(ops)
 	for _, inv := range ops {
 		c.stats.dropped.Add(1)
@@ -108,36 +144,51 @@ func (q *invalidations) abandon(c *Cache) {
 	}
 }
 
-// snapshot returns the invalidations queued now, in order.
-func (q *invalidations) snapshot() []invalidation {
+// snapshot returns the invalidations queued now, in order; take marks
+// them taken by a replay (see invalidations).
+func (q *invalidations) snapshot(take bool) []invalidation {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if take {
+		q.taken = q.seq
+	}
 	return append([]invalidation(nil), q.ops...)
 }
 
-// done removes the queued invalidations of ops (applied, or dropped).
+// done removes ops (applied, or dropped) from the queue.
 func (q *invalidations) done(ops []invalidation) {
 	if len(ops) == 0 {
 		return
 	}
-	gone := make(map[string]bool, len(ops))
-	for _, o := range ops {
-		gone[o.key] = true
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.removeLocked(ops)
+}
+
+// removeLocked removes ops from the queue; q.mu is held.
+func (q *invalidations) removeLocked(ops []invalidation) {
+	gone := make(map[uint64]bool, len(ops))
+	for _, o := range ops {
+		gone[o.seq] = true
+	}
 	kept := q.ops[:0]
 	for _, o := range q.ops {
-		if gone[o.key] {
-			if q.pending[o.key]--; q.pending[o.key] <= 0 {
-				delete(q.pending, o.key)
-			}
+		if !gone[o.seq] {
+			kept = append(kept, o)
 			continue
 		}
-		kept = append(kept, o)
+		if q.pending[o.key]--; q.pending[o.key] <= 0 {
+			delete(q.pending, o.key)
+		}
+		delete(q.latest, o.key)
 	}
 	clear(q.ops[len(kept):])
 	q.ops = kept
+	for _, o := range kept { // the keys whose latest went: their latest is among these
+		if o.seq > q.latest[o.key] {
+			q.latest[o.key] = o.seq
+		}
+	}
 	q.n.Store(int32(len(q.ops)))
 }
 
@@ -188,6 +239,17 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 	return fmt.Errorf("%w (queued: applied once Redis answers)", err)
 }
 
+// supersede drops the queued invalidations of key that a Set or Delete of
+// it, which just reached Redis, makes moot (see invalidations): replayed
+// later, they would undo it. They count as replayed: what they were to do
+// is done.
+func (c *Cache) supersede(ctx context.Context, key string) {
+	for range c.queue.superseded(key) {
+		c.stats.replayed.Add(1)
+		c.observe(ctx, EventInvalidationReplayed, key)
+	}
+}
+
 // replayer applies the queue in the background (see the top of this
 // file), until Close.
 func (c *Cache) replayer() {
@@ -228,7 +290,7 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 	defer q.replayMu.Unlock()
 	failed := map[string]bool{} // nodes whose invalidation failed in this replay
 	var applied, dropped []invalidation
-	for _, inv := range q.snapshot() {
+	for _, inv := range q.snapshot(true) {
 		n := wire.NewNames(c.opts.Prefix, inv.key)
 		at := c.store.pipe.nodeOf(n.Entry)
 		if node != "" && at != node || failed[at] {

@@ -48,7 +48,7 @@ type Stats struct {
 	OutageTime time.Duration
 
 	InvalidationsQueued   uint64 // Deletes and Sets that could not reach Redis, queued to be applied once it answers (one of a key queued already is not counted again)
-	InvalidationsReplayed uint64 // queued invalidations applied to Redis
+	InvalidationsReplayed uint64 // queued invalidations applied to Redis, or superseded by a later Set or Delete of the key that reached it
 	InvalidationsDropped  uint64 // invalidations given up: the queue was full, Redis denied them, or Close could not apply them
 	InvalidationsPending  int    // invalidations queued now, not yet applied
 
