@@ -24,6 +24,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -69,6 +70,7 @@ type Notifier struct {
 	stats      Stats
 	timeout    time.Duration
 	log        *slog.Logger
+	warned     atomic.Int64 // when a subscribe failure was last logged as a warning (warn)
 
 	mu           sync.Mutex // guards everything below, and orders (un)subscribe commands
 	conns        map[string]*pubsubConn
@@ -143,6 +145,18 @@ func New(cfg Config) *Notifier {
 	}
 }
 
+// warn logs a subscribe failure as a warning once a minute, and at debug
+// level otherwise: while Redis fails, every waiter may meet one.
+func (n *Notifier) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := n.warned.Load()
+	if now-last >= int64(time.Minute) && n.warned.CompareAndSwap(last, now) {
+		n.log.Warn(msg, args...)
+		return
+	}
+	n.log.Debug(msg, args...)
+}
+
 // Subscribe starts listening on channel and waits until the server has
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
@@ -158,7 +172,7 @@ func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription 
 	case errors.Is(err, errNoChannelRights):
 		return s // logged once, by the rights check
 	case err != nil:
-		n.log.Warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, "err", err)
+		n.warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, "err", err)
 		return s
 	}
 	s.mode = wire.AnnouncePlain
@@ -204,7 +218,7 @@ func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 	n.stats.Subscribed()
 	if err != nil {
 		n.stats.RedisError()
-		n.log.Warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
+		n.warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
 	}
 }
 
