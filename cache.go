@@ -346,7 +346,7 @@ func (c *Cache) Close() error {
 		// tripped still (Redis may be back, not yet probed). What it could
 		// not apply is lost with the process: dropped, and warned of.
 		c.store.pipe.recovering()
-		c.replay(c.drain, "", true)
+		c.flushQueue()
 		c.queue.abandon(c)
 	}
 	c.cancelDrain()

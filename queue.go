@@ -250,6 +250,26 @@ func (c *Cache) supersede(ctx context.Context, key string) {
 	}
 }
 
+// flushQueue is Close's replay: it tries the queue again, 10 ms apart
+// and then up to 100 ms, until it is empty or Close's bound ends (c.drain):
+// a Redis back a moment ago may still refuse a first try (the client's pool
+// remembers its failed dials for a while).
+func (c *Cache) flushQueue() {
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		c.replay(c.drain, "", true)
+		if c.queue.n.Load() == 0 {
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-c.drain.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // replayer applies the queue in the background (see the top of this
 // file), until Close.
 func (c *Cache) replayer() {
