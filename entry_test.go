@@ -192,10 +192,12 @@ func TestFetchEntry_TTLNotPositiveIsNotStored(t *testing.T) {
 				t.Fatalf("a later FetchEntry = %q, %v; want its own load's c", v, err)
 			}
 			st, ost := e.c.Stats(), other.Stats()
-			// The waiter's load is not stored either, as the notice said, but
-			// only the holder's was a decision not to store.
-			if st.Uncached != 2 || ost.Uncached != 0 || st.ValuesTooLarge+ost.ValuesTooLarge != 0 {
-				t.Fatalf("stats %+v and %+v; want 2 and 0 uncached, none too large", st, ost)
+			// The waiter's load is not stored either, as the notice said. It
+			// loads on the notice, or, on a busy machine, may find the lease
+			// free first and take it: then its load too is a decision not to
+			// store. Either way it loads once (above).
+			if st.Uncached != 2 || ost.Uncached > 1 || st.ValuesTooLarge+ost.ValuesTooLarge != 0 {
+				t.Fatalf("stats %+v and %+v; want 2 and at most 1 uncached, none too large", st, ost)
 			}
 		})
 	}

@@ -71,12 +71,16 @@ func TestExpiryRealRedis(t *testing.T) {
 	// With stale-while-revalidate, only the callers of the first load of
 	// each key (80 of thousands of requests, well under 1%) wait for the
 	// origin; at every expiry after it they get the stale value at once.
-	// So corral's p99 stays well below the origin's latency (half of it),
-	// where a cache that made callers wait at each expiry would have several
-	// percent of its requests wait a whole load.
+	// So corral's p99 stays below the origin's latency, where a cache that
+	// made callers wait at each expiry would have several percent of its
+	// requests wait a whole load: a request that waits for a load takes at
+	// least the origin's latency, so a p99 below it says that fewer than 1%
+	// did. (The bound is the origin's latency, not a fraction of it: on a
+	// busy machine, scheduling alone adds tens of milliseconds to the
+	// slowest requests.)
 	originMS := float64(cfg.OriginLatency / time.Millisecond)
-	if p99 := num(t, corral, "latency_ms", "p99"); p99 >= originMS/2 {
-		t.Errorf("corral p99 = %vms, want below half the origin latency %vms: callers waited at expiry", p99, originMS)
+	if p99 := num(t, corral, "latency_ms", "p99"); p99 >= originMS {
+		t.Errorf("corral p99 = %vms, want below the origin latency %vms: callers waited at expiry", p99, originMS)
 	}
 }
 
