@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -43,6 +44,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	rdb.AddHook(sent)
 	opts := failOpts()
 	opts.BreakerCooldown = 2 * time.Second // open for the whole check, even on a busy machine
+	opts.FailSafe.Throttle = time.Minute   // the whole outage is one Throttle: one load of {K} in all
 	logs := &testkit.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	c := newCache(t, rdb, opts)
@@ -81,7 +83,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		if i == 10 {
 			t.Fatalf("breaker still closed after 10 failed calls: %+v", c.Stats())
 		}
-		c.Fetch(ctx, "{K}", time.Minute, value("v"))
+		c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v"))
 	}
 	// The warning names the server and what went wrong.
 	warning := ""
@@ -105,13 +107,21 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		return nil
 	}
 	sent.before.Store(&count)
-	if v, err := c.Fetch(ctx, "{K}", time.Minute, value("v")); err != nil || string(v) != "v" || calls.Load() != 0 {
+	if v, err := c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v")); err != nil || string(v) != "v" || calls.Load() != 0 {
 		t.Fatalf("with the breaker open: %q, %v, %d commands sent; want the value without asking Redis", v, err, calls.Load())
 	}
 	sent.before.Store(nil)
-	// Get, Set and Delete say Redis is unavailable.
-	if _, err := c.Get(ctx, "{K}"); !errors.Is(err, corral.ErrCircuitOpen) {
-		t.Fatalf("Get with the breaker open = %v", err)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d loads of {K} during the outage; want 1 in the process", n)
+	}
+	// Get answers what the process holds from memory, and says Redis is
+	// unavailable for a key it does not hold.
+	safe := c.Stats().FailSafeHits
+	if v, err := c.Get(ctx, "{K}"); err != nil || string(v) != "v" || c.Stats().FailSafeHits != safe+1 {
+		t.Fatalf("Get of a held key with the breaker open = %q, %v; want its value from memory", v, err)
+	}
+	if _, err := c.Get(ctx, "{other}"); !errors.Is(err, corral.ErrCircuitOpen) {
+		t.Fatalf("Get of a key not held with the breaker open = %v; want ErrCircuitOpen", err)
 	}
 
 	// Redis comes back: caching resumes on its own.
@@ -123,10 +133,10 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		proxy.Blackhole(false)
 		proxy.Reset()
 	}
+	entry := wire.NewNames("corral", "{K}").Entry
 	eventually(t, 10*time.Second, "caching resumes", func() bool {
 		c.Fetch(ctx, "{K}", time.Minute, value("v"))
-		_, err := c.Get(ctx, "{K}")
-		return err == nil
+		return srv.Client().Exists(ctx, entry).Val() == 1 // in Redis, not only in memory
 	})
 	if st := c.Stats(); st.BreakerOpen || st.BreakerOpens == 0 || st.FailOpens == 0 {
 		t.Fatalf("stats after recovery %+v", st)
@@ -148,8 +158,7 @@ func TestNewWhileRedisIsDown(t *testing.T) {
 	}
 	eventually(t, 3*time.Second, "the first value is cached", func() bool {
 		c.Fetch(ctx, "k", time.Minute, value("v"))
-		v, _ := c.Get(ctx, "k")
-		return string(v) == "v"
+		return srv.Client().Exists(ctx, wire.NewNames("corral", "k").Entry).Val() == 1 // in Redis, not only in memory
 	})
 }
 

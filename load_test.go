@@ -523,7 +523,7 @@ func TestLoad_ErrorsNameTheirCause(t *testing.T) {
 	if !strings.Contains(logged.String(), "connection refused") {
 		t.Fatalf("the warnings do not say the connection was refused:\n%s", logged.String())
 	}
-	_, err := c.Get(ctx, "k0")
+	_, err := c.Get(ctx, "never fetched") // a key not held in memory: the error, not a value
 	if !errors.Is(err, corral.ErrCircuitOpen) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Get with the breaker open = %v; want ErrCircuitOpen naming the refused connection", err)
 	}
