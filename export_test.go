@@ -1,7 +1,16 @@
 package corral
 
+import "context"
+
 // SetOnParked has f called whenever a waiter of c is about to wait for a
 // notice it can hear (its subscription confirmed, the holder on the same
 // kind of pub/sub): until the notice or its lease timer, it sends nothing.
 // Set it before c's first Fetch.
 func SetOnParked(c *Cache, f func(channel string)) { c.onParked = f }
+
+// RunsFailOpen is IsFailOpen for tests: it does not record that the loader
+// asked (which keeps its result from being committed under a lease).
+func RunsFailOpen(ctx context.Context) bool {
+	_, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
+	return ok
+}

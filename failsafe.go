@@ -163,11 +163,12 @@ func (c *Cache) heldOpen(key string) (answer, bool) {
 
 // openLoad is a fail-open load of a key under way (Cache.opens).
 type openLoad struct {
-	done chan struct{} // closed once the fields below are set
-	val  []byte
-	took time.Duration
-	fr   freshness
-	err  error
+	done  chan struct{} // closed once the fields below are set
+	val   []byte
+	took  time.Duration
+	fr    freshness
+	err   error
+	asked bool // the loader called IsFailOpen: its result may not be a leased load's
 }
 
 // loadOpen runs a fail-open load of key with l, or joins the one under way
@@ -193,7 +194,7 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool)
 func (c *Cache) openLoadOf(key string, copies bool) (o *openLoad, mine bool, a answer, held bool) {
 	c.openMu.Lock()
 	defer c.openMu.Unlock()
-	if o := c.opens[key]; o != nil {
+	if o := c.opens[key]; o != nil && !o.ended() {
 		return o, false, answer{}, false
 	}
 	if a, ok := c.failSafeFrom(key, copies); ok {
@@ -222,14 +223,31 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 		snap = c.near.snapshot()
 	}
 	seq := c.heldSeq.Load()
-	o.val, o.took, o.fr, o.err = c.runLoad(failingOpen(ctx), key, l)
+	lctx, mark := failingOpen(ctx)
+	o.val, o.took, o.fr, o.err = c.runLoad(lctx, key, l)
+	o.asked = mark.asked.Load()
 	c.hold(key, o, snap, seq)
-	c.openMu.Lock()
-	if c.opens[key] == o {
-		delete(c.opens, key)
-	}
-	c.openMu.Unlock()
 	close(o.done)
+	// It stays in opens for RedisTimeout, ended, for a leased load of the
+	// key to take its result (leasedLoad) rather than ask the origin again
+	// as Redis comes back; a Delete or Set of the key (forget) drops it.
+	time.AfterFunc(c.opts.RedisTimeout, func() {
+		c.openMu.Lock()
+		if c.opens[key] == o {
+			delete(c.opens, key)
+		}
+		c.openMu.Unlock()
+	})
+}
+
+// ended reports whether o has its result.
+func (o *openLoad) ended() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the

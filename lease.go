@@ -32,6 +32,32 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
 }
 
+// leasedLoad is runLoader for f, which holds its key's lease, unless a
+// fail-open load of the key is under way in this process, or ended less
+// than RedisTimeout ago (a caller rescued before its deadline while Redis
+// was silent, or calls while it was down; it has answered since): that
+// load's value is then f's, committed under the lease, rather than the
+// origin asked again as Redis comes back. Not when its loader asked
+// IsFailOpen (it may have returned what it would not have had stored), nor
+// when it failed (the next load tries again). A Delete or Set of the key
+// since drops it (forget).
+func (c *Cache) leasedLoad(f *flight) (val []byte, took time.Duration, fr freshness, err error) {
+	c.openMu.Lock()
+	o := c.opens[f.key]
+	c.openMu.Unlock()
+	if o != nil {
+		select {
+		case <-o.done:
+			if !o.asked && (o.err == nil || isNotFound(o.err)) {
+				return o.val, o.took, o.fr, o.err
+			}
+		case <-c.ctx.Done():
+			return nil, 0, freshness{}, ErrClosed
+		}
+	}
+	return c.runLoader(f)
+}
+
 // loadAndCommit runs f's load while a watchdog keeps l alive, then stores
 // the result under l (commit.lua) or, when the load failed, hands l back.
 // refresh says an entry is still being served (stale-while-revalidate or
@@ -43,7 +69,7 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, err error, then func()) {
 	n := f.names
 	w := c.watch(f, l)
-	val, took, fr, err := c.runLoader(f)
+	val, took, fr, err := c.leasedLoad(f)
 	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value

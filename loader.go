@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -112,17 +113,29 @@ var errLoaderExited = errors.New("corral: loader exited without returning (runti
 // called directly because it could not use Redis for the call (fail-open:
 // Redis refused, silent, its breaker open, writes refused on a miss; or a
 // caller whose deadline could not wait): its result goes to the callers and
-// to this process's memory (Options.FailSafe), not to Redis, and no lease
-// was taken for it.
+// to this process's memory (Options.FailSafe), and no lease was taken for
+// it. When Redis answers again while it runs, or within RedisTimeout after
+// it, the lease this process then takes for the key commits its value to
+// Redis rather than ask the origin again; a loader that calls IsFailOpen
+// and sees true opts out of that: its result (a cheaper or degraded one,
+// say) is never stored in Redis, and the lease loads anew.
 func IsFailOpen(ctx context.Context) bool {
-	v, _ := ctx.Value(failOpenKey{}).(bool)
-	return v
+	m, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
+	if ok {
+		m.asked.Store(true)
+	}
+	return ok
 }
 
 // failOpenKey marks a fail-open load's context (IsFailOpen).
 type failOpenKey struct{}
 
-// failingOpen returns ctx marked as a fail-open load's.
-func failingOpen(ctx context.Context) context.Context {
-	return context.WithValue(ctx, failOpenKey{}, true)
+// failOpenMark is the mark: asked records that the loader called
+// IsFailOpen, so that its result may differ from a leased load's.
+type failOpenMark struct{ asked atomic.Bool }
+
+// failingOpen returns ctx marked as a fail-open load's, and its mark.
+func failingOpen(ctx context.Context) (context.Context, *failOpenMark) {
+	m := &failOpenMark{}
+	return context.WithValue(ctx, failOpenKey{}, m), m
 }

@@ -477,6 +477,132 @@ func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
 	}
 }
 
+// A rescued caller still leaves at its own deadline: the fail-open load it
+// starts runs on for the others (C07's kind) and for memory, and one that
+// never returns (C01's kind) makes it return context.DeadlineExceeded, not
+// wait for LoadTimeout. Fetch and FetchMany alike.
+func TestOutage_RescuedCallerKeepsItsDeadline(t *testing.T) {
+	const slack = 500 * time.Millisecond // loose: the bound is the deadline; the slack is the machine's
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t)}) // RedisTimeout 2s
+	ctx := context.Background()
+	if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(true)
+
+	t.Run("a load that outlives the first caller", func(t *testing.T) {
+		var loads atomic.Int32
+		load := slow(300*time.Millisecond, &loads, "v") // the origin's own time
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := c.Fetch(short, "k", time.Minute, load); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the first caller = %v; want context.DeadlineExceeded at its deadline", err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond+slack {
+			t.Fatalf("the first caller returned after %v; want at its 100 ms deadline", took)
+		}
+		// A later caller gets the value of the load the first one started:
+		// joined while it runs, or from memory once it ended.
+		longer, cancel2 := context.WithTimeout(ctx, time.Second)
+		defer cancel2()
+		if v, err := c.Fetch(longer, "k", time.Minute, load); err != nil || string(v) != "v" || loads.Load() != 1 {
+			t.Fatalf("the later caller = %q, %v after %d loads; want the one load's value", v, err, loads.Load())
+		}
+	})
+	t.Run("a load that never returns", func(t *testing.T) {
+		stuck := make(chan struct{})
+		t.Cleanup(func() { close(stuck) })
+		load := func(context.Context) ([]byte, error) { <-stuck; return nil, nil } // ignores its context
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := c.Fetch(short, "stuck", time.Minute, load); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Fetch = %v; want context.DeadlineExceeded", err)
+		}
+		many := func(context.Context, []string) (map[string][]byte, error) { <-stuck; return nil, nil }
+		_, err := c.FetchMany(short, []string{"stuck a", "stuck b"}, time.Minute, many)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("FetchMany = %v; want context.DeadlineExceeded for its keys", err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond+slack {
+			t.Fatalf("the callers returned after %v; want at their 100 ms deadline (LoadTimeout is 1 s)", took)
+		}
+	})
+}
+
+// A caller rescued while Redis is paused starts the key's fail-open load;
+// when Redis answers again, the caller that waited for it takes the lease
+// and commits that load's result, rather than ask the origin twice, unless
+// the loader asked IsFailOpen (its result may not be a leased load's).
+func TestOutage_RescueThenLeaseLoadsOnce(t *testing.T) {
+	for _, asks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loader asks IsFailOpen: %v", asks), func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client()
+			c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t)}) // RedisTimeout 2s
+			ctx := context.Background()
+			if _, err := c.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+				t.Fatal(err)
+			}
+			// Whether the short caller is rescued depends on nothing at all
+			// being heard from Redis once its call began (a reply sent just
+			// before the pause counts): try until it was.
+			for try := 0; ; try++ {
+				if try == 10 {
+					t.Fatal("the short caller was never rescued")
+				}
+				key := fmt.Sprintf("k%d", try)
+				var openLoads, leasedLoads atomic.Int32
+				load := func(ctx context.Context) ([]byte, error) {
+					if corral.RunsFailOpen(ctx) {
+						openLoads.Add(1)
+						if asks && corral.IsFailOpen(ctx) {
+							return []byte("degraded"), nil
+						}
+					} else {
+						leasedLoads.Add(1)
+					}
+					<-time.After(200 * time.Millisecond) // the origin's own time
+					return []byte("v"), nil
+				}
+				if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+					t.Fatal(err)
+				}
+				short, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // rescued half-way, at 50 ms
+				rescued := make(chan struct{})
+				go func() {
+					defer close(rescued)
+					c.Fetch(short, key, time.Minute, load)
+				}()
+				v, err := c.Fetch(ctx, key, time.Minute, load) // waits for Redis
+				<-rescued
+				cancel()
+				if err != nil || string(v) != "v" {
+					t.Fatalf("the caller that waited for Redis = %q, %v; want the leased value", v, err)
+				}
+				if openLoads.Load() == 0 {
+					continue
+				}
+				wantLeased := int32(0) // the rescued load's value is committed
+				if asks {
+					wantLeased = 1 // the degraded one is not: the lease loads
+				}
+				if n := leasedLoads.Load(); openLoads.Load() != 1 || n != wantLeased {
+					t.Fatalf("%d fail-open and %d leased loads; want 1 and %d", openLoads.Load(), n, wantLeased)
+				}
+				if v, err := c.Get(ctx, key); err != nil || string(v) != "v" {
+					t.Fatalf("Get = %q, %v; want the value stored under the lease, never the degraded one", v, err)
+				}
+				t.Logf("rescued on try %d", try+1)
+				return
+			}
+		})
+	}
+}
+
 // The same for FetchMany: callers whose deadline comes before corral's
 // verdict on a silent Redis get their keys' values in time, every key
 // loaded once in the process, whatever the number of callers (the callers

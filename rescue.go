@@ -2,7 +2,7 @@ package corral
 
 import (
 	"context"
-	"sync"
+	"errors"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -79,11 +79,50 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 		return a
 	}
 	c.opts.Logger.Debug("corral: Redis has not answered, and the caller's deadline is near: calling the loader directly (fail-open)", "key", key)
-	val, _, _, err, held := c.loadOpen(ctx, key, load, true)
-	if held {
-		return answer{val: val, err: err, out: outFailSafe}
+	o, mine, a, held := c.openLoadOf(key, true)
+	switch {
+	case held:
+		return a
+	case mine:
+		c.runOpenDetached(ctx, key, load, o)
 	}
-	return answer{val: val, err: err, out: outFailOpen}
+	val, _, _, err, _ := c.joinOpen(ctx, o)
+	return answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
+}
+
+// rescuedOutcome is how a rescued caller whose wait for its fail-open load
+// ended with err was answered: by the load, or not at all (its context
+// ended first).
+func rescuedOutcome(ctx context.Context, err error) outcome {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return outNone
+	}
+	return outFailOpen
+}
+
+// runOpenDetached runs o, key's fail-open load with l, in a goroutine of
+// its own that Close waits for: a rescued caller that started it still
+// leaves at its own deadline (joinOpen), as a flight's caller does, while
+// the load goes on for the others and for memory, bounded by LoadTimeout.
+func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		o.err = ErrClosed
+		c.openMu.Lock()
+		if c.opens[key] == o {
+			delete(c.opens, key)
+		}
+		c.openMu.Unlock()
+		close(o.done)
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		c.runOpen(context.WithoutCancel(ctx), key, l, o)
+	}()
 }
 
 // lastLoad returns how long key's latest load took, when this process
@@ -236,10 +275,11 @@ func (c *Cache) rescueFlights(ctx context.Context, r *rescue, calls []keyCall, t
 }
 
 // rescueMany answers the rescued calls ks: from memory, or by their keys'
-// fail-open loads. Those this call runs go to one call of load; those
-// another caller runs are joined once they are under way, never waited for
-// by that call of load (two rescued FetchManys of the same keys would wait
-// for each other).
+// fail-open loads, each waited for until the caller's deadline at most.
+// Those this call starts go to one call of load, detached from the caller;
+// those another caller runs are joined, never waited for by that call of
+// load (two rescued FetchManys of the same keys would wait for each
+// other).
 func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration, load manyLoader) {
 	if len(ks) == 0 {
 		return
@@ -249,33 +289,25 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 		k *keyCall
 		o *openLoad
 	}
-	var others []joined
-	b := c.newBatch(ctx, load)
-	var wg sync.WaitGroup
+	var loads []joined
+	b := c.newBatch(context.WithoutCancel(ctx), load)
 	for _, k := range ks {
 		o, mine, a, held := c.openLoadOf(k.key, true)
 		switch {
 		case held:
 			k.a = a
 			c.count(ctx, k.key, a.out)
-		case !mine:
-			others = append(others, joined{k, o})
-		default:
+			continue
+		case mine:
 			b.expect(k.key)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.runOpen(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, o)
-				k.a = answer{val: o.val, err: o.err, out: outFailOpen}
-				c.count(ctx, k.key, outFailOpen)
-			}()
+			c.runOpenDetached(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, o)
 		}
+		loads = append(loads, joined{k, o})
 	}
 	b.started()
-	for _, j := range others {
+	for _, j := range loads { // each until the caller's deadline at most, as rescued does
 		val, _, _, err, _ := c.joinOpen(ctx, j.o)
-		j.k.a = answer{val: val, err: err, out: outFailOpen}
-		c.count(ctx, j.k.key, outFailOpen)
+		j.k.a = answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
+		c.count(ctx, j.k.key, j.k.a.out)
 	}
-	wg.Wait()
 }

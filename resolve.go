@@ -294,7 +294,8 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 			out = outFailSafe
 		}
 	} else {
-		val, took, fr, err = c.runLoad(failingOpen(f.ctx), f.key, f.load)
+		lctx, _ := failingOpen(f.ctx)
+		val, took, fr, err = c.runLoad(lctx, f.key, f.load)
 	}
 	a := answer{val: val, err: err, out: out}
 	if !sent {
