@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -59,8 +61,51 @@ This command demonstrates it. Start with:
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
 	})
-	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd(), newServeCmd())
+	root.Version = version()
+	root.SetVersionTemplate("corral {{.Version}}\n")
+	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd(), newServeCmd(), newVersionCmd())
 	return root
+}
+
+// newVersionCmd is `corral version`: what `corral --version` prints, and
+// the Go release and platform it was built with.
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print corral's version (as --version does), and the Go it was built with",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "corral %s\n%s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}
+
+// version is corral's version from the binary's build information: the
+// module's version when it was built from a published one, else the VCS
+// revision it was built at (12 digits, "-dirty" with uncommitted changes),
+// else "(devel)".
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return "(devel)"
+	}
+	return rev[:min(len(rev), 12)] + dirty
 }
 
 // redisLog takes go-redis's own log lines (a pool's failed dials, say) off

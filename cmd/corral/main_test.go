@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -231,4 +233,30 @@ func decodeOne(t *testing.T, out string) document {
 		t.Fatalf("stdout holds more than one JSON value (next: %v):\n%s", err, out)
 	}
 	return doc
+}
+
+// `corral --version` and `corral version` exit 0 and print "corral
+// <version>" first: a module version, a VCS revision, or "(devel)". Run as
+// the built binary, as a user runs it.
+func TestVersion(t *testing.T) {
+	first := regexp.MustCompile(`^corral (\(devel\)|v\S+|[0-9a-f]{12}(-dirty)?)$`)
+	bin := corralBinary(t)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		line, _, _ := strings.Cut(string(out), "\n")
+		if !first.MatchString(line) {
+			t.Fatalf("corral %s printed %q first; want corral <version>", strings.Join(args, " "), line)
+		}
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.Contains(string(out), runtime.Version()) {
+		t.Fatalf("corral version = %q, %v; want the Go release too", out, err)
+	}
+	// In-process, the same first line.
+	if out, _, err := corral(t, "--version"); err != nil || !first.MatchString(strings.TrimSpace(out)) {
+		t.Fatalf("--version = %q, %v", out, err)
+	}
 }
