@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
@@ -233,6 +234,8 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"--redis", srv.URL(), "--timeout", "0s"}, "check: --timeout must be positive"},
 		{[]string{"--redis", srv.URL(), "--prefix", "a{b"}, "check: corral: invalid options: Prefix \"a{b\" contains a brace"},
 		{[]string{"--redis", "http://" + srv.Addr}, "check: --redis: redis: invalid URL scheme: http"},
+		{[]string{"--redis", srv.Addr}, fmt.Sprintf("check: --redis: not a URL: it has no scheme (%q); write redis://%s (rediss://%s for TLS)", srv.Addr, srv.Addr, srv.Addr)},
+		{[]string{"--redis", "user:pw-in-redis@" + srv.Addr}, "check: --redis: not a URL: it has no scheme (no part of it is shown: it may hold the password); write redis://user:password@host:port"},
 	} {
 		_, _, code, err := runCheckCmd(t, tc.args...)
 		if code != exitUsage || err == nil || !strings.Contains(err.Error(), tc.want) {

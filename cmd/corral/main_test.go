@@ -88,6 +88,7 @@ func TestDemoBadFlags(t *testing.T) {
 		{[]string{"demo", "--think", "5ms"}, "demo: --think applies only to --scenario expiry"},
 		{[]string{"demo", "--bogus"}, "demo: unknown flag: --bogus (see 'corral demo --help')"},
 		{[]string{"soak", "--bogus"}, "soak: unknown flag: --bogus (see 'corral soak --help')"},
+		{[]string{"demo", "--redis", "127.0.0.1:6379"}, `demo: --redis: not a URL: it has no scheme ("127.0.0.1:6379"); write redis://127.0.0.1:6379`},
 	} {
 		_, _, err := corral(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -258,5 +259,26 @@ func TestVersion(t *testing.T) {
 	// In-process, the same first line.
 	if out, _, err := corral(t, "--version"); err != nil || !first.MatchString(strings.TrimSpace(out)) {
 		t.Fatalf("--version = %q, %v", out, err)
+	}
+}
+
+// A bare host:port where a URL is expected exits 2 with the fix, in every
+// command that takes one: the built binary, as a user runs it.
+func TestSchemelessAddressNamesTheFix(t *testing.T) {
+	bin := corralBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "--redis", "127.0.0.1:6379"}, "write redis://127.0.0.1:6379"},
+		{[]string{"demo", "--redis", "127.0.0.1:6379"}, "write redis://127.0.0.1:6379"},
+		{[]string{"serve", "--origin", "127.0.0.1:9000", "--redis", "redis://127.0.0.1:1"}, "write http://127.0.0.1:9000"},
+		{[]string{"serve", "--origin", "http://127.0.0.1:9000", "--redis", "localhost:6379"}, "write redis://localhost:6379"},
+	} {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("corral %s: %v\n%s\nwant a failure with %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
 	}
 }

@@ -210,6 +210,12 @@ func (o serveFlags) check() (serveConfig, error) {
 			return c, errors.New(r.msg)
 		}
 	}
+	if !strings.Contains(o.origin, "://") {
+		if strings.Contains(o.origin, "@") { // may hold a password: not shown
+			return c, errors.New("--origin is not a URL: it has no scheme; write http://host:port (https:// for TLS)")
+		}
+		return c, fmt.Errorf("--origin is not a URL: it has no scheme (%q); write http://%s (https://%s for TLS)", o.origin, o.origin, o.origin)
+	}
 	u, err := url.Parse(o.origin)
 	if err != nil {
 		return c, fmt.Errorf("--origin: %w", redactURLError(err))

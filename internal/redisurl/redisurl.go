@@ -29,10 +29,13 @@ const detectTimeout = 5 * time.Second
 // comma in a password, which must be percent-encoded) gets ErrUnparsable.
 func Parse(ctx context.Context, raw string) (redis.UniversalOptions, error) {
 	var opts redis.UniversalOptions
+	first, rest, _ := strings.Cut(raw, ",")
+	if !strings.Contains(first, "://") {
+		return opts, noScheme(raw, first)
+	}
 	if err := screen(raw); err != nil {
 		return opts, err
 	}
-	first, rest, _ := strings.Cut(raw, ",")
 	if u, err := url.Parse(first); err == nil && u.Query().Has("addr") {
 		co, err := redis.ParseClusterURL(first)
 		if err != nil {
@@ -65,6 +68,20 @@ func Parse(ctx context.Context, raw string) (redis.UniversalOptions, error) {
 		opts.IsClusterMode = clusterNode(ctx, opts)
 	}
 	return opts, nil
+}
+
+// ErrNoScheme is the error of a --redis value that is not a URL: a bare
+// host:port, say.
+var ErrNoScheme = errors.New("not a URL: it has no scheme")
+
+// noScheme is ErrNoScheme for raw, whose first address is first, naming
+// the fix: redis:// before it. It quotes first only when raw holds no @
+// (which may mean a password, with a comma or a slash in it, say).
+func noScheme(raw, first string) error {
+	if strings.Contains(raw, "@") {
+		return fmt.Errorf("%w (no part of it is shown: it may hold the password); write redis://user:password@host:port (rediss:// for TLS)", ErrNoScheme)
+	}
+	return fmt.Errorf("%w (%q); write redis://%s (rediss://%s for TLS)", ErrNoScheme, first, first, first)
 }
 
 // ErrUnparsable is the error of a --redis value whose user name or

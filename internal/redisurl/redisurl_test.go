@@ -116,3 +116,14 @@ func TestParseSpecialPasswords(t *testing.T) {
 		t.Errorf("Parse with a / in the password = %v; want ErrUnparsable, advising percent-encoding", err)
 	}
 }
+
+// A bare host:port is not a URL: the error says so and names the fix.
+func TestParseNoScheme(t *testing.T) {
+	for _, raw := range []string{"127.0.0.1:6379", "localhost:6379", "redis.internal:6380,h2:6379"} {
+		_, err := Parse(context.Background(), raw)
+		first, _, _ := strings.Cut(raw, ",")
+		if !errors.Is(err, ErrNoScheme) || !strings.Contains(err.Error(), "write redis://"+first) {
+			t.Errorf("Parse(%q) = %v; want ErrNoScheme naming redis://%s", raw, err, first)
+		}
+	}
+}
