@@ -149,17 +149,17 @@ func contains(list []string, s string) bool {
 //     nothing would be cached.
 //   - A missing key or command right (EVALSHA, SET, keys Prefix:*, ...):
 //     the calls that need it return ErrPermission, uncached.
-//   - A maxmemory-policy that evicts, with maxmemory set: an evicted
-//     revocation marker lets a load begun before a Delete or Set store its
-//     older value after it returned (see the README's "Eviction policy").
 //   - A median round trip of RedisTimeout or more: calls would fail as
 //     silent Redis, and Fetch fail open.
 //
 // Warnings (SeverityWarning): Redis 5 (no near cache) or a version that
 // could not be read; masters of different versions; notices that cannot be
 // published or heard (waiters re-check on their own, within 250 ms of a
-// commit), or plain pub/sub where sharded was refused; an evicting policy
-// while maxmemory is 0, or a policy that could not be read; the near
+// commit), or plain pub/sub where sharded was refused; a maxmemory-policy
+// that evicts (an evicted lease costs an extra load, an evicted entry is a
+// miss, an evicted revocation marker lets a load begun before a Delete or
+// Set store its older value after it: the Cache warns the same), with or
+// without a maxmemory yet, or a policy that could not be read; the near
 // cache's rights missing while opts.NearCache is on; a median round trip of
 // 100 ms or more (hits read inline give up, and nodes are probed).
 //

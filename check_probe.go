@@ -183,10 +183,10 @@ func (k *checker) eviction(ctx context.Context) error {
 	}
 	sort.Strings(full)
 	sort.Strings(idle)
-	const risk = "an evicted revocation marker lets a load begun before a Delete or Set store its older value after it, and an evicted lease costs an extra load; use noeviction (README: Eviction policy)"
+	const risk = evictionRisk
 	switch {
-	case len(full) > 0:
-		k.r.add("eviction", SeverityFailure, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
+	case len(full) > 0: // a warning, as the Cache's: corral works, with the costs risk says
+		k.r.add("eviction", SeverityWarning, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
 	case unread != nil:
 		k.r.missing(rightOf(unread.Error(), k.o.Prefix))
 		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", unread, risk)

@@ -25,6 +25,12 @@ import (
 // refuses writes instead, which corral handles by serving what it holds and
 // loading misses directly (ErrWriteRefused).
 
+// evictionRisk is what a policy that evicts costs, as the Cache's warning
+// and Check's say it.
+const evictionRisk = "a lease evicted during its load costs at most one extra load per eviction, " +
+	"an evicted entry is a miss, and an evicted Delete's or Set's revocation marker lets a load begun before it " +
+	"store its older value after it; noeviction evicts nothing (README: Eviction policy)"
+
 // policyRetry is how long after a check Redis did not answer the next call
 // may try again.
 const policyRetry = time.Minute
@@ -85,9 +91,8 @@ func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
 	}
 	if len(evicting) > 0 {
 		sort.Strings(evicting)
-		c.opts.Logger.Warn("corral: Redis may evict corral's keys (its maxmemory-policy is not noeviction): "+
-			"a lease may be evicted during its load, which costs at most one extra load per eviction, "+
-			"and an entry may be evicted, which is a miss", "maxmemory-policy", strings.Join(evicting, " "))
+		c.opts.Logger.Warn("corral: Redis may evict corral's keys (its maxmemory-policy is not noeviction): "+evictionRisk,
+			"maxmemory-policy", strings.Join(evicting, " "))
 	}
 	return true
 }
