@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -55,14 +56,22 @@ A failure breaks a guarantee of corral's, or leaves nothing cached: Redis
 unreachable or refusing the login; Redis older than 5.0 (the scripts write
 after TIME); a replica, a Sentinel, or a Cluster node that is not answering
 as a Cluster; a missing key or command right (those calls return
-ErrPermission); an eviction policy other than noeviction with maxmemory set
-(an evicted revocation marker lets a load begun before a Delete store its
-older value after it); a round trip of RedisTimeout (2s) or more.
-A warning leaves the guarantees whole, corral doing less: no channel rights
+ErrPermission); a round trip of RedisTimeout (2s) or more.
+A warning means corral works, doing less or at a cost: no channel rights
 (waiters re-check on their own, within 250 ms of a commit), plain pub/sub
-where SPUBLISH was refused, an evicting policy with maxmemory 0, a policy
-the user may not read (CONFIG GET), the near cache's rights missing with
---near-cache, Redis 5, a round trip of 100 ms or more.
+where SPUBLISH was refused, an eviction policy other than noeviction (an
+evicted lease costs an extra load, an evicted entry is a miss, an evicted
+revocation marker lets a load begun before a Delete store its older value
+after it: the library warns the same), a policy the user may not read
+(CONFIG GET), the near cache's rights missing with --near-cache, Redis 5, a
+round trip of 100 ms or more.
+
+Every flag can also be set by an environment variable: CORRAL_CHECK_ and
+the flag's name in capitals, dashes as underscores (CORRAL_CHECK_REDIS,
+CORRAL_CHECK_NEAR_CACHE). A flag on the command line wins over its
+variable; a CORRAL_CHECK_ variable that is no flag's is a usage error. Give
+a URL with a password through CORRAL_CHECK_REDIS rather than the command
+line, which other users of the machine can read.
 
 Exit status: 0 when nothing fails (warnings allowed), 1 on a failure or when
 Redis could not be checked, 2 for a usage error. The password is never printed.
@@ -78,7 +87,12 @@ and detail), plus server, ok and, when Redis could not be checked, error.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd, *o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnvOf(cmd.Flags(), os.Environ(), "CORRAL_CHECK_", "check"); err != nil {
+				return usageError(cmd, err)
+			}
+			return runCheck(cmd, *o)
+		},
 	}
 	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
@@ -100,7 +114,7 @@ func usageError(cmd *cobra.Command, err error) error {
 func runCheck(cmd *cobra.Command, o checkFlags) error {
 	switch {
 	case o.redis == "":
-		return usageError(cmd, errors.New("--redis is required"))
+		return usageError(cmd, errors.New("--redis is required (or CORRAL_CHECK_REDIS)"))
 	case o.timeout <= 0:
 		return usageError(cmd, fmt.Errorf("--timeout must be positive (got %v)", o.timeout))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -228,7 +229,7 @@ func TestCheckUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "check: --redis is required (see 'corral check --help')"},
+		{nil, "check: --redis is required (or CORRAL_CHECK_REDIS) (see 'corral check --help')"},
 		{[]string{"--redis", srv.URL(), "extra"}, `check: unexpected argument "extra"`},
 		{[]string{"--bogus"}, "check: unknown flag: --bogus (see 'corral check --help')"},
 		{[]string{"--redis", srv.URL(), "--timeout", "0s"}, "check: --timeout must be positive"},
@@ -251,7 +252,7 @@ func TestCheckHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--redis string", "--prefix string", `(default "corral")`, "--near-cache", "--json",
 		"--timeout duration", "(default 10s)", "Exit status: 0 when nothing fails (warnings allowed), 1 on a failure",
-		"2 for a usage error", "A failure breaks a guarantee", "A warning leaves the guarantees whole"} {
+		"2 for a usage error", "A failure breaks a guarantee", "A warning means corral works", "CORRAL_CHECK_REDIS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check --help lacks %q:\n%s", want, out)
 		}
@@ -259,5 +260,45 @@ func TestCheckHelp(t *testing.T) {
 	root, _, err := corral(t)
 	if err != nil || !strings.Contains(root, "check") {
 		t.Errorf("corral help does not list check (%v):\n%s", err, root)
+	}
+}
+
+// corral check and corral demo take their flags from CORRAL_CHECK_* and
+// CORRAL_DEMO_* variables too, as serve does from CORRAL_SERVE_*: a URL
+// with a password stays off the command line. The command line wins; a
+// misspelt variable is an error naming it.
+func TestCheckAndDemoReadTheEnvironment(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Setenv("CORRAL_CHECK_REDIS", srv.URL())
+	out, _, code, err := runCheckCmd(t)
+	if code != 0 || err != nil {
+		t.Fatalf("check with CORRAL_CHECK_REDIS: exit %d, %v\n%s", code, err, out)
+	}
+	hasLine(t, out, "server", regexp.QuoteMeta(srv.URL()))
+	// The command line wins over the variable.
+	t.Setenv("CORRAL_CHECK_REDIS", "redis://127.0.0.1:1")
+	if out, _, code, err := runCheckCmd(t, "--redis", srv.URL()); code != 0 || err != nil {
+		t.Fatalf("check --redis over a variable: exit %d, %v\n%s", code, err, out)
+	}
+	t.Setenv("CORRAL_CHECK_REDIS", srv.URL())
+	t.Setenv("CORRAL_CHECK_NEAR_CACHE", "maybe")
+	if _, _, code, err := runCheckCmd(t); code != exitUsage || err == nil || !strings.Contains(err.Error(), "CORRAL_CHECK_NEAR_CACHE") {
+		t.Fatalf("a bad CORRAL_CHECK_NEAR_CACHE: exit %d, %v; want a usage error naming it", code, err)
+	}
+	os.Unsetenv("CORRAL_CHECK_NEAR_CACHE")
+	t.Setenv("CORRAL_CHECK_REDIS_URL", "x")
+	if _, _, code, err := runCheckCmd(t); code != exitUsage || err == nil || !strings.Contains(err.Error(), "CORRAL_CHECK_REDIS_URL is set, but no flag of corral check has that variable") {
+		t.Fatalf("a misspelt variable: exit %d, %v; want a usage error naming it", code, err)
+	}
+	os.Unsetenv("CORRAL_CHECK_REDIS_URL")
+
+	t.Setenv("CORRAL_DEMO_REDIS", "127.0.0.1:6379") // read, hence the demo's own error for it
+	if _, _, err := corral(t, "demo"); err == nil || !strings.Contains(err.Error(), "write redis://127.0.0.1:6379") {
+		t.Fatalf("demo with CORRAL_DEMO_REDIS: %v; want the variable's value used", err)
+	}
+	t.Setenv("CORRAL_DEMO_REDIS", srv.URL())
+	t.Setenv("CORRAL_DEMO_KEYZ", "2")
+	if _, _, err := corral(t, "demo"); err == nil || !strings.Contains(err.Error(), "CORRAL_DEMO_KEYZ is set, but no flag of corral demo") {
+		t.Fatalf("a misspelt CORRAL_DEMO_ variable: %v; want an error naming it", err)
 	}
 }

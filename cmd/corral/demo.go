@@ -52,13 +52,24 @@ serves the stale value while one caller refreshes in the background. With
 
 With --json, stdout holds exactly one JSON document. The progress bar goes to
 stderr when stderr is a terminal (--progress draws it anyway, --no-progress
-never).`,
+never).
+
+Every flag can also be set by an environment variable: CORRAL_DEMO_ and the
+flag's name in capitals, dashes as underscores (CORRAL_DEMO_REDIS,
+CORRAL_DEMO_PG: URLs with passwords stay off the command line). A flag on
+the command line wins; a CORRAL_DEMO_ variable that is no flag's is an
+error.`,
 		Example: `  corral demo
   corral demo --redis redis://127.0.0.1:6379 --instances 8 --goroutines 500 --origin-latency 20ms
   corral demo --pg 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' --keys 4 --json
   corral demo --scenario expiry --goroutines 50 --duration 10s --ttl 2s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, *cfg, *o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnvOf(cmd.Flags(), os.Environ(), "CORRAL_DEMO_", "demo"); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			return runDemo(cmd, *cfg, *o)
+		},
 	}
 	o.define(cmd, cfg)
 	return cmd

@@ -140,21 +140,31 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	return cmd
 }
 
-// envName returns the environment variable of the flag named name.
-func envName(name string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+// envName returns the environment variable of corral serve's flag named
+// name.
+func envName(name string) string { return envVar(envPrefix, name) }
+
+// envVar returns the environment variable of the flag named name for a
+// command whose variables start with prefix.
+func envVar(prefix, name string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// applyEnv sets each flag of fs not given on the command line from its
-// environment variable (envName) in environ ("NAME=value", as os.Environ
-// gives). A bad value is an error naming the variable, and so is a
-// variable starting with envPrefix that is no flag's (a misspelt one would
-// otherwise be ignored), named without its value, which may hold a
-// password.
+// applyEnv is applyEnvOf for corral serve.
 func applyEnv(fs *pflag.FlagSet, environ []string) error {
+	return applyEnvOf(fs, environ, envPrefix, "serve")
+}
+
+// applyEnvOf sets each flag of fs, corral command's, not given on the
+// command line from its environment variable (envVar with prefix) in
+// environ ("NAME=value", as os.Environ gives). A bad value is an error
+// naming the variable, and so is a variable starting with prefix that is
+// no flag's (a misspelt one would otherwise be ignored), named without its
+// value, which may hold a password.
+func applyEnvOf(fs *pflag.FlagSet, environ []string, prefix, command string) error {
 	vars := make(map[string]string)
 	for _, kv := range environ {
-		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, prefix) {
 			vars[k] = v
 		}
 	}
@@ -163,7 +173,7 @@ func applyEnv(fs *pflag.FlagSet, environ []string) error {
 		if f.Name == "help" {
 			return
 		}
-		name := envName(f.Name)
+		name := envVar(prefix, f.Name)
 		v, ok := vars[name]
 		delete(vars, name)
 		if !ok || f.Changed {
@@ -174,7 +184,7 @@ func applyEnv(fs *pflag.FlagSet, environ []string) error {
 		}
 	})
 	for _, name := range slices.Sorted(maps.Keys(vars)) {
-		errs = append(errs, fmt.Errorf("%s is set, but no flag of corral serve has that variable (%s and a flag's name in capitals, dashes as underscores)", name, envPrefix))
+		errs = append(errs, fmt.Errorf("%s is set, but no flag of corral %s has that variable (%s and a flag's name in capitals, dashes as underscores)", name, command, prefix))
 	}
 	return errors.Join(errs...)
 }
