@@ -28,9 +28,10 @@ type Cache struct {
 	tracer   Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
 	outcomes bool                            // opts.Observer is told the outcomes of calls: set, and not a StatsReader
 
-	rdb        redis.UniversalClient // for checkEvictionPolicy and nodeFailed: every other command goes through store
-	onParked   func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
-	policyNext atomic.Int64          // when the eviction policy may be checked (eviction.go)
+	rdb         redis.UniversalClient // for checkEvictionPolicy, nodeFailed and foreignKey: every other command goes through store
+	foreignWarn everyMinute           // foreignKey's
+	onParked    func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
+	policyNext  atomic.Int64          // when the eviction policy may be checked (eviction.go)
 
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
 	cancel context.CancelFunc

@@ -45,7 +45,12 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
 	}
 	c.peeks[key] = pc
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
-	o = c.store.peekOp(c.ctx, wire.EntryName(c.opts.Prefix, key), func(r peekReply, err error) {
+	name := wire.EntryName(c.opts.Prefix, key)
+	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
+		if isWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
+			c.foreignKey(key, name)
+			r, err = peekReply{now: r.now}, nil
+		}
 		r.sent = pc.sent
 		pc.r, pc.err = r, err
 		c.peekMu.Lock()

@@ -98,6 +98,41 @@ func warnOnce(l *slog.Logger, e *everyMinute, msg string, args ...any) {
 	l.Debug(msg, args...)
 }
 
+// isWrongType reports whether err is Redis's WRONGTYPE reply: a key of
+// another type is at the name.
+func isWrongType(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "WRONGTYPE")
+}
+
+// foreignKey warns, once a minute, that a key of another type than
+// corral's hashes is at key's entry name (another program's key, or a
+// prefix clash): corral takes it for no entry, and the next commit of key
+// replaces it. The type is read apart (TYPE), in the background.
+func (c *Cache) foreignKey(key, name string) {
+	if !c.foreignWarn.allow() {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
+		defer cancel()
+		kind, err := c.rdb.Type(ctx, name).Result()
+		if err != nil {
+			kind = "unknown (" + err.Error() + ")"
+		}
+		c.opts.Logger.Warn("corral: a key of another type is at an entry's name (another program's key, or a prefix clash): "+
+			"it is taken as no entry, and the next load or Set of the key replaces it", "key", key, "name", name, "type", kind)
+	}()
+}
+
 // everyMinute lets a warning through once a minute.
 type everyMinute struct{ last atomic.Int64 }
 

@@ -56,20 +56,37 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A key of another type at the entry's name (fetch.lua; WRONGTYPE) is no
+-- entry: it is replaced (deleted before the HSET, pcall: a replica refuses
+-- the DEL, and the HSET's refusal then says so). written is the token of
+-- the commit that wrote the entry (field t).
+local written = redis.pcall('HGET', KEYS[1], 't')
+local foreign = false
+if type(written) == 'table' and written.err then
+  if not string.find(written.err, '^WRONGTYPE') then
+    error(written)
+  end
+  foreign, written = true, false
+end
+
 -- evicted reports whether a lease that does not hold the token (lease, the
 -- value GET read) was evicted, with nothing stored since it was taken.
 local function evicted(lease)
   if lease or ARGV[11] == '' or now >= tonumber(ARGV[11]) then
     return false -- held by another, or a marker; or past the deadline
   end
-  return tonumber(redis.call('HGET', KEYS[1], 's')) == tonumber(ARGV[12])
+  local soft = nil -- a key of another type is no entry
+  if not foreign then
+    soft = tonumber(redis.call('HGET', KEYS[1], 's'))
+  end
+  return soft == tonumber(ARGV[12])
 end
 
 local status = 1
 if ARGV[1] ~= '' then
   local lease = redis.call('GET', KEYS[2])
   if lease ~= ARGV[1] then
-    if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+    if written == ARGV[1] then
       return {1, false} -- an earlier try of this commit landed
     end
     if not evicted(lease) then
@@ -83,6 +100,9 @@ local compressed = string.find(ARGV[3], 'z', 1, true)
 local field, other = 'v', 'z'
 if compressed then
   field, other = 'z', 'v'
+end
+if foreign then
+  redis.pcall('DEL', KEYS[1])
 end
 -- HSET first: a refused write leaves the entry as it was.
 local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),

@@ -43,6 +43,12 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- foreign: a key of another type is at the entry's name (another
+-- program's, or a prefix clash; the HMGET below finds out, WRONGTYPE, with
+-- no right beyond corral's own). It is no entry: its caller loads, and the
+-- commit replaces it.
+local foreign = false
+
 -- take takes the lease for ARGV[1]: 1 taken, 0 held by another, -1 Redis
 -- refuses writes for lack of memory (OOM), -2 as a replica (READONLY); the
 -- read goes on. Any other error ends the
@@ -55,7 +61,7 @@ local function take(force)
   -- callers from waiting on it. Over a flagged entry it is a backoff after a
   -- failed refresh (release.lua), which holds refreshes off.
   if not force and redis.call('GET', KEYS[2]) == 'backoff' and
-      not string.find(redis.call('HGET', KEYS[1], 'f') or '', 'x', 1, true) then
+      (foreign or not string.find(redis.call('HGET', KEYS[1], 'f') or '', 'x', 1, true)) then
     force = true
   end
   local set
@@ -84,7 +90,13 @@ end
 -- payload field, or with a flag this release does not know (n, e, z and x
 -- are known), is in a format of another release, and no entry here: its
 -- caller loads, and the commit replaces it.
-local e = redis.call('HMGET', KEYS[1], 's', 'd', 'f', 'c')
+local e = redis.pcall('HMGET', KEYS[1], 's', 'd', 'f', 'c')
+if type(e) == 'table' and e.err then
+  if not string.find(e.err, '^WRONGTYPE') then
+    error(e)
+  end
+  foreign, e = true, {}
+end
 local soft = tonumber(e[1])
 local f = e[3] or ''
 local v = false

@@ -7,7 +7,13 @@
 -- Reply: {v, f}, v the payload (field v, or z when f has 'z') or its size
 -- (an integer) when over ARGV[1]; or false when there is no entry, or no
 -- payload this release knows.
-local f = redis.call('HGET', KEYS[1], 'f')
+local f = redis.pcall('HGET', KEYS[1], 'f')
+if type(f) == 'table' and f.err then
+  if string.find(f.err, '^WRONGTYPE') then
+    return false -- a key of another type at the entry's name: no entry (fetch.lua)
+  end
+  error(f)
+end
 if not f or string.find(f, '[^nezx]') then
   return false -- no entry, or one in a format this release does not know
 end

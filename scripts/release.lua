@@ -50,8 +50,8 @@ if not held then
   end
 end
 if ARGV[5] == '1' then
-  local f = redis.call('HGET', KEYS[3], 'f')
-  if f and not string.find(f, 'x', 1, true) then
+  local f = redis.pcall('HGET', KEYS[3], 'f') -- WRONGTYPE: another type's key is no entry
+  if type(f) == 'string' and not string.find(f, 'x', 1, true) then
     redis.pcall('HSET', KEYS[3], 'f', f .. 'x') -- a refused write only loses the flag
   end
 end

@@ -34,8 +34,14 @@ if lease == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if lease or now >= tonumber(ARGV[4]) or
-    tonumber(redis.call('HGET', KEYS[2], 's')) ~= tonumber(ARGV[5]) then
+if lease or now >= tonumber(ARGV[4]) then
+  return 0
+end
+local soft = redis.pcall('HGET', KEYS[2], 's') -- WRONGTYPE: another type's key is no entry
+if type(soft) == 'table' then
+  soft = nil
+end
+if tonumber(soft) ~= tonumber(ARGV[5]) then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
