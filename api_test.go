@@ -360,21 +360,31 @@ func TestCallersShareTheValue(t *testing.T) {
 	}
 }
 
+// A waiter in another process gets the holder's failure, as ErrRemoteLoad
+// with its message. On a machine starved of CPU, its fallback re-check may
+// run before it reads the notice: the lease is free by then, and it loads
+// once itself. Those are the two answers the product gives; any other (a
+// different error, more loads, a hang) fails.
 func TestRemoteLoadErrorReachesWaiters(t *testing.T) {
 	e := newEnv(t, nil)
 	other := newCache(t, e.srv.Client(), nil)
 	ctx := context.Background()
 	fail := hold(t, e.c, "{k}", nil, errors.New("db exploded"))
+	var loads atomic.Int32
 	got := make(chan error, 1)
 	go func() {
-		_, err := other.Fetch(ctx, "{k}", time.Minute, value("mine"))
+		_, err := other.Fetch(ctx, "{k}", time.Minute, slow(0, &loads, "mine"))
 		got <- err
 	}()
 	waitSubscribed(t, e.rdb, "corral:n:{k}:{k}", 1)
 	fail()
 	err := <-got
-	if !errors.Is(err, corral.ErrRemoteLoad) || !strings.Contains(err.Error(), "db exploded") {
-		t.Fatalf("remote waiter got %v; want ErrRemoteLoad with the message", err)
+	switch {
+	case errors.Is(err, corral.ErrRemoteLoad) && strings.Contains(err.Error(), "db exploded") && loads.Load() == 0:
+	case err == nil && loads.Load() == 1: // its re-check came first: it took the free lease and loaded
+		t.Logf("the waiter re-checked before the notice, and loaded once (stats %+v)", other.Stats())
+	default:
+		t.Fatalf("remote waiter got %v after %d loads of its own; want ErrRemoteLoad with the message, or its own one load", err, loads.Load())
 	}
 }
 
