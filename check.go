@@ -70,8 +70,9 @@ type Report struct {
 	// "plain" (PUBLISH) or "none" (no channel rights: waiters re-check on
 	// their own).
 	PubSub string `json:"pubsub"`
-	// Policies is the maxmemory-policy of each master, by address (under
-	// "" for a single server); nil when it could not be read.
+	// Policies is the maxmemory-policy of each master, by address (a
+	// single server's under the client's address, "server" when the client
+	// has none); nil when it could not be read.
 	Policies map[string]string `json:"policies,omitempty"`
 	// Missing lists the rights corral uses that the user lacks: commands
 	// ("EVALSHA", "CONFIG GET"), or "keys P:*", "channels P:*" and

@@ -164,7 +164,7 @@ func (k *checker) eviction(ctx context.Context) error {
 			unread = err
 			continue
 		}
-		policies[addr] = p
+		policies[k.policyKey(addr)] = p
 		if !evicts(p) {
 			continue
 		}
@@ -223,6 +223,18 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// policyKey is the key of the master at addr in Report.Policies: addr, or
+// for a single server (addr "") the client's address.
+func (k *checker) policyKey(addr string) string {
+	if addr != "" {
+		return addr
+	}
+	if c, ok := k.rdb.(*redis.Client); ok && c.Options().Addr != "" {
+		return c.Options().Addr
+	}
+	return "server"
 }
 
 // addrName names a master in messages: its address, or "the server".

@@ -95,7 +95,7 @@ func TestCheck_Healthy(t *testing.T) {
 		t.Errorf("rtt: %q", f.Detail) // ok on a quiet machine; a warning past 100 ms
 	}
 	if r.Cluster || r.Masters != 1 || r.PubSub != "sharded" || len(r.Missing) != 0 ||
-		r.Policies[""] != "noeviction" || r.RTT <= 0 || r.RTT > time.Second {
+		r.Policies[rdb.Options().Addr] != "noeviction" || len(r.Policies) != 1 || r.RTT <= 0 || r.RTT > time.Second {
 		t.Fatalf("report %+v", r)
 	}
 	if err := r.Err(); err != nil {
@@ -215,7 +215,8 @@ func TestCheck_Eviction(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("Err() = %v; want nil: an evicting policy is a warning", err)
 	}
-	if r.Policies[""] != "allkeys-lru" {
+	if r.Policies[srv.Addr] != "allkeys-lru" || len(r.Policies) != 1 { // by address: no empty key in the JSON
+
 		t.Fatalf("Policies %v", r.Policies)
 	}
 

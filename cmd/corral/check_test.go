@@ -110,6 +110,11 @@ func TestCheckEvictionPolicy(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d; want 0: an evicting policy is a warning\n%s", code, out)
 	}
+	// --json names the server's policy by its address: no empty key.
+	out, _, _, _ = runCheckCmd(t, "--redis", srv.URL(), "--json")
+	if strings.Contains(out, `"":`) || !strings.Contains(out, `"`+srv.Addr+`": "volatile-lru"`) {
+		t.Fatalf("--json policies: want them by address, no empty key:\n%s", out)
+	}
 }
 
 // A 3-master Cluster, given as a cluster URL or as one node's address:
