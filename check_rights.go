@@ -96,6 +96,19 @@ func rightOf(msg, prefix string) string {
 	return strings.TrimSpace(msg)
 }
 
+// grantFor is the ACL rule that grants right (rightOf's): "+publish" for
+// the command PUBLISH, "&P:*" for the channels P:*, "~P:*" for the keys;
+// the channels when right is unknown ("").
+func grantFor(right, prefix string) string {
+	switch {
+	case right == "" || strings.HasPrefix(right, "channels "):
+		return "&" + prefix + ":*"
+	case strings.HasPrefix(right, "keys "):
+		return "~" + prefix + ":*"
+	}
+	return "+" + strings.ToLower(strings.ReplaceAll(right, " ", "|"))
+}
+
 func commandName(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "|", " ")) }
 
 // compact drops empty and repeated names, keeping the order.
@@ -131,7 +144,8 @@ func (k *checker) pubsub(ctx context.Context) error {
 	if mode.mark == wire.AnnounceNone {
 		k.r.PubSub = "none"
 		k.r.missing(rightOf(refused["PUBLISH"].Error(), k.o.Prefix))
-		k.r.add("pubsub", SeverityWarning, "none: PUBLISH refused (%v): %s; grant &%s:*", refused["PUBLISH"], poll, k.o.Prefix)
+		k.r.add("pubsub", SeverityWarning, "none: PUBLISH refused (%v): %s; grant %s", refused["PUBLISH"], poll,
+			grantFor(rightOf(refused["PUBLISH"].Error(), k.o.Prefix), k.o.Prefix))
 		return nil
 	}
 	publish, subscribe := "SPUBLISH", "SSUBSCRIBE"

@@ -170,7 +170,8 @@ func TestCheck_ChannelRights(t *testing.T) {
 		detail       string
 		missing      string
 	}{
-		{"no channels", "none", []string{"~*", "resetchannels", "+@all"}, false, corral.SeverityWarning, "none: PUBLISH refused", "channels corral:*"},
+		{"no channels", "none", []string{"~*", "resetchannels", "+@all"}, false, corral.SeverityWarning, "grant &corral:*", "channels corral:*"},
+		{"no PUBLISH", "none", []string{"~*", "&*", "+@all", "-publish", "-spublish"}, false, corral.SeverityWarning, "grant +publish", "PUBLISH"},
 		{"no SSUBSCRIBE", "sharded", []string{"~*", "&*", "+@all", "-ssubscribe"}, false, corral.SeverityWarning, "SSUBSCRIBE refused", "SSUBSCRIBE"},
 		{"no SPUBLISH", "plain", []string{"~*", "&*", "+@all", "-spublish"}, false, corral.SeverityWarning, "plain (PUBLISH, SUBSCRIBE): SPUBLISH refused", "SPUBLISH"},
 		{"sharded disabled", "plain", []string{"~*", "&*", "+@all"}, true, corral.SeverityOK, "plain (PUBLISH, SUBSCRIBE): DisableShardedPubSub", ""},

@@ -22,6 +22,9 @@ type pubsubMode struct {
 	// AnnouncePlain, or AnnounceNone without channel rights: they re-check
 	// on their own).
 	mark byte
+	// refusal is Redis's refusal of PUBLISH when mark is AnnounceNone:
+	// which right is missing (a command, or the channels).
+	refusal string
 }
 
 // pubsub returns this process's pub/sub mode: sharded pub/sub where the
@@ -57,7 +60,8 @@ func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
 // that refuses the client itself (clientRefused), which says nothing of
 // its rights.
 func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Context, command string) error) (pubsubMode, error) {
-	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded}, {"PUBLISH", wire.AnnouncePlain}} {
+	var refusal string
+	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded, ""}, {"PUBLISH", wire.AnnouncePlain, ""}} {
 		if try.mark == wire.AnnounceSharded && noShard {
 			continue
 		}
@@ -67,9 +71,11 @@ func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Cont
 			return try, nil
 		case !errors.As(err, &reply) || redisFailed(err) || clientRefused(err):
 			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
+		default:
+			refusal = reply.Error()
 		}
 	}
-	return pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone}, nil
+	return pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone, refusal: refusal}, nil
 }
 
 // clientRefused reports whether err is a reply refusing the client rather

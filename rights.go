@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -56,8 +57,13 @@ func (c *Cache) checkRights(ctx context.Context) {
 	}
 	switch {
 	case mode.mark == wire.AnnounceNone:
-		c.opts.Logger.Warn("corral: the ACL user may not publish on corral's channels; waiters re-check on their own (within 250 ms of a commit) instead of hearing notices",
-			"grant", "&"+c.opts.Prefix+":*")
+		right := rightOf(mode.refusal, c.opts.Prefix)
+		what := "publish on corral's channels"
+		if right != "" && !strings.HasPrefix(right, "channels ") {
+			what = "run " + right // the command, not the channels
+		}
+		c.opts.Logger.Warn("corral: the ACL user may not "+what+"; waiters re-check on their own (within 250 ms of a commit) instead of hearing notices",
+			"grant", grantFor(right, c.opts.Prefix))
 	case mode.mark == wire.AnnouncePlain && !c.opts.DisableShardedPubSub:
 		c.opts.Logger.Debug("corral: sharded pub/sub unavailable (Redis 6, or SPUBLISH denied); using PUBLISH")
 	}

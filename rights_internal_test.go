@@ -24,6 +24,9 @@ func TestRightsCheckRefusedClient(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nopub", "on", ">pw", "~*", "&*", "+@all", "-publish", "-spublish").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := admin.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +40,7 @@ func TestRightsCheckRefusedClient(t *testing.T) {
 		{"no password", func(o *redis.Options) {}, "NOAUTH", ""},
 		{"database out of range", func(o *redis.Options) { o.Password, o.DB = "right", 99 }, "DB index is out of range", ""},
 		{"no channel rights", func(o *redis.Options) { o.Username, o.Password = "nochan", "pw" }, "", "may not publish on corral's channels"},
+		{"no PUBLISH right", func(o *redis.Options) { o.Username, o.Password = "nopub", "pw" }, "", "grant=+publish"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logged testkit.Buffer
