@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -108,6 +109,23 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 	}()
 }
 
+// refusalReply reports whether b, the first bytes a new connection read,
+// is the error a server sends on a connection it refuses before closing it
+// (maxclients reached), and returns its text. Other error replies (NOAUTH
+// to a PING without AUTH, say) are a server that answers.
+func refusalReply(b []byte) (string, bool) {
+	line, _, _ := strings.Cut(string(b), "\r\n")
+	if strings.HasPrefix(line, "-") && strings.Contains(line, "max number of clients reached") {
+		return line[1:], true
+	}
+	return "", false
+}
+
+// serverRefused is the error of a connection the server refused with msg.
+type serverRefused string
+
+func (e serverRefused) Error() string { return "Redis refused the connection: " + string(e) }
+
 // errProbeStuck says a probe connection left its PING unanswered while
 // the node answered other calls.
 var errProbeStuck = errors.New("corral: probe connection stuck")
@@ -164,6 +182,13 @@ func (pr *prober) look(l *liveness, silence bool) error {
 		// Nothing heard since the PING went out (a batch answered before
 		// it may have cleared unheard): the silence counts from the PING.
 		l.unheard.CompareAndSwap(0, sent)
+	}
+	if n > 0 && pr.pinged && !pr.answered {
+		if msg, ok := refusalReply(buf[:n]); ok {
+			// The server's reason for refusing the connection (it closes
+			// it next): not an answer, and what the trip will say.
+			return serverRefused(msg)
+		}
 	}
 	if n > 0 && pr.pinged {
 		// Answered: whatever else is in the socket is the same answer,
