@@ -64,7 +64,10 @@ func TestForeignKeyAtAnEntrysName(t *testing.T) {
 
 	eventually(t, 5*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "a key of another type") })
 	out := logs.String()
-	if n := strings.Count(out, "a key of another type"); n != 1 || !strings.Contains(out, "key=k ") || !strings.Contains(out, "type=string") {
+	// The type is read apart, after the peek: by then the load that followed
+	// may have replaced the string.
+	named := strings.Contains(out, "type=string") || strings.Contains(out, `type="not a hash (replaced since)"`)
+	if n := strings.Count(out, "a key of another type"); n != 1 || !strings.Contains(out, "key=k ") || !named {
 		t.Fatalf("%d warnings; want one naming the key and its type:\n%s", n, out)
 	}
 }

@@ -125,8 +125,11 @@ func (c *Cache) foreignKey(key, name string) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		kind, err := c.rdb.Type(ctx, name).Result()
-		if err != nil {
+		switch {
+		case err != nil:
 			kind = "unknown (" + err.Error() + ")"
+		case kind == "hash" || kind == "none": // replaced or gone by now: the load that followed committed
+			kind = "not a hash (replaced since)"
 		}
 		c.opts.Logger.Warn("corral: a key of another type is at an entry's name (another program's key, or a prefix clash): "+
 			"it is taken as no entry, and the next load or Set of the key replaces it", "key", key, "name", name, "type", kind)
