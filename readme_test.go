@@ -35,9 +35,6 @@ func TestReadmeFetchEntry(t *testing.T) {
 // library, and the Quick start's program builds against it: the way to use
 // corral before it is on the module proxy works.
 func TestReadmeQuickStartFromAClone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a module from scratch")
-	}
 	text, ok := readmetest.Between(readmetest.Read(t, "README.md"), "\n## Quick start\n", "\n## ")
 	if !ok {
 		t.Fatal("README.md: no Quick start")
