@@ -261,8 +261,8 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
 	fire, stop := r.timer()
 	defer stop()
-	if fire != nil && waitPeeks(ctx, calls, fire) {
-		c.rescuePeeks(ctx, &r, calls, ttl, load)
+	if fire != nil && waitAll(ctx, calls, fire, peekDone) {
+		c.rescueWaiting(ctx, &r, calls, ttl, load, peekDone)
 		fire = nil
 	}
 	b := c.newBatch(ctx, load)
@@ -272,8 +272,8 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 		}
 	}
 	b.started()
-	if fire != nil && waitFlights(ctx, calls, fire) {
-		c.rescueFlights(ctx, &r, calls, ttl, load)
+	if fire != nil && waitAll(ctx, calls, fire, flightDone) {
+		c.rescueWaiting(ctx, &r, calls, ttl, load, flightDone)
 	}
 	for i := range calls {
 		if k := &calls[i]; k.f != nil {

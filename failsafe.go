@@ -231,24 +231,20 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 	// It stays in opens for RedisTimeout, ended, for a leased load of the
 	// key to take its result (leasedLoad) rather than ask the origin again
 	// as Redis comes back; a Delete or Set of the key (forget) drops it.
-	time.AfterFunc(c.opts.RedisTimeout, func() {
-		c.openMu.Lock()
-		if c.opens[key] == o {
-			delete(c.opens, key)
-		}
-		c.openMu.Unlock()
-	})
+	time.AfterFunc(c.opts.RedisTimeout, func() { c.dropOpen(key, o) })
+}
+
+// dropOpen removes o from opens, unless another load of key replaced it.
+func (c *Cache) dropOpen(key string, o *openLoad) {
+	c.openMu.Lock()
+	if c.opens[key] == o {
+		delete(c.opens, key)
+	}
+	c.openMu.Unlock()
 }
 
 // ended reports whether o has its result.
-func (o *openLoad) ended() bool {
-	select {
-	case <-o.done:
-		return true
-	default:
-		return false
-	}
-}
+func (o *openLoad) ended() bool { return isClosed(o.done) }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the
 // top of this file), unless an invalidation of the key came since snap (the

@@ -37,8 +37,19 @@ type rescue struct {
 // none without a deadline, or with one later than corral's own verdict on a
 // silent Redis, or with fail-open off.
 func (c *Cache) planRescue(ctx context.Context, key string) rescue {
+	r := c.rescueOf(ctx, 1, func(int) string { return key })
+	if !r.at.IsZero() {
+		r.name = wire.EntryName(c.opts.Prefix, key)
+	}
+	return r
+}
+
+// rescueOf is the rescue of a call with ctx of n keys (key(i) the i-th),
+// beginning now: planned with the longest last load of the keys, or
+// half-way to the deadline when any is unknown.
+func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) rescue {
 	deadline, ok := ctx.Deadline()
-	if !ok || c.opts.DisableFailOpen {
+	if !ok || c.opts.DisableFailOpen || n == 0 {
 		return rescue{}
 	}
 	now := time.Now()
@@ -47,13 +58,22 @@ func (c *Cache) planRescue(ctx context.Context, key string) rescue {
 		return rescue{}
 	}
 	at := deadline.Add(-left / 2)
-	if took, ok := c.lastLoad(key); ok {
-		at = deadline.Add(-took - rescueMargin)
+	var longest time.Duration
+	for i := range n {
+		took, ok := c.lastLoad(key(i))
+		if !ok {
+			longest = -1
+			break
+		}
+		longest = max(longest, took)
+	}
+	if longest >= 0 {
+		at = deadline.Add(-longest - rescueMargin)
 	}
 	if earliest := now.Add(rescueMin); at.Before(earliest) {
 		at = earliest
 	}
-	return rescue{at: at, began: now, name: wire.EntryName(c.opts.Prefix, key)}
+	return rescue{at: at, began: now}
 }
 
 // timer returns a channel that fires at r's time, and its stop; nil (never)
@@ -105,24 +125,11 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // leaves at its own deadline (joinOpen), as a flight's caller does, while
 // the load goes on for the others and for memory, bounded by LoadTimeout.
 func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.goTracked(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
 		o.err = ErrClosed
-		c.openMu.Lock()
-		if c.opens[key] == o {
-			delete(c.opens, key)
-		}
-		c.openMu.Unlock()
+		c.dropOpen(key, o)
 		close(o.done)
-		return
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		c.runOpen(context.WithoutCancel(ctx), key, l, o)
-	}()
 }
 
 // lastLoad returns how long key's latest load took, when this process
@@ -166,32 +173,7 @@ func (p *pipeline) heardSince(name string, t time.Time) bool {
 // planRescue, with the longest last load of its keys (half the time left
 // when any is unknown).
 func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
-	deadline, ok := ctx.Deadline()
-	if !ok || c.opts.DisableFailOpen || len(calls) == 0 {
-		return rescue{}
-	}
-	now := time.Now()
-	left := deadline.Sub(now)
-	if left >= c.opts.RedisTimeout+monitorTick || left <= 2*rescueMin {
-		return rescue{}
-	}
-	at := deadline.Add(-left / 2)
-	var longest time.Duration
-	for i := range calls {
-		took, ok := c.lastLoad(calls[i].key)
-		if !ok {
-			longest = -1
-			break
-		}
-		longest = max(longest, took)
-	}
-	if longest >= 0 {
-		at = deadline.Add(-longest - rescueMargin)
-	}
-	if earliest := now.Add(rescueMin); at.Before(earliest) {
-		at = earliest
-	}
-	return rescue{at: at, began: now}
+	return c.rescueOf(ctx, len(calls), func(i int) string { return calls[i].key })
 }
 
 // silentFor reports whether the node of key said nothing since r began.
@@ -199,15 +181,17 @@ func (c *Cache) silentFor(r *rescue, key string) bool {
 	return !c.store.pipe.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
 }
 
-// waitPeeks waits for the peeks of calls until fire fires or ctx ends: it
-// reports whether fire fired first.
-func waitPeeks(ctx context.Context, calls []keyCall, fire <-chan time.Time) bool {
+// waitAll waits, in turn, for the channel done gives each of calls (nil:
+// nothing to wait for) until fire fires or ctx ends: it reports whether
+// fire fired first.
+func waitAll(ctx context.Context, calls []keyCall, fire <-chan time.Time, done func(k *keyCall) <-chan struct{}) bool {
 	for i := range calls {
-		if calls[i].pc == nil {
+		ch := done(&calls[i])
+		if ch == nil {
 			continue
 		}
 		select {
-		case <-calls[i].pc.done:
+		case <-ch:
 		case <-ctx.Done():
 			return false
 		case <-fire:
@@ -217,61 +201,54 @@ func waitPeeks(ctx context.Context, calls []keyCall, fire <-chan time.Time) bool
 	return false
 }
 
-// waitFlights is waitPeeks for the flights of calls.
-func waitFlights(ctx context.Context, calls []keyCall, fire <-chan time.Time) bool {
-	for i := range calls {
-		if calls[i].f == nil {
-			continue
-		}
-		select {
-		case <-calls[i].f.done:
-		case <-ctx.Done():
-			return false
-		case <-fire:
-			return true
-		}
+// peekDone and flightDone are waitAll's done for peeks and flights.
+func peekDone(k *keyCall) <-chan struct{} {
+	if k.pc == nil {
+		return nil
 	}
-	return false
+	return k.pc.done
 }
 
-// rescuePeeks rescues the calls whose peek has not ended on a silent node
-// (see above); they need no flight then.
-func (c *Cache) rescuePeeks(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader) {
+func flightDone(k *keyCall) <-chan struct{} {
+	if k.f == nil {
+		return nil
+	}
+	return k.f.done
+}
+
+// rescueWaiting rescues the calls (see above) whose wait (done: peekDone
+// or flightDone) has not ended on a silent node: a peek is dropped (they
+// need no flight then); a flight is left, as a flight's caller leaves it,
+// and only while its fetch.lua is out.
+func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader,
+	done func(k *keyCall) <-chan struct{}) {
 	var ks []*keyCall
 	for i := range calls {
 		k := &calls[i]
-		if k.pc == nil || !c.silentFor(r, k.key) {
+		ch := done(k)
+		if ch == nil || isClosed(ch) || !c.silentFor(r, k.key) {
 			continue
 		}
-		select {
-		case <-k.pc.done:
-			continue
-		default:
+		if k.f != nil {
+			if !k.f.asking.Load() {
+				continue
+			}
+			c.leave(k.f)
 		}
-		k.pc = nil
+		k.pc, k.f = nil, nil
 		ks = append(ks, k)
 	}
 	c.rescueMany(ctx, ks, ttl, load)
 }
 
-// rescueFlights rescues the calls whose flight still asks a silent node.
-func (c *Cache) rescueFlights(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader) {
-	var ks []*keyCall
-	for i := range calls {
-		k := &calls[i]
-		if k.f == nil || !k.f.asking.Load() || !c.silentFor(r, k.key) {
-			continue
-		}
-		select {
-		case <-k.f.done:
-			continue
-		default:
-		}
-		c.leave(k.f)
-		k.f = nil
-		ks = append(ks, k)
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	c.rescueMany(ctx, ks, ttl, load)
 }
 
 // rescueMany answers the rescued calls ks: from memory, or by their keys'

@@ -113,15 +113,7 @@ func (c *Cache) foreignKey(key, name string) {
 	if !c.foreignWarn.allow() {
 		return
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
+	c.goTracked(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		kind, err := c.rdb.Type(ctx, name).Result()
@@ -133,7 +125,24 @@ func (c *Cache) foreignKey(key, name string) {
 		}
 		c.opts.Logger.Warn("corral: a key of another type is at an entry's name (another program's key, or a prefix clash): "+
 			"it is taken as no entry, and the next load or Set of the key replaces it", "key", key, "name", name, "type", kind)
+	})
+}
+
+// goTracked runs f in a goroutine that Close waits for, unless the Cache
+// is closed: it reports whether it started f.
+func (c *Cache) goTracked(f func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		f()
 	}()
+	return true
 }
 
 // everyMinute lets a warning through once a minute.
