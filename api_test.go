@@ -350,7 +350,7 @@ func TestCallersShareTheValue(t *testing.T) {
 			})
 		}()
 	}
-	eventually(t, 5*time.Second, "all callers joined", func() bool { return e.c.Stats().Coalesced == 7 })
+	eventually(t, 5*time.Second, "all callers joined", func() bool { return e.c.Stats().Joined == 7 })
 	close(gate)
 	wg.Wait()
 	for i, r := range results {

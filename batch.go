@@ -61,7 +61,7 @@ import (
 // began. ttl is the soft TTL of what loadMany returns, as for Fetch.
 func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
 	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
-		return nil, err
+		return nil, c.refusedMany(ctx, keys, err)
 	}
 	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
 		vals, err := loadMany(ctx, keys)
@@ -80,7 +80,7 @@ func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration,
 // read-only when the near cache is on, as with Fetch[T].
 func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string]T, error)) (map[string]T, error) {
 	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
-		return nil, err
+		return nil, c.refusedMany(ctx, keys, err)
 	}
 	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
 		found, err := loadMany(ctx, keys)
@@ -138,9 +138,10 @@ type batchCodec[V any] struct {
 // fetchMany is FetchMany for values of type V: the near cache first, then
 // Redis and loads (fetchCalls), then the values decoded, where an entry
 // that does not decode is fetched once more as missing, as Fetch[T] does.
+// Each key's outcome is counted once, as Fetch counts a call's.
 func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, load manyLoader, bc batchCodec[V]) (map[string]V, error) {
 	out, errs := make(map[string]V, len(keys)), map[string]error{}
-	calls := c.batchCalls(keys, bc.version, errs)
+	calls := c.batchCalls(ctx, keys, bc.version, errs)
 	kept := calls[:0] // the calls the near cache did not answer, with their XFetch draws
 	for i := range calls {
 		if c.near != nil && bc.near(ctx, c, &calls[i], out, errs) {
@@ -155,12 +156,15 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 	for i := range calls {
 		if !bc.collect(c, &calls[i], out, errs, false) {
 			again = append(again, calls[i])
+			continue
 		}
+		c.count(ctx, calls[i].key, calls[i].a.out)
 	}
 	if len(again) > 0 {
 		c.fetchCalls(ctx, again, ttl, load)
 		for i := range again {
 			bc.collect(c, &again[i], out, errs, true)
+			c.count(ctx, again[i].key, again[i].a.out)
 		}
 	}
 	if len(errs) > 0 {
@@ -171,17 +175,19 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 
 // keyCall is one key of a FetchMany, and its answer.
 type keyCall struct {
-	key  string
-	how  how
-	pc   *peekCall // its peek, until it is read
-	f    *flight   // the flight that answers it, until it does
-	a    answer
-	keep *peekCopy // as for fetch: what the near cache may keep of a
+	key    string
+	how    how
+	pc     *peekCall // its peek, until it is read
+	f      *flight   // the flight that answers it, until it does
+	joined bool      // f is another call's (await)
+	a      answer
+	keep   *peekCopy // as for fetch: what the near cache may keep of a
 }
 
 // batchCalls returns a call for each distinct key of keys, each with its
-// own XFetch draw; an empty key gets ErrInvalidKey in errs instead.
-func (c *Cache) batchCalls(keys []string, version string, errs map[string]error) []keyCall {
+// own XFetch draw; an empty key gets ErrInvalidKey in errs instead, and
+// counts as an error.
+func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, errs map[string]error) []keyCall {
 	calls := make([]keyCall, 0, len(keys))
 	seen := make(map[string]struct{}, len(keys))
 	for _, key := range keys {
@@ -190,7 +196,7 @@ func (c *Cache) batchCalls(keys []string, version string, errs map[string]error)
 		}
 		seen[key] = struct{}{}
 		if key == "" {
-			errs[key] = fmt.Errorf("%w: empty key", ErrInvalidKey)
+			errs[key] = c.refused(ctx, key, fmt.Errorf("%w: empty key", ErrInvalidKey))
 			continue
 		}
 		calls = append(calls, keyCall{key: key, how: how{version: version}})
@@ -277,7 +283,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 	}
 	for i := range calls {
 		if k := &calls[i]; k.f != nil {
-			k.a, k.f = c.await(ctx, k.f), nil
+			k.a, k.f = c.await(ctx, k.f, k.joined), nil
 		}
 	}
 }
@@ -290,8 +296,8 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	for i := range calls {
 		k := &calls[i]
 		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
-			c.coalesced(ctx, k.key)
-			k.f = f
+			c.joined()
+			k.f, k.joined = f, true
 			continue
 		} else if ok {
 			c.leave(f)
@@ -332,12 +338,12 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 	case !ok:
 		k.a = answer{err: ErrClosed}
 	case joined:
-		c.coalesced(ctx, k.key)
+		c.joined()
 	}
 	if !ok || joined {
 		b.decided(k.key) // not b's flight
 	}
-	k.f = f
+	k.f, k.joined = f, joined
 }
 
 // BatchError is the error of FetchMany when some of its keys got neither a

@@ -49,14 +49,14 @@ func TestFetchMany_SharesLoadsWithFetch(t *testing.T) {
 			done <- err
 		}()
 		o.waitCalls(t, 1)
-		before := e.c.Stats().Coalesced
+		before := e.c.Stats().Joined
 		var runs atomic.Int32
 		got := make(chan string, 1)
 		go func() {
 			v, _ := e.c.Fetch(ctx, "share:b1", time.Minute, slow(0, &runs, "fetch's own"))
 			got <- string(v)
 		}()
-		eventually(t, 5*time.Second, "Fetch joins the batch's flight", func() bool { return e.c.Stats().Coalesced > before })
+		eventually(t, 5*time.Second, "Fetch joins the batch's flight", func() bool { return e.c.Stats().Joined > before })
 		close(o.gate)
 		if err := <-done; err != nil {
 			t.Fatal(err)

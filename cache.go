@@ -202,8 +202,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 		c.countRedisError(ctx, err)
 		if redisFailed(err) && ctx.Err() == nil {
 			if a, held := c.failSafe(key); held {
-				c.count(ctx, key, a.out)
-				return a.val, a.err
+				return a.val, a.err // not a call: Stats count none of Get's answers
 			}
 		}
 		return nil, err

@@ -310,7 +310,7 @@ func TestCase_C03_LoaderPanic(t *testing.T) {
 				}()
 			}
 			<-started
-			eventually(t, 10*time.Second, "all 10 callers joined", func() bool { return c.Stats().Coalesced == 9 })
+			eventually(t, 10*time.Second, "all 10 callers joined", func() bool { return c.Stats().Joined == 9 })
 			// Only now, with the lease held, can the other process be sure to wait.
 			remote := make(chan error, 1)
 			go func() {
@@ -642,7 +642,7 @@ func TestCase_C07_FirstCallerCancels(t *testing.T) {
 		t.Fatalf("A = %+v after %v, want DeadlineExceeded at its 50ms deadline", ra, took)
 	}
 	go func() { v, err := call(5 * time.Second); d <- res{v, err} }() // D arrives after A left
-	eventually(t, 5*time.Second, "B, C and D joined A's flight", func() bool { return e.c.Stats().Coalesced == 3 })
+	eventually(t, 5*time.Second, "B, C and D joined A's flight", func() bool { return e.c.Stats().Joined == 3 })
 	close(gate)
 	for name, ch := range map[string]chan res{"B": b, "C": c, "D": d} {
 		if r := <-ch; r.err != nil || r.v != "v" {

@@ -221,18 +221,18 @@ func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, gor
 		}
 		return n
 	}
-	coalesced := func() (n uint64) {
+	joinedAll := func() (n uint64) {
 		for _, c := range caches {
-			n += c.Stats().Coalesced
+			n += c.Stats().Joined
 		}
 		return n
 	}
 	// The load ends only once every goroutine has joined its instance's
 	// flight: on a busy machine, goroutines that start late would otherwise
 	// find the flight over and start one of their own (a hit).
-	allJoined := coalesced() + uint64(len(caches)*(goroutines-len(keys)))
+	allJoined := joinedAll() + uint64(len(caches)*(goroutines-len(keys)))
 	joined := func() {
-		for deadline := time.Now().Add(30 * time.Second); coalesced() < allJoined && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(30 * time.Second); joinedAll() < allJoined && time.Now().Before(deadline); {
 			<-time.After(time.Millisecond)
 		}
 	}

@@ -565,7 +565,7 @@ func parkedWaiters(t *testing.T, admin *redis.Client, c *corral.Cache, key strin
 	}
 	eventually(t, 10*time.Second, "the waiters' flight fetches twice", func() bool {
 		st := c.Stats()
-		return st.Waits == 1 && st.Coalesced == uint64(n-1) && scriptRuns(t, admin) >= runs+2
+		return st.Waits == 1 && st.Joined == uint64(n-1) && scriptRuns(t, admin) >= runs+2
 	})
 	waitSubscribed(t, admin, notice, 1)
 	// Under load the client may confirm the subscription after its second

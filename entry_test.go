@@ -415,7 +415,7 @@ func TestFetchEntry_SharesFetchFlights(t *testing.T) {
 		v, _ := e.c.FetchEntry(ctx, "a", entryOf(nil, "entry's", time.Hour, -1))
 		joined <- string(v)
 	}()
-	eventually(t, 5*time.Second, "the FetchEntry joins", func() bool { return e.c.Stats().Coalesced == 1 })
+	eventually(t, 5*time.Second, "the FetchEntry joins", func() bool { return e.c.Stats().Joined == 1 })
 	close(release)
 	if a, b := <-fetched, <-joined; a != "fetch's" || b != "fetch's" {
 		t.Fatalf("Fetch got %q, the FetchEntry that joined it %q; want fetch's for both", a, b)
@@ -439,7 +439,7 @@ func TestFetchEntry_SharesFetchFlights(t *testing.T) {
 		v, _ := e.c.Fetch(ctx, "b", time.Hour, value("fetch's"))
 		joined <- string(v)
 	}()
-	eventually(t, 5*time.Second, "the Fetch joins", func() bool { return e.c.Stats().Coalesced == 2 })
+	eventually(t, 5*time.Second, "the Fetch joins", func() bool { return e.c.Stats().Joined == 2 })
 	close(release)
 	if a, b := <-fetched, <-joined; a != "entry's" || b != "entry's" {
 		t.Fatalf("FetchEntry got %q, the Fetch that joined it %q; want entry's for both", a, b)

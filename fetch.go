@@ -58,13 +58,14 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 // fetchBytes is Cache.Fetch, without a Tracer's scope.
 func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
-		return nil, err
+		return nil, c.refused(ctx, key, err)
 	}
 	return c.fetchValue(ctx, key, loader{ttl: ttl, bytes: load})
 }
 
 // fetchValue is Cache.Fetch and Cache.FetchEntry once their arguments are
-// checked: the near cache, then Redis (fetch).
+// checked: the near cache, then Redis (fetch). It counts the call's
+// outcome.
 func (c *Cache) fetchValue(ctx context.Context, key string, load loader) ([]byte, error) {
 	var h how
 	if c.near != nil {
@@ -76,6 +77,7 @@ func (c *Cache) fetchValue(ctx context.Context, key string, load loader) ([]byte
 	}
 	h.draw(c)
 	a, keep := c.fetch(ctx, key, load, h)
+	c.count(ctx, key, a.out)
 	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
 		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
 	}
@@ -113,11 +115,12 @@ type how struct {
 
 // fetch answers a call from Redis: from a peek when the entry is fresh,
 // otherwise from a flight. keep is non-nil when the answer came from a peek
-// and the near cache (when on) may keep a copy of it.
+// and the near cache (when on) may keep a copy of it. The caller counts the
+// answer's outcome.
 func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
-		c.coalesced(ctx, key)
-		return c.awaitFor(ctx, f, load), nil
+		c.joined()
+		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
 		c.leave(f)
 	}
@@ -141,14 +144,14 @@ func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answ
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.coalesced(ctx, key)
+		c.joined()
 	}
-	return c.awaitFor(ctx, f, load), nil
+	return c.awaitFor(ctx, f, load, joined), nil
 }
 
 // peekFor is peek for a Fetch of key with load, which may be rescued
 // before its deadline (rescue.go): then rescued is true and a is its
-// answer, counted.
+// answer.
 func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, err error, a answer, rescued bool) {
 	pc, o := c.startPeek(key)
 	if o != nil {
@@ -171,9 +174,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 			return nil, ctx.Err(), answer{}, false
 		case <-fire:
 			if c.due(&r) {
-				a := c.rescued(ctx, key, load)
-				c.count(ctx, key, a.out)
-				return nil, nil, a, true
+				return nil, nil, c.rescued(ctx, key, load), true
 			}
 			fire = nil // Redis answered something: slow, not down
 		}
@@ -182,30 +183,28 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 
 // awaitFor is await for a Fetch with load, which may be rescued before its
 // deadline (rescue.go) while the flight waits for Redis's answer.
-func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader) answer {
+func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined bool) answer {
 	select {
 	case <-f.done:
-		return c.await(ctx, f)
+		return c.await(ctx, f, joined)
 	default:
 	}
 	r := c.planRescue(ctx, f.key)
 	if r.at.IsZero() {
-		return c.await(ctx, f)
+		return c.await(ctx, f, joined)
 	}
 	fire, stop := r.timer()
 	defer stop()
 	for {
 		select {
 		case <-f.done:
-			return c.await(ctx, f)
+			return c.await(ctx, f, joined)
 		case <-ctx.Done():
-			return c.await(ctx, f) // as await does: answered at the same moment, or the context's error
+			return c.await(ctx, f, joined) // as await does: answered at the same moment, or the context's error
 		case <-fire:
 			if f.asking.Load() && c.due(&r) {
 				c.leave(f)
-				a := c.rescued(ctx, f.key, load)
-				c.count(ctx, f.key, a.out)
-				return a
+				return c.rescued(ctx, f.key, load)
 			}
 			fire = nil
 		}
@@ -221,7 +220,6 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 	case perr == nil:
 		c.firstUse()
 		if a, ok := c.fromPeek(pc.r, h); ok {
-			c.count(ctx, key, a.out)
 			if c.near != nil && (a.out == outHit || a.out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}, true, nil
 			}
@@ -238,7 +236,6 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 	}
 	if a, ok := c.failSafe(key); ok {
 		c.stats.redisErrors.Add(1)
-		c.count(ctx, key, a.out)
 		return a, nil, true, nil
 	}
 	return answer{}, nil, false, perr
@@ -266,7 +263,7 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
-		return zero, err
+		return zero, c.refused(ctx, key, err)
 	}
 	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
@@ -292,23 +289,10 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		}
 		return b, nil
 	}
-	a, keep := c.fetch(ctx, key, loader{ttl: ttl, bytes: encoded}, h)
-	var v T
-	if a.err == nil {
-		if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-			if a.soft == 0 {
-				return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
-			}
-			// A cached entry that does not decode: a miss, reloaded once.
-			c.decodeFailed(key, fmt.Sprintf("%T", v))
-			h.skip = a.soft
-			if a, keep = c.fetch(ctx, key, loader{ttl: ttl, bytes: encoded}, h); a.err == nil {
-				v = zero
-				if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-					return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
-				}
-			}
-		}
+	v, a, keep, err := fetchDecoded[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h)
+	c.count(ctx, key, a.out)
+	if err != nil {
+		return zero, err
 	}
 	if a.err != nil {
 		if keep != nil && errors.Is(a.err, ErrNotFound) {
@@ -322,4 +306,33 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		c.near.put(nearKey{key, typ}, keep.entry(v, nil, len(a.val)), keep.seq)
 	}
 	return v, nil
+}
+
+// fetchDecoded is fetch for Fetch[T], and the answer's value decoded as T;
+// err is the codec's. A cached entry that does not decode is taken as
+// missing, and fetched once more: a is then the second answer, the one the
+// call counts.
+func fetchDecoded[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
+	a, keep = c.fetch(ctx, key, l, h)
+	if a.err != nil {
+		return v, a, keep, nil
+	}
+	if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
+		return v, a, keep, nil
+	}
+	if a.soft == 0 {
+		return v, a, keep, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
+	}
+	// A cached entry that does not decode: a miss, reloaded once.
+	c.decodeFailed(key, fmt.Sprintf("%T", v))
+	h.skip = a.soft
+	var zero T
+	v = zero
+	if a, keep = c.fetch(ctx, key, l, h); a.err != nil {
+		return v, a, keep, nil
+	}
+	if err = c.opts.Codec.Unmarshal(a.val, &v); err != nil {
+		return v, a, keep, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+	}
+	return v, a, keep, nil
 }

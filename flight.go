@@ -54,19 +54,24 @@ type answer struct {
 	soft int64   // the soft expiry of the entry that answered; 0 when no entry did
 }
 
-// outcome is how a flight answered, for Stats.
+// outcome is how a call was answered (Stats, and the Observer's outcome
+// events): each call counts exactly one, once, as it returns.
 type outcome int
 
 const (
-	outNone         outcome = iota // cancelled or failed before an answer
+	outNone         outcome = iota // no answer: an error of the call's own (Stats.Errors)
 	outHit                         // fresh entry
+	outNearHit                     // the near cache's copy
 	outStale                       // stale entry
 	outStaleIfError                // stale entry whose last refresh failed
 	outNegative                    // negative entry
 	outFailure                     // cached failure (ErrorTTL)
-	outMiss                        // a load's result, here or in another process
+	outMiss                        // the flight's own load, under its lease
 	outFailOpen                    // the loader ran directly: Redis failed
 	outFailSafe                    // a value held in memory: Redis could not be used (failsafe.go)
+	outCoalesced                   // a load another call in this process ran (see await)
+	outWaited                      // another process's load, waited for
+	nOutcomes
 )
 
 // join returns the key's flight, starting one if there is none, with
@@ -127,7 +132,10 @@ func (f *flight) settled() {
 }
 
 // await waits for f's answer or for ctx to end, whichever comes first.
-func (c *Cache) await(ctx context.Context, f *flight) answer {
+// joined says the caller joined f rather than started it: an answer by f's
+// load is then coalesced, not a miss, so that a load counts one miss
+// however many calls it answers.
+func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -139,7 +147,9 @@ func (c *Cache) await(ctx context.Context, f *flight) answer {
 		}
 	}
 	a := f.answer
-	c.count(ctx, f.key, a.out)
+	if joined && a.out == outMiss {
+		a.out = outCoalesced
+	}
 	if a.err != nil {
 		a.val = nil
 	}
@@ -182,30 +192,4 @@ func (c *Cache) finish(f *flight, a answer) {
 	close(f.done)
 	f.unhook()
 	f.stop()
-}
-
-// count counts a call's outcome, and tells the Observer (observe.go).
-func (c *Cache) count(ctx context.Context, key string, out outcome) {
-	switch out {
-	case outHit:
-		c.stats.hits.Add(1)
-	case outStale:
-		c.stats.staleHits.Add(1)
-	case outStaleIfError:
-		c.stats.staleHits.Add(1)
-		c.stats.staleIfError.Add(1)
-	case outNegative:
-		c.stats.negativeHits.Add(1)
-	case outFailure:
-		c.stats.failureHits.Add(1)
-	case outMiss:
-		c.stats.misses.Add(1)
-	case outFailOpen:
-		c.stats.failOpens.Add(1)
-	case outFailSafe:
-		c.stats.failSafeHits.Add(1)
-	default:
-		return
-	}
-	c.observeOutcome(ctx, outcomeEvents[out], key)
 }

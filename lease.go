@@ -40,8 +40,10 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 // origin asked again as Redis comes back. Not when its loader asked
 // IsFailOpen (it may have returned what it would not have had stored), nor
 // when it failed (the next load tries again). A Delete or Set of the key
-// since drops it (forget).
-func (c *Cache) leasedLoad(f *flight) (val []byte, took time.Duration, fr freshness, err error) {
+// since drops it (forget). out is how the value answers f's callers: by
+// f's own load (outMiss), or by that fail-open load, which another call
+// ran (outCoalesced).
+func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Duration, fr freshness, err error) {
 	c.openMu.Lock()
 	o := c.opens[f.key]
 	c.openMu.Unlock()
@@ -49,13 +51,14 @@ func (c *Cache) leasedLoad(f *flight) (val []byte, took time.Duration, fr freshn
 		select {
 		case <-o.done:
 			if !o.asked && (o.err == nil || isNotFound(o.err)) {
-				return o.val, o.took, o.fr, o.err
+				return outCoalesced, o.val, o.took, o.fr, o.err
 			}
 		case <-c.ctx.Done():
-			return nil, 0, freshness{}, ErrClosed
+			return outNone, nil, 0, freshness{}, ErrClosed
 		}
 	}
-	return c.runLoader(f)
+	val, took, fr, err = c.runLoader(f)
+	return outMiss, val, took, fr, err
 }
 
 // loadAndCommit runs f's load while a watchdog keeps l alive, then stores
@@ -64,12 +67,13 @@ func (c *Cache) leasedLoad(f *flight) (val []byte, took time.Duration, fr freshn
 // early refresh): a failure then leaves it in place, flagged, and with
 // ErrorTTL holds further refreshes off (stale-if-error). The loaded value is
 // returned even when the commit is rejected or fails: callers are owed it
-// either way. A commit that got no answer from Redis is sent again once the
-// callers have their answer: that is then, nil when nothing remains to do.
-func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, err error, then func()) {
+// either way, with its outcome (leasedLoad's). A commit that got no answer
+// from Redis is sent again once the callers have their answer: that is
+// then, nil when nothing remains to do.
+func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, then func()) {
 	n := f.names
 	w := c.watch(f, l)
-	val, took, fr, err := c.leasedLoad(f)
+	out, val, took, fr, err := c.leasedLoad(f)
 	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
@@ -80,11 +84,11 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		}
 		if len(val) > c.opts.MaxValueBytes {
 			c.tooLarge(n, l.token, len(val))
-			return val, nil, nil
+			return answer{val: val, out: out}, nil
 		}
 		if !fr.stored() {
 			c.uncached(n, l.token)
-			return val, nil, nil
+			return answer{val: val, out: out}, nil
 		}
 	case isNotFound(err):
 		kind, val = wire.NotFound, []byte{}
@@ -92,15 +96,15 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		// This process is shutting down: not the origin's failure. Other
 		// processes' waiters re-check and take over.
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.Recheck})
-		return nil, err, nil
+		return answer{err: err}, nil // no answer: Close's error (Stats.Errors)
 	case refresh:
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err), hold: c.opts.ErrorTTL, mark: true})
-		return nil, err, nil
+		return answer{err: err, out: out}, nil
 	case c.opts.ErrorTTL > 0:
 		kind, val = wire.Failure, []byte(wire.FailureMessage(err))
 	default:
 		c.releaseLease(n, l.token, releaseArgs{notice: wire.FailureNotice(err)})
-		return nil, err, nil
+		return answer{err: err, out: out}, nil
 	}
 	e := c.entry(val, kind, fr, took)
 	if kept {
@@ -112,9 +116,9 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (val []byte, er
 		c.rejected(f, false)
 	}
 	if kind != wire.Value {
-		return nil, err, then
+		return answer{err: err, out: out}, then
 	}
-	return val, nil, then
+	return answer{val: val, out: out}, then
 }
 
 // commit stores the result of f's load under its lease (commit.lua).
@@ -264,11 +268,11 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 	if l.early {
 		c.stats.earlyRefreshes.Add(1)
 	}
-	_, err, then := c.loadAndCommit(f, l, true)
+	a, then := c.loadAndCommit(f, l, true)
 	if then != nil {
 		then()
 	}
-	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
+	if err := a.err; err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.refreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
 	}

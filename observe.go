@@ -55,7 +55,7 @@ type Tracer interface {
 // Cache's Stats when it needs them (at a metrics scrape, say) instead of
 // being told each one: New calls ReadStats once, with the Cache's
 // Options.Prefix and its Stats method, and the Cache then tells it no
-// outcome event (EventHit to EventFailSafe), so that a hit, a near hit
+// outcome event (EventHit to EventError), so that a hit, a near hit
 // above all (about 100 ns), costs it nothing. It is told every other event
 // as any Observer is. corralprom's Collector is one.
 type StatsReader interface {
@@ -88,32 +88,30 @@ func (e Event) LoadFailed() bool {
 	return e.Kind == EventLoadEnd && e.Err != nil && !isNotFound(e.Err) && !errors.Is(e.Err, ErrClosed)
 }
 
-// EventKind says what an Event is. The outcomes of a call (Outcome reports
-// them) are disjoint: a call answered has exactly one (two for a Fetch[T]
-// that reloaded an entry it could not decode); a call that ended with an
-// error before an answer (its context, Close, a Redis error under
-// DisableFailOpen) has none.
+// EventKind says what an Event is. The outcomes of calls (Outcome reports
+// them) partition the calls, as Stats' outcome fields do: each call (a
+// Fetch, or a key of a FetchMany) has exactly one, told once as it
+// returns, an error of its own included (EventError).
 type EventKind uint8
 
 const (
 	_ EventKind = iota
 
-	// Outcomes of a call, told on the caller's goroutine with its context.
+	// Outcomes of a call, told on the caller's goroutine with its context,
+	// before the call returns. See Stats for what each counts.
 
-	EventHit          // a fresh value from Redis (Stats.Hits)
+	EventHit          // a fresh entry from Redis (Stats.Hits)
 	EventNearHit      // a value from the near cache, without Redis (Stats.NearHits)
-	EventStaleHit     // a stale value, while one caller refreshes it (Stats.StaleHits)
-	EventStaleIfError // a stale value whose last refresh failed (Stats.StaleIfError; also in Stats.StaleHits)
+	EventStaleHit     // a stale entry, while one caller refreshes it (Stats.StaleHits less Stats.StaleIfError)
+	EventStaleIfError // a stale entry whose last refresh failed (Stats.StaleIfError)
 	EventNegativeHit  // ErrNotFound from a negative entry (Stats.NegativeHits)
 	EventFailureHit   // ErrCachedFailure from a cached failure, with ErrorTTL (Stats.FailureHits)
-	EventMiss         // no usable entry: a load's result, here or in another process, or its error (Stats.Misses)
-	EventFailOpen     // Redis failed: the loader's result, run directly (Stats.FailOpens)
+	EventMiss         // the call's own flight's load, in the foreground: one per load (Stats.Misses)
+	EventFailOpen     // Redis failed: a load run directly (Stats.FailOpens)
 	EventFailSafe     // Redis could not be used: a value this process held in memory (Stats.FailSafeHits)
-
-	// EventCoalesced: the call joined a flight of another call for the
-	// key in this process, and shares its answer (Stats.Coalesced). Its
-	// outcome follows.
-	EventCoalesced
+	EventCoalesced    // a load another call in this process ran: the call joined its flight (Stats.Coalesced)
+	EventWaited       // another process's load, waited for under its lease (Stats.Waited)
+	EventError        // no answer: an error of the call's own, its context's, Close's, Redis's with DisableFailOpen (Stats.Errors)
 
 	// EventLoadStart and EventLoadEnd: a loader run, in the foreground, in
 	// the background (a refresh) or failing open (Stats.Loads). LoadEnd
@@ -161,8 +159,8 @@ const (
 var eventNames = [...]string{
 	EventHit: "hit", EventNearHit: "near_hit", EventStaleHit: "stale_hit", EventStaleIfError: "stale_if_error",
 	EventNegativeHit: "negative_hit", EventFailureHit: "failure_hit", EventMiss: "miss", EventFailOpen: "fail_open",
-	EventFailSafe:  "fail_safe",
-	EventCoalesced: "coalesced", EventLoadStart: "load_start", EventLoadEnd: "load_end",
+	EventFailSafe: "fail_safe", EventCoalesced: "coalesced", EventWaited: "waited", EventError: "error",
+	EventLoadStart: "load_start", EventLoadEnd: "load_end",
 	EventWaitStart: "wait_start", EventWaitEnd: "wait_end", EventLeaseLost: "lease_lost",
 	EventCommitRejected: "commit_rejected", EventBreakerOpen: "breaker_open",
 	EventBreakerHalfOpen: "breaker_half_open", EventBreakerClosed: "breaker_closed",
@@ -181,13 +179,15 @@ func (k EventKind) String() string {
 }
 
 // Outcome reports whether k is the outcome of a call (EventHit to
-// EventFailSafe).
-func (k EventKind) Outcome() bool { return k >= EventHit && k <= EventFailSafe }
+// EventError).
+func (k EventKind) Outcome() bool { return k >= EventHit && k <= EventError }
 
-// outcomeEvents maps a flight's outcome to its event.
-var outcomeEvents = [...]EventKind{
-	outHit: EventHit, outStale: EventStaleHit, outStaleIfError: EventStaleIfError, outNegative: EventNegativeHit,
-	outFailure: EventFailureHit, outMiss: EventMiss, outFailOpen: EventFailOpen, outFailSafe: EventFailSafe,
+// outcomeEvents maps a call's outcome to its event.
+var outcomeEvents = [nOutcomes]EventKind{
+	outNone: EventError, outHit: EventHit, outNearHit: EventNearHit, outStale: EventStaleHit,
+	outStaleIfError: EventStaleIfError, outNegative: EventNegativeHit, outFailure: EventFailureHit,
+	outMiss: EventMiss, outFailOpen: EventFailOpen, outFailSafe: EventFailSafe,
+	outCoalesced: EventCoalesced, outWaited: EventWaited,
 }
 
 // MultiObserver returns an Observer that tells each of obs, in order (nil
@@ -284,17 +284,7 @@ func (c *Cache) observeOutcome(ctx context.Context, kind EventKind, key string) 
 
 // nearHit counts a call answered from the near cache, and tells the
 // Observer (as an outcome).
-func (c *Cache) nearHit(ctx context.Context, key string) {
-	c.stats.nearHits.Add(1)
-	c.observeOutcome(ctx, EventNearHit, key)
-}
-
-// coalesced counts a call that joined another call's flight, and tells the
-// Observer.
-func (c *Cache) coalesced(ctx context.Context, key string) {
-	c.stats.coalesced.Add(1)
-	c.observe(ctx, EventCoalesced, key)
-}
+func (c *Cache) nearHit(ctx context.Context, key string) { c.count(ctx, key, outNearHit) }
 
 // observing sets up o, the Cache's Observer: a StatsReader is given the
 // Cache's Stats, and whether outcomes are told is decided once.

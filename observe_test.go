@@ -36,8 +36,8 @@ func (r *recorder) Observe(ctx context.Context, e corral.Event) {
 		r.t.Errorf("event %v with context %v, prefix %q", e.Kind, ctx, e.Prefix)
 	case breaker && (e.Node == "" || e.Key != ""):
 		r.t.Errorf("breaker event %+v: want a node and no key", e)
-	case !breaker && e.Key == "":
-		r.t.Errorf("event %+v without a key", e)
+	case !breaker && e.Key == "" && e.Kind != corral.EventError:
+		r.t.Errorf("event %+v without a key", e) // (a call of an empty key ends in an error)
 	case (e.Kind == corral.EventLoadEnd || e.Kind == corral.EventWaitEnd) && e.Duration <= 0:
 		r.t.Errorf("event %+v without a duration", e)
 	case e.Kind == corral.EventFetchStart || e.Kind == corral.EventFetchEnd:
@@ -145,14 +145,15 @@ func TestTracerScopes(t *testing.T) {
 		"load_end in fetch_start#1/load_start#2",
 		"miss in fetch_start#1",
 		"fetch_end in fetch_start#1",
-		// Fetch[T]: a hit whose value does not decode is reloaded once.
+		// Fetch[T]: a hit whose value does not decode is reloaded once,
+		// and the call's one outcome is the reload's.
 		"start fetch_start#3",
-		"hit in fetch_start#3",
 		"start fetch_start#3/load_start#4",
 		"load_end in fetch_start#3/load_start#4",
 		"miss in fetch_start#3",
 		"fetch_end in fetch_start#3",
 		"start fetch_start#5",
+		"error in fetch_start#5",
 		"fetch_end in fetch_start#5",
 	}
 	tr.mu.Lock()
@@ -165,7 +166,7 @@ func TestTracerScopes(t *testing.T) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if got := r.counts[corral.DefaultPrefix]; got[corral.EventLoadStart] != 2 || got[corral.EventHit] != 1 || got[corral.EventMiss] != 2 {
+	if got := r.counts[corral.DefaultPrefix]; got[corral.EventLoadStart] != 2 || got[corral.EventHit] != 0 || got[corral.EventMiss] != 2 || got[corral.EventError] != 1 {
 		t.Fatalf("the plain Observer beside it counted %v", got)
 	}
 }
@@ -235,7 +236,7 @@ func TestNilObserver(t *testing.T) {
 }
 
 // TestEventKindNames: every kind has a snake-case name, and the outcomes
-// are the nine kinds of a call's answer.
+// are the twelve kinds of a call's answer, its own error included.
 func TestEventKindNames(t *testing.T) {
 	var outcomes []string
 	for k := corral.EventKind(1); k <= corral.EventFetchEnd; k++ {
@@ -246,7 +247,8 @@ func TestEventKindNames(t *testing.T) {
 			outcomes = append(outcomes, k.String())
 		}
 	}
-	want := []string{"hit", "near_hit", "stale_hit", "stale_if_error", "negative_hit", "failure_hit", "miss", "fail_open", "fail_safe"}
+	want := []string{"hit", "near_hit", "stale_hit", "stale_if_error", "negative_hit", "failure_hit", "miss", "fail_open", "fail_safe",
+		"coalesced", "waited", "error"}
 	if !slices.Equal(outcomes, want) || corral.EventKind(0).String() != "unknown" {
 		t.Fatalf("outcomes %q; want %q", outcomes, want)
 	}

@@ -273,7 +273,6 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 		switch {
 		case held:
 			k.a = a
-			c.count(ctx, k.key, a.out)
 			continue
 		case mine:
 			b.expect(k.key)
@@ -285,6 +284,5 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 	for _, j := range loads { // each until the caller's deadline at most, as rescued does
 		val, _, _, err, _ := c.joinOpen(ctx, j.o)
 		j.k.a = answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
-		c.count(ctx, j.k.key, j.k.a.out)
 	}
 }

@@ -143,7 +143,7 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 	out := outHit
 	switch {
 	case waited:
-		out = outMiss // found after waiting for another process's load
+		out = outWaited // found after waiting for another process's load
 	case r.Kind == wire.Stale:
 		out = outStale
 	}
@@ -174,8 +174,7 @@ func (c *Cache) loadHere(f *flight, l *lease) (answer, func()) {
 		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
 		return answer{err: context.Canceled}, nil
 	}
-	val, err, then := c.loadAndCommit(f, l, false)
-	return answer{val: val, err: err, out: outMiss}, then
+	return c.loadAndCommit(f, l, false)
 }
 
 // waiterRecheck is how often a waiter whose re-check failed tries again.
@@ -204,11 +203,11 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 	case n := <-sub.Notices():
 		switch n.Kind {
 		case wire.NoticeValue:
-			return answer{val: n.Value, out: outMiss}, true
+			return answer{val: n.Value, out: outWaited}, true
 		case wire.NoticeNotFound:
-			return answer{err: ErrNotFound, out: outMiss}, true
+			return answer{err: ErrNotFound, out: outWaited}, true
 		case wire.NoticeFailed:
-			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outMiss}, true
+			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outWaited}, true
 		case wire.NoticeTooLarge:
 			// Loaded elsewhere but not stored (too large, or an Entry's
 			// TTL <= 0): load it here, uncached.

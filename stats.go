@@ -1,24 +1,64 @@
 package corral
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
 
-// Stats are a Cache's counters since New. "Calls" are Fetch calls, and
-// each key of a FetchMany call counts as one; one flight (the in-process
-// coalescing of concurrent calls for a key) may answer many calls with one
-// Redis conversation. A key loaded by FetchMany's loadMany counts as one
-// loader run.
+// Stats are a Cache's counters since New.
+//
+// A call is a Fetch, Fetch[T] or FetchEntry call, or one key of a FetchMany
+// call (each distinct key counts as one; Get and the other methods are not
+// calls). Every call ends in exactly one outcome, counted once as it
+// returns, so the outcome fields, Hits to Errors (StaleIfError being part
+// of StaleHits), partition the calls: their sum is Calls(). Each says where
+// a call's answer came from: an entry in Redis (Hits, StaleHits,
+// NegativeHits, FailureHits), the near cache (NearHits), this process's
+// memory while Redis cannot be used (FailSafeHits), a load (Misses when
+// the call's own flight ran it, Coalesced when another call's flight in
+// this process did, Waited when another process did), a load run directly
+// because Redis failed (FailOpens), or nothing (Errors). So those six hits
+// over Calls() are the hit ratio, and Misses are the foreground loads that
+// answered calls, one each however many calls a load answered (a load
+// whose callers all left before it ended answers none).
+//
+// A flight is the in-process coalescing of concurrent calls for a key: it
+// may answer many calls with one Redis conversation and at most one load.
+// Loads counts every loader run (a key loaded by FetchMany's loadMany is
+// one), background refreshes and fail-open loads included: what the origin
+// sees.
 type Stats struct {
-	Hits         uint64 // calls answered with a fresh value from Redis
+	Hits         uint64 // calls answered with a fresh entry from Redis
 	NearHits     uint64 // calls answered from the near cache, without Redis
-	StaleHits    uint64 // calls answered with a stale value (stale-while-revalidate)
+	StaleHits    uint64 // calls answered with a stale entry (stale-while-revalidate), StaleIfError included
+	StaleIfError uint64 // stale hits served after the entry's last refresh failed (RFC 5861): part of StaleHits
 	NegativeHits uint64 // calls answered ErrNotFound from a negative entry
 	FailureHits  uint64 // calls answered ErrCachedFailure from a cached failure (ErrorTTL)
-	StaleIfError uint64 // stale hits served after the entry's last refresh failed (RFC 5861)
-	Misses       uint64 // calls that found no usable entry and got a load's result (or its error)
-	Coalesced    uint64 // calls that joined another caller's in-process flight
+	// Misses are calls whose own flight loaded the key in the foreground,
+	// under its lease (or without storing it: over an entry a newer
+	// release wrote, or a value another process could not store), and got
+	// the load's result or its error: one per such load.
+	Misses uint64
+	// Coalesced are calls answered by a load another call in this process
+	// ran: they joined its flight while it loaded (see Joined), or, as
+	// Redis came back from an outage, their lease took the value of the
+	// fail-open load another call had just run.
+	Coalesced uint64
+	// Waited are calls answered by another process's load: their flight
+	// waited for its lease (Waits) and got its value, its ErrNotFound, or
+	// its failure (ErrRemoteLoad).
+	Waited       uint64
+	FailOpens    uint64 // calls answered by a load run directly, outside any lease, because Redis failed or refused writes (fail-open; the flight's, or one shared in this process)
+	FailSafeHits uint64 // calls answered from this process's memory because Redis could not be used (Options.FailSafe)
+	// Errors are calls that ended with an error and no answer: arguments
+	// refused (ErrInvalidKey, ErrInvalidTTL, ErrNilLoader), ErrClosed, the
+	// caller's context ending first, a missing ACL right (ErrPermission),
+	// a Redis error with DisableFailOpen. A load's error is not one: it
+	// answers its calls (Misses, Coalesced, Waited, FailOpens).
+	Errors uint64
+
+	Joined uint64 // calls that joined a flight another call in this process started, whatever answered them (those its load answered are Coalesced)
 
 	Loads           uint64 // loader runs, including background refreshes and fail-open loads
 	LoadErrors      uint64 // loader runs that failed: an error other than ErrNotFound, a panic, or LoadTimeout
@@ -34,8 +74,6 @@ type Stats struct {
 	Uncached        uint64 // loaded values not stored because their Entry's TTL was <= 0 (FetchEntry)
 	DecodeFailures  uint64 // cached entries Fetch[T] could not decode, and reloaded
 
-	FailOpens     uint64 // calls answered by the loader directly because Redis failed or refused writes
-	FailSafeHits  uint64 // calls answered from this process's memory because Redis could not be used (Options.FailSafe)
 	WritesRefused uint64 // writes Redis refused while serving reads (OOM, READONLY): leases, commits, Sets
 	NoticesFailed uint64 // notices Redis refused to publish after a write that stood (no channel rights)
 	RedisErrors   uint64 // Redis calls that failed (timeouts and calls the breaker skipped included)
@@ -56,15 +94,19 @@ type Stats struct {
 	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
 }
 
+// Calls returns the number of calls s counts: the sum of their outcomes.
+func (s Stats) Calls() uint64 {
+	return s.Hits + s.NearHits + s.StaleHits + s.NegativeHits + s.FailureHits + s.Misses + s.Coalesced +
+		s.Waited + s.FailOpens + s.FailSafeHits + s.Errors
+}
+
 // counters are the live Stats, updated atomically.
 type counters struct {
-	hits, staleHits, negativeHits, misses, coalesced atomic.Uint64
-	nearHits                                         atomic.Uint64
-	failureHits, staleIfError                        atomic.Uint64
-	loads, loadErrors, waits, earlyRefreshes         atomic.Uint64
+	outcomes [nOutcomes]atomic.Uint64 // by the outcome of a call; outNone counts Errors
+
+	joined, loads, loadErrors, waits, earlyRefreshes atomic.Uint64
 	refreshes, refreshErrors, leasesLost, evictions  atomic.Uint64
-	commitsRejected, failOpens, redisErrors          atomic.Uint64
-	failSafeHits                                     atomic.Uint64
+	commitsRejected, redisErrors                     atomic.Uint64
 	queued, replayed, dropped                        atomic.Uint64
 	commitRetries, valuesTooLarge, uncached          atomic.Uint64
 	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
@@ -73,15 +115,21 @@ type counters struct {
 }
 
 func (c *counters) snapshot() Stats {
+	out := func(o outcome) uint64 { return c.outcomes[o].Load() }
 	return Stats{
-		Hits:            c.hits.Load(),
-		NearHits:        c.nearHits.Load(),
-		StaleHits:       c.staleHits.Load(),
-		NegativeHits:    c.negativeHits.Load(),
-		FailureHits:     c.failureHits.Load(),
-		StaleIfError:    c.staleIfError.Load(),
-		Misses:          c.misses.Load(),
-		Coalesced:       c.coalesced.Load(),
+		Hits:            out(outHit),
+		NearHits:        out(outNearHit),
+		StaleHits:       out(outStale) + out(outStaleIfError),
+		StaleIfError:    out(outStaleIfError),
+		NegativeHits:    out(outNegative),
+		FailureHits:     out(outFailure),
+		Misses:          out(outMiss),
+		Coalesced:       out(outCoalesced),
+		Waited:          out(outWaited),
+		FailOpens:       out(outFailOpen),
+		FailSafeHits:    out(outFailSafe),
+		Errors:          out(outNone),
+		Joined:          c.joined.Load(),
 		Loads:           c.loads.Load(),
 		LoadErrors:      c.loadErrors.Load(),
 		Waits:           c.waits.Load(),
@@ -95,8 +143,6 @@ func (c *counters) snapshot() Stats {
 		ValuesTooLarge:  c.valuesTooLarge.Load(),
 		Uncached:        c.uncached.Load(),
 		DecodeFailures:  c.decodeFailures.Load(),
-		FailOpens:       c.failOpens.Load(),
-		FailSafeHits:    c.failSafeHits.Load(),
 		WritesRefused:   c.writesRefused.Load(),
 		NoticesFailed:   c.noticesFailed.Load(),
 		RedisErrors:     c.redisErrors.Load(),
@@ -108,6 +154,39 @@ func (c *counters) snapshot() Stats {
 		Subscribes:            c.subscribes.Load(),
 		Unsubscribes:          c.unsubscribes.Load(),
 	}
+}
+
+// count counts a call's outcome, and tells the Observer (observe.go). It
+// is called once per call, as the call returns: out is outNone for a call
+// that ended with an error of its own (Stats.Errors).
+func (c *Cache) count(ctx context.Context, key string, out outcome) {
+	c.stats.outcomes[out].Add(1)
+	c.observeOutcome(ctx, outcomeEvents[out], key)
+}
+
+// joined counts a call that joined a flight another call started
+// (Stats.Joined).
+func (c *Cache) joined() { c.stats.joined.Add(1) }
+
+// refused counts a call of key refused before it began (its arguments,
+// its context, Close): an error of its own. It returns err.
+func (c *Cache) refused(ctx context.Context, key string, err error) error {
+	c.count(ctx, key, outNone)
+	return err
+}
+
+// refusedMany counts a FetchMany of keys refused as a whole: an error for
+// each of its keys, each distinct key once, as each counts as a call. It
+// returns err.
+func (c *Cache) refusedMany(ctx context.Context, keys []string, err error) error {
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, dup := seen[k]; !dup {
+			seen[k] = struct{}{}
+			c.count(ctx, k, outNone)
+		}
+	}
+	return err
 }
 
 // Subscribed, Unsubscribed and RedisError count for the notifier

@@ -88,7 +88,7 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 			}
 			for i, c := range caches {
 				st := c.Stats()
-				if n := fetches[i].Load(); st.Loads != 0 || st.Misses != 20 || st.Waits != 1 || n < 2 || n > wantFetches {
+				if n := fetches[i].Load(); st.Loads != 0 || st.Waited != 20 || st.Misses != 0 || st.Waits != 1 || n < 2 || n > wantFetches {
 					t.Fatalf("waiter stats %+v, %d fetches (want %d)", st, fetches[i].Load(), wantFetches)
 				}
 			}

@@ -69,7 +69,7 @@ func TestRedisFaults(t *testing.T) {
 				f.during(t)
 			}
 
-			coalesced := h.Stats().Coalesced
+			joined := h.Stats().Joined
 			ws := make([]*httptestRecorder, n)
 			done := make(chan struct{})
 			go func() {
@@ -80,7 +80,7 @@ func TestRedisFaults(t *testing.T) {
 				if f.passes {
 					return xs.Load() == n
 				}
-				return xs.Load() == 1 && h.Stats().Coalesced-coalesced >= n-1
+				return xs.Load() == 1 && h.Stats().Joined-joined >= n-1
 			})
 			open()
 			<-done

@@ -5,12 +5,11 @@
 //	obs, err := corralotel.New(nil) // the global TracerProvider and MeterProvider
 //	cache, err := corral.New(rdb, &corral.Options{Observer: corral.MultiObserver(obs, obs.StatsReader())})
 //
-// Spans. Each Fetch call (and Fetch[T]; not FetchMany, whose loads are
-// spans in the caller's context) is a span, corral.fetch, with
-// attributes corral.prefix, corral.outcome (hit, near_hit, stale_hit,
-// stale_if_error, negative_hit, failure_hit, miss, fail_open, fail_safe;
-// none for a call that ended in an error before an answer), corral.coalesced (the call
-// joined another call's flight) and, with Options.RecordKeys, corral.key.
+// Spans. Each Fetch call (and Fetch[T] and FetchEntry; not FetchMany,
+// whose loads are spans in the caller's context) is a span, corral.fetch,
+// with attributes corral.prefix, corral.outcome (below), corral.coalesced
+// (true when the outcome is coalesced) and, with Options.RecordKeys,
+// corral.key.
 // Each loader run is a span, corral.load, a child of the span of the call
 // that started it (a background refresh's too), and the loader's context
 // holds it, so what the loader traces (its database query, say) nests
@@ -21,13 +20,14 @@
 //
 // Metrics, each with the attribute corral.prefix:
 //
-//	corral.fetches                 counter        {call}          calls answered, by corral.outcome
+//	corral.fetches                 counter        {call}          calls, by corral.outcome: each has exactly one
 //	corral.fetch.duration          histogram      s               calls' durations, by corral.outcome
-//	corral.coalesced               counter        {call}          calls that joined another call's flight
-//	corral.loads                   counter        {load}          loader runs started
+//	corral.coalesced               counter        {call}          corral.fetches of corral.outcome coalesced again
+//	corral.loads                   counter        {load}          loader runs started: foreground, background
+//	                                                              refreshes, fail-open (what the origin sees)
 //	corral.load.errors             counter        {load}          loader runs that failed (corral.Event.LoadFailed)
 //	corral.load.duration           histogram      s               loader runs' durations
-//	corral.waits                   counter        {wait}          waits for another process's load
+//	corral.waits                   counter        {wait}          waits for another process's load, one per flight
 //	corral.wait.duration           histogram      s               those waits' durations
 //	corral.leases.lost             counter        {lease}         leases revoked or expired during their load
 //	corral.commits.rejected        counter        {commit}        loaded values not stored: their lease was gone
@@ -40,6 +40,35 @@
 //	corral.invalidations.dropped   counter        {invalidation}  invalidations given up: the queue was full, or Redis
 //	                                                              denied them
 //	corral.invalidations.pending   updowncounter  {invalidation}  invalidations queued now, not yet applied
+//
+// A call is a Fetch, Fetch[T] or FetchEntry call, or a key of a FetchMany
+// call (counted in corral.fetches, not timed in corral.fetch.duration).
+// Every call has exactly one corral.outcome, so the outcomes add up to the
+// calls made; each says where the call's answer came from (corral.EventKind,
+// and the corral.Stats field it is):
+//
+//	hit             a fresh entry from Redis                            Stats.Hits
+//	near_hit        the near cache's copy, without Redis                Stats.NearHits
+//	stale_hit       a stale entry, while one call refreshes it          Stats.StaleHits - Stats.StaleIfError
+//	stale_if_error  a stale entry whose last refresh failed (RFC 5861)  Stats.StaleIfError
+//	negative_hit    ErrNotFound from a negative entry                   Stats.NegativeHits
+//	failure_hit     ErrCachedFailure from a cached failure (ErrorTTL)   Stats.FailureHits
+//	miss            the load of the call's own flight, under its        Stats.Misses
+//	                lease: one per foreground load, however many calls
+//	                it answered (its error too)
+//	coalesced       a load another call in this process ran: the call   Stats.Coalesced
+//	                joined its flight
+//	waited          another process's load: the call's flight waited    Stats.Waited
+//	                for its lease (its value, ErrNotFound or its error)
+//	fail_open       a load run directly because Redis failed            Stats.FailOpens
+//	fail_safe       this process's memory, while Redis cannot be used   Stats.FailSafeHits
+//	error           no answer: the call's own error (its context ended  Stats.Errors
+//	                first, Close, its arguments, a missing ACL right,
+//	                a Redis error with DisableFailOpen)
+//
+// So the hits (hit to failure_hit, and fail_safe) over all calls are the
+// hit ratio, and miss over all calls the share of calls that waited for a
+// load of their own.
 //
 // The metrics agree with corral.Stats. corral.outage.time and
 // corral.invalidations.pending are observable instruments read from the
@@ -134,10 +163,9 @@ func New(opts *Options) (*Observer, error) {
 // call's outcome events and its end are told.
 type scope struct {
 	context.Context
-	key       any // callKey or loadKey: pointer-shaped, so boxing them allocates nothing
-	span      trace.Span
-	outcome   corral.EventKind // a call's; 0 until it has one
-	coalesced bool
+	key     any // callKey or loadKey: pointer-shaped, so boxing them allocates nothing
+	span    trace.Span
+	outcome corral.EventKind // a call's; 0 until it has one
 }
 
 // The keys of an Observer's scopes in a context.
@@ -192,11 +220,6 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 	switch e.Kind {
 	case corral.EventFetchEnd:
 		o.endCall(ctx, p, e)
-	case corral.EventCoalesced:
-		o.m.coalesced.Add(ctx, 1, p.add...)
-		if c := o.callOf(ctx); c != nil {
-			c.coalesced = true
-		}
 	case corral.EventLoadStart: // from a caller that did not take this for a Tracer (a wrapper's)
 		o.m.loads.Add(ctx, 1, p.add...)
 	case corral.EventLoadEnd:
@@ -229,6 +252,9 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 	default:
 		if e.Kind.Outcome() {
 			o.m.fetches.Add(ctx, 1, p.outcomes[e.Kind].add...)
+			if e.Kind == corral.EventCoalesced {
+				o.m.coalesced.Add(ctx, 1, p.add...)
+			}
 			if c := o.callOf(ctx); c != nil {
 				c.outcome = e.Kind
 			}
@@ -244,11 +270,7 @@ func (o *Observer) endCall(ctx context.Context, p *prefixed, e corral.Event) {
 	}
 	end := &p.outcomes[c.outcome]
 	o.m.fetchSeconds.Record(ctx, e.Duration.Seconds(), end.record...)
-	if c.coalesced {
-		c.span.SetAttributes(end.spanCoalesced...)
-	} else {
-		c.span.SetAttributes(end.span...)
-	}
+	c.span.SetAttributes(end.span...)
 	if !errors.Is(e.Err, corral.ErrNotFound) {
 		failed(c.span, e.Err)
 	}
@@ -290,7 +312,9 @@ func failed(span trace.Span, err error) {
 	}
 }
 
-// outcomeName is the corral.outcome of a call whose outcome is k (0: none).
+// outcomeName is the corral.outcome of a call whose outcome is k (0: none,
+// for a call whose outcome its Observer was not told: a Cache it does not
+// observe itself, say).
 func outcomeName(k corral.EventKind) string {
 	if k.Outcome() {
 		return k.String()
@@ -299,8 +323,8 @@ func outcomeName(k corral.EventKind) string {
 }
 
 // nOutcomes sizes the arrays indexed by a call's outcome
-// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 is none).
-const nOutcomes = corral.EventFailSafe + 1
+// (corral.EventKind.Outcome: EventHit to EventError; 0 is none).
+const nOutcomes = corral.EventError + 1
 
 // prefixed holds what one prefix's spans and metrics are given, made once,
 // so that a call allocates no attributes.
@@ -314,11 +338,11 @@ type prefixed struct {
 }
 
 // outcomeAttrs are the attributes of an outcome: the metrics' options, and
-// the attributes a call's span ends with, coalesced or not.
+// the attributes a call's span ends with.
 type outcomeAttrs struct {
-	add                 []metric.AddOption
-	record              []metric.RecordOption
-	span, spanCoalesced []attribute.KeyValue
+	add    []metric.AddOption
+	record []metric.RecordOption
+	span   []attribute.KeyValue
 }
 
 // prefixed returns prefix's attributes, making them the first time.
@@ -330,10 +354,11 @@ func newPrefixed(prefix string) *prefixed {
 	p := &prefixed{prefix: prefix, add: []metric.AddOption{set}, record: []metric.RecordOption{set},
 		observe: []metric.ObserveOption{set}, start: []trace.SpanStartOption{trace.WithAttributes(attrPrefix.String(prefix))}}
 	for k := range p.outcomes {
-		outcome := attrOutcome.String(outcomeName(corral.EventKind(k)))
+		kind := corral.EventKind(k)
+		outcome := attrOutcome.String(outcomeName(kind))
 		set := metric.WithAttributeSet(attribute.NewSet(attrPrefix.String(prefix), outcome))
 		p.outcomes[k] = outcomeAttrs{add: []metric.AddOption{set}, record: []metric.RecordOption{set},
-			span: []attribute.KeyValue{outcome, attrCoalesced.Bool(false)}, spanCoalesced: []attribute.KeyValue{outcome, attrCoalesced.Bool(true)}}
+			span: []attribute.KeyValue{outcome, attrCoalesced.Bool(kind == corral.EventCoalesced)}}
 	}
 	return p
 }

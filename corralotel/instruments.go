@@ -46,9 +46,9 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		errs = append(errs, err)
 		return h
 	}
-	i.fetches = counter("corral.fetches", "{call}", "Fetch calls answered, by outcome.")
+	i.fetches = counter("corral.fetches", "{call}", "Fetch calls (a FetchMany's keys each one), by outcome: each call has exactly one, so they add up to the calls made.")
 	i.fetchSeconds = histogram("corral.fetch.duration", "How long Fetch calls took, by outcome.")
-	i.coalesced = counter("corral.coalesced", "{call}", "Fetch calls that joined another call's flight in this process.")
+	i.coalesced = counter("corral.coalesced", "{call}", "Fetch calls answered by a load another call in this process ran, having joined its flight: corral.fetches of outcome coalesced.")
 	i.loads = counter("corral.loads", "{load}", "Loader runs started: foreground, background refreshes and fail-open.")
 	i.loadErrors = counter("corral.load.errors", "{load}", "Loader runs that failed: an error other than not found, a panic, or the load timeout.")
 	i.loadSeconds = histogram("corral.load.duration", "How long loader runs took.")

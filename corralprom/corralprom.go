@@ -1,51 +1,3 @@
-// Package corralprom exports what corral Caches do as Prometheus metrics.
-// A Collector is both a prometheus.Collector, to register, and a
-// corral.Observer, to set as Options.Observer of one Cache or of several:
-//
-//	metrics, err := corralprom.New(nil)
-//	prometheus.MustRegister(metrics)
-//	cache, err := corral.New(rdb, &corral.Options{Prefix: "shop", Observer: metrics})
-//
-// Every series has a prefix label, the Cache's Options.Prefix (Caches with
-// one prefix add up); cache keys are never labels. The metrics, under the
-// namespace corral:
-//
-//	corral_fetches_total{prefix,outcome}         counter    Fetch calls answered, by outcome: hit,
-//	                                                        near_hit, stale_hit, stale_if_error,
-//	                                                        negative_hit, failure_hit, miss, fail_open,
-//	                                                        fail_safe (corral.EventKind)
-//	corral_coalesced_total{prefix}               counter    calls that joined another call's flight
-//	corral_loads_total{prefix}                   counter    loader runs started
-//	corral_load_errors_total{prefix}             counter    loader runs that failed (corral.Event.LoadFailed)
-//	corral_load_duration_seconds{prefix}         histogram  loader runs' durations
-//	corral_waits_total{prefix}                   counter    waits for another process's load (lease)
-//	corral_wait_duration_seconds{prefix}         histogram  those waits' durations
-//	corral_leases_lost_total{prefix}             counter    leases revoked or expired during their load
-//	corral_commits_rejected_total{prefix}        counter    loaded values not stored: their lease was gone
-//	corral_breaker_opens_total{prefix,node}      counter    times a node's circuit breaker opened
-//	corral_breaker_open{prefix,node}             gauge      1 while it is open or half-open, else 0
-//	corral_outage_seconds_total{prefix}          counter    time the breakers were open, summed over
-//	                                                        nodes, the current outage included
-//	                                                        (Stats.OutageTime)
-//	corral_invalidations_queued_total{prefix}    counter    Deletes and Sets that could not reach Redis,
-//	                                                        queued to be applied once it answers
-//	corral_invalidations_replayed_total{prefix}  counter    queued invalidations applied to Redis
-//	corral_invalidations_dropped_total{prefix}   counter    invalidations given up: the queue was full,
-//	                                                        or Redis denied them
-//	corral_invalidations_pending{prefix}         gauge      invalidations queued now, not yet applied
-//
-// The metrics agree with corral.Stats: corral_fetches_total{outcome="hit"}
-// is Stats.Hits, {outcome="stale_hit"} plus {outcome="stale_if_error"} is
-// Stats.StaleHits, {outcome="fail_safe"} is Stats.FailSafeHits,
-// corral_invalidations_pending is Stats.InvalidationsPending, and so on.
-// corral_fetches_total, corral_outage_seconds_total and
-// corral_invalidations_pending are read from the Stats of each Cache
-// observed when they are collected (a Collector is a corral.StatsReader),
-// so a hit costs the Collector nothing at all; the other metrics are
-// counted as their events come. A Collector keeps each Cache it observes
-// (its Stats method) for as long as it lives: a closed Cache's counts stay
-// in the totals, and so do its Stats' outage time and pending
-// invalidations (those Close could not apply).
 package corralprom
 
 import (
@@ -86,9 +38,9 @@ var ErrInvalidOptions = errors.New("corralprom: invalid options")
 // Collector collects the metrics of the Caches it observes. It is safe for
 // concurrent use; create it with New.
 type Collector struct {
-	fetches                            *prometheus.Desc // counted in series.outcomes, collected as constant metrics
+	fetches, coalesced                 *prometheus.Desc // counted in series.outcomes, collected as constant metrics
 	outage, pending                    *prometheus.Desc // read from the sources' Stats, collected as constant metrics
-	coalesced, loads, loadErrors       *prometheus.CounterVec
+	loads, loadErrors                  *prometheus.CounterVec
 	waits, leasesLost, commitsRejected *prometheus.CounterVec
 	queued, replayed, dropped          *prometheus.CounterVec
 	loadSeconds, waitSeconds           *prometheus.HistogramVec
@@ -128,11 +80,11 @@ func (m *maxDuration) update(d time.Duration) time.Duration {
 
 // series are the children of one prefix, resolved once.
 type series struct {
-	prefix                                              string
-	outcomes                                            [nOutcomes]atomic.Uint64
-	coalesced, loads, loadErrors, waits, lost, rejected prometheus.Counter
-	queued, replayed, dropped                           prometheus.Counter
-	loadSeconds, waitSeconds                            prometheus.Observer
+	prefix                                   string
+	outcomes                                 [nOutcomes]atomic.Uint64
+	loads, loadErrors, waits, lost, rejected prometheus.Counter
+	queued, replayed, dropped                prometheus.Counter
+	loadSeconds, waitSeconds                 prometheus.Observer
 }
 
 // totals are what one prefix's Caches count, at a collection.
@@ -144,8 +96,8 @@ type totals struct {
 }
 
 // nOutcomes sizes the arrays indexed by a call's outcome
-// (corral.EventKind.Outcome: EventHit to EventFailSafe; 0 unused).
-const nOutcomes = corral.EventFailSafe + 1
+// (corral.EventKind.Outcome: EventHit to EventError; 0 unused).
+const nOutcomes = corral.EventError + 1
 
 var (
 	_ corral.StatsReader   = (*Collector)(nil)
@@ -176,14 +128,17 @@ func New(opts *Options) (*Collector, error) {
 			ConstLabels: o.ConstLabels, Buckets: buckets}, []string{"prefix"})
 	}
 	c := &Collector{
-		fetches: prometheus.NewDesc("corral_fetches_total", "Fetch calls answered, by outcome.",
+		fetches: prometheus.NewDesc("corral_fetches_total",
+			"Fetch calls (a FetchMany's keys each one), by outcome: each call has exactly one, so they add up to the calls made.",
 			[]string{"prefix", "outcome"}, o.ConstLabels),
+		coalesced: prometheus.NewDesc("corral_coalesced_total",
+			`Fetch calls answered by a load another call in this process ran, having joined its flight: corral_fetches_total{outcome="coalesced"}.`,
+			[]string{"prefix"}, o.ConstLabels),
 		outage: prometheus.NewDesc("corral_outage_seconds_total",
 			"Seconds the circuit breakers of Redis nodes were open (Redis could not be used), summed over nodes, the current outage included.",
 			[]string{"prefix"}, o.ConstLabels),
 		pending: prometheus.NewDesc("corral_invalidations_pending",
 			"Invalidations queued for Redis now, not yet applied.", []string{"prefix"}, o.ConstLabels),
-		coalesced:       counter("coalesced_total", "Fetch calls that joined another call's flight in this process."),
 		loads:           counter("loads_total", "Loader runs started: foreground, background refreshes and fail-open."),
 		loadErrors:      counter("load_errors_total", "Loader runs that failed: an error other than not found, a panic, or the load timeout."),
 		waits:           counter("waits_total", "Waits for another process's load of a key (its lease)."),
@@ -244,8 +199,6 @@ func (c *Collector) Observe(_ context.Context, e corral.Event) {
 	}
 	s := c.seriesOf(e.Prefix)
 	switch e.Kind {
-	case corral.EventCoalesced:
-		s.coalesced.Inc()
 	case corral.EventLoadStart:
 		s.loads.Inc()
 	case corral.EventLoadEnd:
@@ -277,7 +230,6 @@ func (c *Collector) seriesOf(prefix string) *series { return c.series.Get(prefix
 func (c *Collector) newSeries(prefix string) *series {
 	s := &series{
 		prefix:      prefix,
-		coalesced:   c.coalesced.WithLabelValues(prefix),
 		loads:       c.loads.WithLabelValues(prefix),
 		loadErrors:  c.loadErrors.WithLabelValues(prefix),
 		waits:       c.waits.WithLabelValues(prefix),
@@ -293,7 +245,7 @@ func (c *Collector) newSeries(prefix string) *series {
 }
 
 func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.coalesced, c.loads, c.loadErrors, c.loadSeconds,
+	return []prometheus.Collector{c.loads, c.loadErrors, c.loadSeconds,
 		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.queued, c.replayed, c.dropped,
 		c.breakerOpens, c.breakerOpen}
 }
@@ -301,6 +253,7 @@ func (c *Collector) vecs() []prometheus.Collector {
 // Describe sends the descriptions of every metric (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fetches
+	ch <- c.coalesced
 	ch <- c.outage
 	ch <- c.pending
 	for _, v := range c.vecs() {
@@ -340,6 +293,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(n), prefix, kind.String())
 			}
 		}
+		ch <- prometheus.MustNewConstMetric(c.coalesced, prometheus.CounterValue, float64(t.outcomes[corral.EventCoalesced]), prefix)
 		if t.stats {
 			ch <- prometheus.MustNewConstMetric(c.outage, prometheus.CounterValue, t.outage.Seconds(), prefix)
 			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(t.pending), prefix)
@@ -362,4 +316,7 @@ func addOutcomes(t *[nOutcomes]uint64, st corral.Stats) {
 	t[corral.EventMiss] += st.Misses
 	t[corral.EventFailOpen] += st.FailOpens
 	t[corral.EventFailSafe] += st.FailSafeHits
+	t[corral.EventCoalesced] += st.Coalesced
+	t[corral.EventWaited] += st.Waited
+	t[corral.EventError] += st.Errors
 }

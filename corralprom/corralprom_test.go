@@ -34,18 +34,21 @@ func TestScrapeAfterScript(t *testing.T) {
 	got := scrape(t, reg)
 
 	want := map[string]float64{
-		`corral_fetches_total{outcome="hit",prefix="obs"}`:            1,
+		`corral_fetches_total{outcome="hit",prefix="obs"}`:            2,
 		`corral_fetches_total{outcome="near_hit",prefix="obs"}`:       0,
 		`corral_fetches_total{outcome="stale_hit",prefix="obs"}`:      1,
 		`corral_fetches_total{outcome="stale_if_error",prefix="obs"}`: 1,
 		`corral_fetches_total{outcome="negative_hit",prefix="obs"}`:   1,
 		`corral_fetches_total{outcome="failure_hit",prefix="obs"}`:    1,
-		`corral_fetches_total{outcome="miss",prefix="obs"}`:           8,
+		`corral_fetches_total{outcome="miss",prefix="obs"}`:           9,
+		`corral_fetches_total{outcome="coalesced",prefix="obs"}`:      observetest.Stampede,
+		`corral_fetches_total{outcome="waited",prefix="obs"}`:         observetest.Stampede,
+		`corral_fetches_total{outcome="error",prefix="obs"}`:          6,
 		`corral_fetches_total{outcome="fail_open",prefix="obs"}`:      0,
-		`corral_coalesced_total{prefix="obs"}`:                        1,
-		`corral_loads_total{prefix="obs"}`:                            7,
+		`corral_coalesced_total{prefix="obs"}`:                        observetest.Stampede,
+		`corral_loads_total{prefix="obs"}`:                            10,
 		`corral_load_errors_total{prefix="obs"}`:                      2,
-		`corral_load_duration_seconds_count{prefix="obs"}`:            7,
+		`corral_load_duration_seconds_count{prefix="obs"}`:            10,
 		`corral_waits_total{prefix="obs"}`:                            1,
 		`corral_wait_duration_seconds_count{prefix="obs"}`:            1,
 		`corral_leases_lost_total{prefix="obs"}`:                      1,
@@ -53,7 +56,8 @@ func TestScrapeAfterScript(t *testing.T) {
 
 		`corral_fetches_total{outcome="fail_open",prefix="obs-outage"}`: 1,
 		`corral_fetches_total{outcome="fail_safe",prefix="obs-outage"}`: 1,
-		`corral_fetches_total{outcome="miss",prefix="obs-outage"}`:      1,
+		`corral_fetches_total{outcome="miss",prefix="obs-outage"}`:      0,
+		`corral_fetches_total{outcome="coalesced",prefix="obs-outage"}`: 1,
 		`corral_invalidations_queued_total{prefix="obs-outage"}`:        1,
 		`corral_invalidations_replayed_total{prefix="obs-outage"}`:      1,
 		`corral_invalidations_dropped_total{prefix="obs-outage"}`:       1,
@@ -237,8 +241,11 @@ func TestEveryOutcome(t *testing.T) {
 			t.Errorf("%s = %v; want 1", series, got[series])
 		}
 	}
-	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventFailSafe {
-		t.Errorf("outcomes %v; want EventHit to EventFailSafe", outcomes)
+	if len(outcomes) == 0 || outcomes[len(outcomes)-1] != corral.EventError {
+		t.Errorf("outcomes %v; want EventHit to EventError", outcomes)
+	}
+	if got[`corral_coalesced_total{prefix="every"}`] != 1 {
+		t.Errorf(`corral_coalesced_total{prefix="every"} = %v; want 1, as {outcome="coalesced"}`, got[`corral_coalesced_total{prefix="every"}`])
 	}
 }
 

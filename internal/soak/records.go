@@ -41,7 +41,7 @@ type Call struct {
 	Version     int64  // the version in the value returned; 0 with an error
 	Err         string // "" for a value
 	// Outcome is the call's outcome as corral told the worker's Observer
-	// (corral.EventHit ... corral.EventFailSafe); 0 when unknown (plain
+	// (corral.EventHit ... corral.EventError); 0 when unknown (plain
 	// cache-aside, a call that failed, or a record from a worker that did
 	// not report it).
 	Outcome corral.EventKind

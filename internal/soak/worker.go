@@ -268,7 +268,7 @@ func (o cacheObserver) Observe(ctx context.Context, e corral.Event) {
 	switch {
 	case e.Kind.Outcome():
 		if st, ok := ctx.Value(callStateKey{}).(*callState); ok {
-			st.outcome = e.Kind // a Fetch[T] that reloads tells two: the last is its answer
+			st.outcome = e.Kind // one per call
 		}
 	case e.Kind == corral.EventBreakerOpen, e.Kind == corral.EventBreakerHalfOpen, e.Kind == corral.EventBreakerClosed:
 		o.rep.breaker(o.since(), e.Kind)
