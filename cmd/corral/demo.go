@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/internal/wrap"
 	"github.com/pterm/pterm"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -111,7 +112,7 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, o demoFlags) error {
 	if !isTerminal(stdout) {
 		pterm.DisableColor()
 	}
-	return demo.Render(stdout, report)
+	return demo.Render(stdout, report, wrap.Columns(stdout))
 }
 
 // demoFlags are corral demo's flags that are not the demo's Config.
