@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/wrap"
 	"github.com/creack/pty"
 )
@@ -67,6 +68,18 @@ func TestDemoUsesTheTerminalsWidth(t *testing.T) {
 	}
 }
 
+// On a terminal of 60 columns, corral check wraps a long finding at spaces
+// under its text.
+func TestCheckUsesTheTerminalsWidth(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru", "--maxmemory", "32mb")
+	out := runOnTerminal(t, 60, corralBinary(t), "check", "--redis", srv.URL())
+	t.Logf("\n%s", out)
+	fitsIn(t, out, 60)
+	if !regexp.MustCompile(`(?m)^eviction   warning: allkeys-lru \(maxmemory 32\.0 MiB\): when\n {11}full, Redis evicts`).MatchString(out) {
+		t.Errorf("the eviction warning is not wrapped under its text")
+	}
+}
+
 // runOnTerminal runs bin with args, its stdout a terminal of cols columns
 // (stderr a buffer), and returns what it wrote there, "\r\n" read as "\n".
 func runOnTerminal(t *testing.T, cols uint16, bin string, args ...string) string {
@@ -101,4 +114,22 @@ func runOnTerminal(t *testing.T, cols uint16, bin string, args ...string) string
 		t.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), waitErr, stderr.String())
 	}
 	return strings.ReplaceAll(out.String(), "\r\n", "\n")
+}
+
+// A short soak prints its summary in lines of at most 80 columns to a
+// pipe, every word of it whole.
+func TestSoakSummaryFits80Columns(t *testing.T) {
+	cmd := exec.Command(corralBinary(t), "soak", "--duration", "2s", "--processes", "2", "--no-progress")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("corral soak: %v\n%s", err, stderr.String())
+	}
+	t.Logf("\n%s", out)
+	fitsIn(t, string(out), 80)
+	summary := strings.Join(strings.Fields(string(out)), " ")
+	if !regexp.MustCompile(`^soak: 2s, seed \d+, 2 processes \(\d+ killed/restarted\), .*, \d+ fetches, 0 errors.*, violations: 0$`).MatchString(summary) {
+		t.Errorf("summary, its lines joined: %q", summary)
+	}
 }
