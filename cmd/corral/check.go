@@ -38,8 +38,9 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Check a Redis for corral: version, Cluster, pub/sub, eviction policy, rights, round trip",
 		Long: `check connects to --redis as the user in the URL, as a corral.Cache would,
-and reports one line each (corral.Check does the work; services can call it
-at start-up):
+and reports on each of these (corral.Check does the work; services can call
+it at start-up), a long report wrapped at spaces under its text to 80
+columns, or to the terminal's width on one:
 
   redis      the server's version (the oldest master's on a Cluster)
   mode       standalone, or cluster (N masters)

@@ -270,7 +270,8 @@ func TestCheckHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--redis string", "--prefix string", `(default "corral")`, "--near-cache", "--json",
 		"--timeout duration", "(default 10s)", "Exit status: 0 when nothing fails (warnings allowed), 1 on a failure",
-		"2 for a usage error", "A failure breaks a guarantee", "A warning means corral works", "CORRAL_CHECK_REDIS"} {
+		"2 for a usage error", "A failure breaks a guarantee", "A warning means corral works", "CORRAL_CHECK_REDIS",
+		"wrapped at spaces under its text to 80\ncolumns, or to the terminal's width on one"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check --help lacks %q:\n%s", want, out)
 		}

@@ -54,7 +54,8 @@ func TestDemoHelpDocumentsDefaults(t *testing.T) {
 		"(default 100ms)", "[naive,seed,corral]", "--redis", "--pg", "--json", "embedded",
 		`--scenario string`, `stampede or expiry (default "stampede")`, "--duration duration", "(default 5s)",
 		"--think duration", "(default 10ms)", "default 1m for stampede", "1s for expiry",
-		"--stale-ttl duration", "default 0 for stampede; equal to --ttl for expiry"} {
+		"--stale-ttl duration", "default 0 for stampede; equal to --ttl for expiry",
+		"Without --json, the output fits 80 columns, or the terminal's width"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo --help lacks %q:\n%s", want, out)
 		}

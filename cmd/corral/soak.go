@@ -101,9 +101,10 @@ deadline. Then it checks five invariants:
      min(1s, TTL), then loads again: so a restart that keeps Redis down
      longer than 2H - 150ms allows one more per H.
 
-It prints a summary on stdout (--json: one JSON document), each
-violation on stderr, and exits 1 on any violation, 2 when the soak could not
-run (no redis-server, Redis unreachable, a worker that would not start).`,
+It prints a summary on stdout, wrapped at spaces to 80 columns or to the
+terminal's width (--json: one JSON document), each violation on stderr,
+and exits 1 on any violation, 2 when the soak could not run (no
+redis-server, Redis unreachable, a worker that would not start).`,
 			soak.RedisTimeout, soak.LeaseTTL, soak.Jitter, soak.BreakerCooldown, soak.Deadline,
 			time.Second, soak.RecoveryGrace, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.RecoveryGrace),
 		Example: `  corral soak
