@@ -12,6 +12,7 @@ import (
 
 	core "github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redisurl"
+	"github.com/corralhq/corral/internal/wrap"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
@@ -37,8 +38,9 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Check a Redis for corral: version, Cluster, pub/sub, eviction policy, rights, round trip",
 		Long: `check connects to --redis as the user in the URL, as a corral.Cache would,
-and reports one line each (corral.Check does the work; services can call it
-at start-up):
+and reports on each of these (corral.Check does the work; services can call
+it at start-up), a long report wrapped at spaces under its text to 80
+columns, or to the terminal's width on one:
 
   redis      the server's version (the oldest master's on a Cluster)
   mode       standalone, or cluster (N masters)
@@ -147,7 +149,7 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 	if o.json {
 		err = writeCheckJSON(cmd.OutOrStdout(), server, report, err)
 	} else {
-		err = writeCheck(cmd.OutOrStdout(), server, report, err)
+		err = writeCheck(cmd.OutOrStdout(), wrap.Columns(cmd.OutOrStdout()), server, report, err)
 	}
 	if err != nil {
 		return &exitError{exitCheckFailed, err}
@@ -184,10 +186,11 @@ func verdict(report *core.Report, checkErr error) error {
 	return &checkError{err, "check: FAIL: " + strings.Join(failed, ", ")}
 }
 
-// writeCheck prints the report, one line per topic, and the verdict. It
-// returns the error to exit with (see verdict).
-func writeCheck(w io.Writer, server string, report *core.Report, checkErr error) error {
-	line := func(topic, text string) { fmt.Fprintf(w, "%-10s %s\n", topic, text) }
+// writeCheck prints the report, a line per topic (wrapped at spaces to
+// width columns, indented under the text), and the verdict. It returns the
+// error to exit with (see verdict).
+func writeCheck(w io.Writer, width int, server string, report *core.Report, checkErr error) error {
+	line := func(topic, text string) { fmt.Fprintln(w, wrap.Hanging(fmt.Sprintf("%-10s ", topic), text, width)) }
 	line("server", server)
 	if checkErr != nil {
 		line("redis", "FAIL: "+strings.TrimPrefix(checkErr.Error(), "corral: check: "))

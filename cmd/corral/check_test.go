@@ -7,10 +7,12 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wrap"
 )
 
 // `corral check` against real servers, each configured for one fault. The
@@ -25,12 +27,23 @@ func runCheckCmd(t *testing.T, args ...string) (stdout, stderr string, code int,
 		code = exitCode(err)
 	}
 	t.Logf("corral check %s: exit %d, %v\n%s", strings.Join(args, " "), code, err, stdout)
+	// Off a terminal, every line of the human output fits 80 columns.
+	for line := range strings.Lines(stdout) {
+		if slices.Contains(args, "--json") {
+			break
+		}
+		if w := wrap.Width(line); w > wrap.DefaultColumns {
+			t.Errorf("corral check %s: a line of %d columns: %q", strings.Join(args, " "), w, line)
+		}
+	}
 	return stdout, stderr, code, err
 }
 
-// hasLine fails t unless out has a line for topic matching pattern.
+// hasLine fails t unless out has a line for topic matching pattern, its
+// text's continuation lines (indented under it) joined to it.
 func hasLine(t *testing.T, out, topic, pattern string) {
 	t.Helper()
+	out = strings.ReplaceAll(out, "\n"+strings.Repeat(" ", 11), " ")
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(topic) + ` +` + pattern + `$`)
 	if !re.MatchString(out) {
 		t.Errorf("no %s line matching %q in:\n%s", topic, pattern, out)
@@ -257,7 +270,8 @@ func TestCheckHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--redis string", "--prefix string", `(default "corral")`, "--near-cache", "--json",
 		"--timeout duration", "(default 10s)", "Exit status: 0 when nothing fails (warnings allowed), 1 on a failure",
-		"2 for a usage error", "A failure breaks a guarantee", "A warning means corral works", "CORRAL_CHECK_REDIS"} {
+		"2 for a usage error", "A failure breaks a guarantee", "A warning means corral works", "CORRAL_CHECK_REDIS",
+		"wrapped at spaces under its text to 80\ncolumns, or to the terminal's width on one"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check --help lacks %q:\n%s", want, out)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/internal/wrap"
 	"github.com/pterm/pterm"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -50,9 +51,12 @@ stale-while-revalidate window (corral.Options.StaleTTL): at each expiry it
 serves the stale value while one caller refreshes in the background. With
 --stale-ttl 0 (the library's own default) it refreshes early instead (XFetch).
 
-With --json, stdout holds exactly one JSON document. The progress bar goes to
-stderr when stderr is a terminal (--progress draws it anyway, --no-progress
-never).
+Without --json, the output fits 80 columns, or the terminal's width when
+stdout is one: the table has a row per strategy where that fits (about 120
+columns), else a row per measure, else a list per strategy; text wraps at
+spaces. With --json, stdout holds exactly one JSON document. The progress
+bar goes to stderr when stderr is a terminal (--progress draws it anyway,
+--no-progress never).
 
 Every flag can also be set by an environment variable: CORRAL_DEMO_ and the
 flag's name in capitals, dashes as underscores (CORRAL_DEMO_REDIS,
@@ -111,7 +115,7 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, o demoFlags) error {
 	if !isTerminal(stdout) {
 		pterm.DisableColor()
 	}
-	return demo.Render(stdout, report)
+	return demo.Render(stdout, report, wrap.Columns(stdout))
 }
 
 // demoFlags are corral demo's flags that are not the demo's Config.

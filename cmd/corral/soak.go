@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/soak"
+	"github.com/corralhq/corral/internal/wrap"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
@@ -100,9 +101,10 @@ deadline. Then it checks five invariants:
      min(1s, TTL), then loads again: so a restart that keeps Redis down
      longer than 2H - 150ms allows one more per H.
 
-It prints a summary line on stdout (--json: one JSON document), each
-violation on stderr, and exits 1 on any violation, 2 when the soak could not
-run (no redis-server, Redis unreachable, a worker that would not start).`,
+It prints a summary on stdout, wrapped at spaces to 80 columns or to the
+terminal's width (--json: one JSON document), each violation on stderr,
+and exits 1 on any violation, 2 when the soak could not run (no
+redis-server, Redis unreachable, a worker that would not start).`,
 			soak.RedisTimeout, soak.LeaseTTL, soak.Jitter, soak.BreakerCooldown, soak.Deadline,
 			time.Second, soak.RecoveryGrace, soak.Deadline, soak.DeadlineSlack, soak.FailOpenPerRestart, soak.RecoveryGrace),
 		Example: `  corral soak
@@ -145,7 +147,7 @@ func runSoak(cmd *cobra.Command, cfg soak.Config, o soakFlags) error {
 	if o.jsonOut {
 		err = report.WriteJSON(stdout)
 	} else {
-		_, err = fmt.Fprintln(stdout, report.Summary())
+		_, err = fmt.Fprintln(stdout, wrap.Hanging("", report.Summary(), wrap.Columns(stdout)))
 	}
 	if err != nil {
 		return err
@@ -177,7 +179,7 @@ func (o *soakFlags) define(cmd *cobra.Command, cfg *soak.Config) {
 	f.DurationVar(&cfg.RestartEvery, "restart-every", cfg.RestartEvery, "average interval between Redis restarts, without --redis (0: none)")
 	f.DurationVar(&cfg.RedisDowntime, "redis-downtime", cfg.RedisDowntime, "how long Redis stays down at each restart")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the chaos schedule (default: random, printed in the summary)")
-	f.BoolVar(&o.jsonOut, "json", false, "print one JSON document on stdout instead of the summary line")
+	f.BoolVar(&o.jsonOut, "json", false, "print one JSON document on stdout instead of the summary")
 	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw the progress bar on stderr")
 	f.BoolVar(&o.progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log each chaos event on stderr (instead of the progress bar)")

@@ -22,7 +22,8 @@ func TestSoakHelpDocumentsInvariantsAndDefaults(t *testing.T) {
 		"or while the worker's own breaker was open (a stall)",
 		"3. No caller past its deadline: every Fetch returns within 2s + 100ms",
 		"4. No error", "5. Fail-open loads per key per worker per Redis restart <= 2",
-		"and 650ms after it answered", "exits 1 on any violation, 2 when the soak could not"} {
+		"and 650ms after it answered", "exits 1 on any violation, 2 when the soak could not run",
+		"a summary on stdout, wrapped at spaces to 80 columns or to the\nterminal's width"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("soak --help lacks %q:\n%s", want, out)
 		}

@@ -26,5 +26,8 @@
 //
 // Run ties them together (run.go, trial.go) and returns a Report, which
 // encodes as the JSON document of `corral demo --json` or renders as a table
-// and bar charts (render.go).
+// and bar charts (render.go, table.go) in lines of a given width: 80
+// columns off a terminal, the terminal's width on one. The table takes the
+// widest layout that fits: a row per strategy, a row per measure, or a list
+// per strategy.
 package demo

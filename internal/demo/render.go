@@ -7,27 +7,51 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corralhq/corral/internal/wrap"
 	"github.com/pterm/pterm"
 )
 
-// chartWidth is the width of the longest bar, in cells.
+// chartWidth is the width of the longest bar, in cells, when the width
+// allows it.
 const chartWidth = 40
 
-// Render writes the human form of r to w: a header naming the Redis and
-// the origin, a table of the results and bar charts comparing the
-// strategies. Colours follow pterm's global setting (off with NO_COLOR or
-// pterm.DisableColor).
-func Render(w io.Writer, r *Report) error {
-	for _, part := range []func(io.Writer, *Report) error{renderHeader, renderTable, renderLoadsPerTTL, renderCharts, renderErrors} {
-		if err := part(w, r); err != nil {
+// Render writes the human form of r to w in lines of at most width display
+// columns (wrap.DefaultColumns when width < 1): a header naming the Redis and
+// the origin, a table of the results in the first layout that fits (see
+// renderTable), a legend, and bar charts comparing the strategies. Prose
+// wraps at spaces, so no number is cut in two. Colours follow pterm's global
+// setting (off with NO_COLOR or pterm.DisableColor) and take no column.
+func Render(w io.Writer, r *Report, width int) error {
+	if width < 1 {
+		width = wrap.DefaultColumns
+	}
+	var out strings.Builder
+	for _, part := range []func(*Report, int) (string, error){renderHeader, renderTable, renderLoadsPerTTL, renderCharts, renderErrors} {
+		s, err := part(r, width)
+		if err != nil {
 			return err
 		}
+		out.WriteString(s)
 	}
-	return nil
+	_, err := io.WriteString(w, trimLines(out.String()))
+	return err
 }
 
-// renderHeader writes what was run: the summary, Redis and the origin.
-func renderHeader(w io.Writer, r *Report) error {
+// trimLines drops the spaces at the ends of the lines of s (pterm pads its
+// charts to a rectangle).
+func trimLines(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(strings.TrimRight(line, " \n"))
+		if strings.HasSuffix(line, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// renderHeader returns what was run: the summary, Redis and the origin.
+func renderHeader(r *Report, width int) (string, error) {
 	c := r.Config
 	latency := "no added latency"
 	if c.OriginLatencyMS > 0 {
@@ -37,31 +61,14 @@ func renderHeader(w io.Writer, r *Report) error {
 	if redisLabel == "embedded" {
 		redisLabel = "embedded (in-process miniredis; pass --redis URL for a real server)"
 	}
-	_, err := fmt.Fprintf(w, "corral demo: %s\nRedis:  %s\nOrigin: %s, %d orders, %s\n\n",
-		r.Summary, redisLabel, c.Origin, c.OriginRows, latency)
-	return err
+	return wrap.Hanging("corral demo: ", r.Summary, width) + "\n" +
+		wrap.Hanging("Redis:  ", redisLabel, width) + "\n" +
+		wrap.Hanging("Origin: ", fmt.Sprintf("%s, %d orders, %s", c.Origin, c.OriginRows, latency), width) + "\n\n", nil
 }
 
-// renderTable writes one row per strategy, and the legend under it.
-func renderTable(w io.Writer, r *Report) error {
-	rows := [][]string{{"strategy", "requests", "origin loads", "peak origin conc.", "origin ms",
-		"p50 ms", "p99 ms", "max ms", "Redis commands", "errors"}}
-	for _, res := range r.Results {
-		rows = append(rows, []string{res.Strategy, strconv.Itoa(res.Requests),
-			strconv.FormatInt(res.OriginLoads, 10), strconv.FormatInt(res.PeakOriginConcurrency, 10),
-			fmtMS(res.OriginMS), fmtMS(res.LatencyMS.P50), fmtMS(res.LatencyMS.P99), fmtMS(res.LatencyMS.Max),
-			strconv.FormatUint(res.RedisCommands, 10), strconv.FormatInt(res.Errors, 10)})
-	}
-	table, err := pterm.DefaultTable.WithHasHeader().WithRightAlignment().WithData(rows).Srender()
-	if err != nil {
-		return fmt.Errorf("demo: render table: %w", err)
-	}
-	_, err = fmt.Fprint(w, strings.TrimRight(table, "\n")+"\n\n"+legend(r))
-	return err
-}
-
-// renderCharts writes a bar chart per measure, one bar per strategy.
-func renderCharts(w io.Writer, r *Report) error {
+// renderCharts returns a bar chart per measure, one bar per strategy, the
+// bars as long as width allows up to chartWidth.
+func renderCharts(r *Report, width int) (string, error) {
 	charts := []struct {
 		title string
 		value func(Result) float64
@@ -70,77 +77,75 @@ func renderCharts(w io.Writer, r *Report) error {
 		{"p99 latency, ms (lower is better)", func(r Result) float64 { return r.LatencyMS.P99 }},
 		{"Redis commands (fewer is better)", func(r Result) float64 { return float64(r.RedisCommands) }},
 	}
+	var b strings.Builder
 	for _, ch := range charts {
 		bars := make(pterm.Bars, len(r.Results))
+		labels, values := 0, 0
 		for i, res := range r.Results {
 			bars[i] = pterm.Bar{Label: res.Strategy, Value: int(math.Round(ch.value(res)))}
+			labels = max(labels, wrap.Width(res.Strategy))
+			values = max(values, len(strconv.Itoa(bars[i].Value)))
 		}
+		// A line: the label and a space, the bar, two spaces, the value
+		// and a space.
+		bar := max(min(chartWidth, width-labels-values-4), 1)
 		chart, err := pterm.DefaultBarChart.WithHorizontal().WithShowValue().
-			WithWidth(chartWidth).WithBars(bars).Srender()
+			WithWidth(bar).WithBars(bars).Srender()
 		if err != nil {
-			return fmt.Errorf("demo: render chart: %w", err)
+			return "", fmt.Errorf("demo: render chart: %w", err)
 		}
-		if _, err := fmt.Fprintf(w, "\n%s\n%s", ch.title, chart); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "\n%s\n%s", wrap.Hanging("", ch.title, width), chart)
 	}
-	return nil
+	return b.String(), nil
 }
 
-// renderErrors writes, for each strategy that got errors, their count and
+// renderErrors returns, for each strategy that got errors, their count and
 // the first.
-func renderErrors(w io.Writer, r *Report) error {
+func renderErrors(r *Report, width int) (string, error) {
+	var b strings.Builder
 	for _, res := range r.Results {
 		if res.FirstError != "" {
-			if _, err := fmt.Fprintf(w, "\n%s: %d %s; the first: %s\n",
-				res.Strategy, res.Errors, plural(int(res.Errors), "error", "errors"), res.FirstError); err != nil {
-				return err
-			}
+			text := fmt.Sprintf("%d %s; the first: %s", res.Errors, plural(int(res.Errors), "error", "errors"), res.FirstError)
+			fmt.Fprintf(&b, "\n%s\n", wrap.Hanging(res.Strategy+": ", text, width))
 		}
 	}
-	return nil
+	return b.String(), nil
 }
 
-// renderLoadsPerTTL writes, for a run with a duration (expiry), each
+// renderLoadsPerTTL returns, for a run with a duration (expiry), each
 // strategy's origin loads per key per TTL: loads / (keys x duration / TTL).
 // A cache that refreshes each key once per expiry shows about 1.
-func renderLoadsPerTTL(w io.Writer, r *Report) error {
+func renderLoadsPerTTL(r *Report, width int) (string, error) {
 	c := r.Config
 	if c.DurationSeconds == nil || c.TTLSeconds <= 0 || c.Keys < 1 {
-		return nil
+		return "", nil
 	}
 	ttls := *c.DurationSeconds / c.TTLSeconds
-	if _, err := fmt.Fprintf(w, "\nOrigin loads per key per TTL = origin loads / (%d %s x %gs / %gs):\n",
-		c.Keys, plural(c.Keys, "key", "keys"), *c.DurationSeconds, c.TTLSeconds); err != nil {
-		return err
-	}
-	width := 0
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\n", wrap.Hanging("", fmt.Sprintf("Origin loads per key per TTL = origin loads / (%d %s x %gs / %gs):",
+		c.Keys, plural(c.Keys, "key", "keys"), *c.DurationSeconds, c.TTLSeconds), width))
+	names := 0
 	for _, res := range r.Results {
-		width = max(width, len(res.Strategy))
+		names = max(names, len(res.Strategy))
 	}
 	for _, res := range r.Results {
 		perTTL := float64(res.OriginLoads) / (float64(c.Keys) * ttls)
-		if _, err := fmt.Fprintf(w, "  %-*s  %s\n", width, res.Strategy, strconv.FormatFloat(perTTL, 'f', 2, 64)); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "  %-*s  %s\n", names, res.Strategy, strconv.FormatFloat(perTTL, 'f', 2, 64))
 	}
-	return nil
+	return b.String(), nil
 }
 
-// fmtMS formats ms with one decimal, as the report rounds them.
-func fmtMS(ms float64) string { return strconv.FormatFloat(ms, 'f', 1, 64) }
-
 // legend says, under the table, what each strategy of r is and what
-// "origin ms" measures.
-func legend(r *Report) string {
+// "origin ms" measures, in lines of at most width columns.
+func legend(r *Report, width int) string {
 	var b strings.Builder
 	for _, res := range r.Results {
 		for _, s := range strategies {
 			if s.Name() == res.Strategy {
-				fmt.Fprintf(&b, "  %-7s %s\n", s.Name(), s.Summary())
+				b.WriteString(wrap.Hanging(fmt.Sprintf("  %-7s ", s.Name()), s.Summary(), width) + "\n")
 			}
 		}
 	}
-	b.WriteString("  origin ms: the mean time of one origin query, the added latency included\n")
+	b.WriteString(wrap.Hanging("  origin ms: ", "the mean time of one origin query, the added latency included", width) + "\n")
 	return b.String()
 }
