@@ -101,7 +101,7 @@ func (r *Report) Err() error {
 	if len(failed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
+	return errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
 }
 
 func (r *Report) add(topic string, s Severity, format string, args ...any) {
@@ -171,26 +171,26 @@ func contains(list []string, s string) bool {
 // context (ContextTimeoutEnabled); otherwise the client's own timeouts do.
 func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Report, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); isReplyError(err) {
-		return nil, fmt.Errorf("corral: check: Redis refused the connection: %w", err)
+		return nil, errorf("check: Redis refused the connection: %w", err)
 	} else if err != nil {
-		return nil, fmt.Errorf("corral: check: Redis unreachable: %w", err)
+		return nil, errorf("check: Redis unreachable: %w", err)
 	}
 	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
 	for _, step := range []func(context.Context) error{
 		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
 	} {
 		if err := step(ctx); err != nil {
-			return nil, fmt.Errorf("corral: check: %w", err)
+			return nil, errorf("check: %w", err)
 		}
 	}
 	return k.r, nil
@@ -228,10 +228,10 @@ func (k *checker) nodes(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("the Cluster's masters: %w", err)
+			return errorf("the Cluster's masters: %w", err)
 		}
 		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
-			return fmt.Errorf("the master of %s: %w", k.probe, err)
+			return errorf("the master of %s: %w", k.probe, err)
 		}
 	case *redis.Client:
 		k.masters, k.node = map[string]checkNode{"": c}, c

@@ -88,7 +88,7 @@ func (k *checker) server(ctx context.Context) error {
 	for addr, m := range k.masters {
 		s, err := askServer(ctx, m)
 		if err != nil {
-			return fmt.Errorf("HELLO on %s: %w", addrName(addr), err)
+			return errorf("HELLO on %s: %w", addrName(addr), err)
 		}
 		infos[addr] = s
 	}
@@ -159,7 +159,7 @@ func (k *checker) eviction(ctx context.Context) error {
 		p, limit, err := memoryConfig(ctx, m)
 		switch {
 		case err != nil && !isReplyError(err) && !errors.Is(err, errNoPolicy):
-			return fmt.Errorf("CONFIG GET on %s: %w", addrName(addr), err)
+			return errorf("CONFIG GET on %s: %w", addrName(addr), err)
 		case err != nil:
 			unread = err
 			continue
@@ -189,7 +189,7 @@ func (k *checker) eviction(ctx context.Context) error {
 		k.r.add("eviction", SeverityWarning, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
 	case unread != nil:
 		k.r.missing(rightOf(unread.Error(), k.o.Prefix))
-		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", unread, risk)
+		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", bare(unread), risk)
 	case len(idle) > 0:
 		k.r.add("eviction", SeverityWarning, "%s with maxmemory 0: nothing is evicted until a maxmemory is set; then %s", strings.Join(idle, ", "), risk)
 	case k.r.Cluster:
@@ -256,7 +256,7 @@ func (k *checker) rtt(ctx context.Context) error {
 	for i := range samples {
 		start := time.Now()
 		if err := node.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("PING: %w", err)
+			return errorf("PING: %w", err)
 		}
 		samples[i] = time.Since(start)
 	}

@@ -88,7 +88,7 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 		return err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+		return errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
 	return ready(ctx, nilLoader)
 }
@@ -288,7 +288,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		}
 		b, err := c.opts.Codec.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("corral: encode %T: %w", v, err)
+			return nil, errorf("encode %T: %w", v, err)
 		}
 		return b, nil
 	}
@@ -297,7 +297,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	if a.err == nil {
 		if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
 			if a.soft == 0 {
-				return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
+				return zero, errorf("decode %q as %T: %w", key, v, err) // a fresh load
 			}
 			// A cached entry that does not decode: a miss, reloaded once.
 			c.decodeFailed(key, fmt.Sprintf("%T", v))
@@ -305,7 +305,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 			if a, keep = c.fetch(ctx, key, loader{ttl: ttl, bytes: encoded}, h); a.err == nil {
 				v = zero
 				if err := c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-					return zero, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+					return zero, errorf("decode %q as %T: %w", key, v, err)
 				}
 			}
 		}

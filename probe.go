@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -224,7 +223,7 @@ func (p *pipeline) probeEnded(node nodeRef, l *liveness, err error) {
 	pr.mu.Unlock()
 	if refused {
 		// Not here: the monitor may hold flyMu, which the trip takes.
-		go p.trip(node, l, unreachableError{fmt.Errorf("the connection was closed before it answered: %w", err)})
+		go p.trip(node, l, unreachableError{errorf("the connection was closed before it answered: %w", err)})
 	}
 }
 
