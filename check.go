@@ -180,20 +180,39 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	if err := rdb.Ping(ctx).Err(); isReplyError(err) {
-		return nil, errorf("check: Redis refused the connection: %w", err)
-	} else if err != nil {
-		return nil, errorf("check: Redis unreachable: %w", err)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, true)
 	}
 	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
 	for _, step := range []func(context.Context) error{
 		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
 	} {
 		if err := step(ctx); err != nil {
-			return nil, errorf("check: %w", err)
+			return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
 		}
 	}
 	return k.r, nil
+}
+
+// notChecked is Check's error when Redis could not be checked: err, from
+// the first PING (ping) or a later step. A connection the server closed
+// (a broken pipe, a reset) is looked into on a connection of Check's own,
+// bounded by timeout: a server at maxclients says so before it closes
+// each new connection, and the error then names that, and the fix.
+func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, err error, ping bool) error {
+	msg, full := maxClientsReply(err.Error())
+	if !full && !isReplyError(err) && ctx.Err() == nil {
+		msg, full = refusalOf(ctx, rdb, timeout)
+	}
+	switch {
+	case full:
+		return errorf("check: Redis refused the connection: %s: %s", msg, maxClientsFix)
+	case ping && isReplyError(err):
+		return errorf("check: Redis refused the connection: %w", err)
+	case ping:
+		return errorf("check: Redis unreachable: %w", err)
+	}
+	return errorf("check: %w", err)
 }
 
 // checker runs Check's steps.
