@@ -131,9 +131,10 @@ func TestErrorsSayCorralOnce_Loads(t *testing.T) {
 	sayOnce(t, "Fetch[int] that does not decode", err, errNoDecode)
 
 	// A waiter in another process hears the holder's failure, itself one
-	// of corral's errors (ErrLoadTimeout).
-	other := newCache(t, srv.Client(), prefixOpts(&logs))
-	fail := hold(t, c, "{remote}", nil, corral.ErrLoadTimeout)
+	// of corral's errors (ErrLoadTimeout). Neither caches failures: the
+	// waiter's own re-check would read it, as ErrCachedFailure.
+	holder, other := newCache(t, srv.Client(), prefixOpts(&logs)), newCache(t, srv.Client(), prefixOpts(&logs))
+	fail := hold(t, holder, "{remote}", nil, corral.ErrLoadTimeout)
 	var loads atomic.Int32
 	got := make(chan error, 1)
 	go func() {
