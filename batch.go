@@ -92,7 +92,7 @@ func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 			if v, ok := found[k]; ok {
 				if vals[k], err = c.opts.Codec.Marshal(v); err != nil {
 					delete(vals, k)
-					failed[k] = fmt.Errorf("corral: encode %T: %w", v, err)
+					failed[k] = errorf("encode %T: %w", v, err)
 				}
 			}
 		}
@@ -119,7 +119,7 @@ func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader b
 		return ErrClosed
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+		return errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
 	if nilLoader {
 		return ErrNilLoader
@@ -196,7 +196,7 @@ func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, e
 		}
 		seen[key] = struct{}{}
 		if key == "" {
-			errs[key] = c.refused(ctx, key, fmt.Errorf("%w: empty key", ErrInvalidKey))
+			errs[key] = c.refused(ctx, key, errorf("%w: empty key", ErrInvalidKey))
 			continue
 		}
 		calls = append(calls, keyCall{key: key, how: how{version: version}})
@@ -237,7 +237,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 			k.how.skip, k.a, k.keep = a.soft, answer{}, nil
 			return false
 		} else if err != nil {
-			a.err = fmt.Errorf("corral: decode %q as %T: %w", k.key, v, err)
+			a.err = errorf("decode %q as %T: %w", k.key, v, err)
 		}
 	}
 	switch {
@@ -359,10 +359,10 @@ type BatchError struct {
 func (e *BatchError) Error() string {
 	keys := e.keys()
 	var b strings.Builder
-	fmt.Fprintf(&b, "corral: %d of the keys failed", len(keys))
+	fmt.Fprintf(&b, errPrefix+"%d of the keys failed", len(keys))
 	const shown = 3
 	for _, k := range keys[:min(shown, len(keys))] {
-		msg, _, _ := strings.Cut(e.Errs[k].Error(), "\n")
+		msg, _, _ := strings.Cut(bare(e.Errs[k]).Error(), "\n")
 		fmt.Fprintf(&b, "; %q: %s", k, msg)
 	}
 	if len(keys) > shown {

@@ -2,7 +2,6 @@ package corral
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,9 +116,9 @@ func (b *breaker) allow(recovery bool) (done func(error), err error) {
 	done, err = b.cb.Load().Allow()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		if cause := b.cause(); cause != nil {
-			return nil, fmt.Errorf("%w (%v; %w)", ErrCircuitOpen, err, cause)
+			return nil, errorf("%w (%v; %w)", ErrCircuitOpen, err, cause)
 		}
-		return nil, fmt.Errorf("%w (%v)", ErrCircuitOpen, err)
+		return nil, errorf("%w (%v)", ErrCircuitOpen, err)
 	}
 	return done, err
 }
@@ -135,7 +134,7 @@ func (t *trip) err() error {
 	if l := t.latest.Load(); l != nil {
 		cause = l.err
 	}
-	err := fmt.Errorf("%w (since %s: %w)", ErrCircuitOpen, t.since.Format("15:04:05.000"), cause)
+	err := errorf("%w (since %s: %w)", ErrCircuitOpen, t.since.Format("15:04:05.000"), cause)
 	t.errv.Store(&failedCall{err})
 	return err
 }
@@ -173,9 +172,9 @@ func (b *breaker) untrip(t *trip) {
 // at debug level otherwise: a flapping node must not flood the log).
 func (b *breaker) opened(msg string, cause error) {
 	if b.warn.allow() {
-		b.o.Logger.Warn(msg, "node", b.node, "cooldown", b.o.BreakerCooldown, "err", cause)
+		b.o.Logger.Warn(msg, "node", b.node, "cooldown", b.o.BreakerCooldown, errAttr(cause))
 	} else {
-		b.o.Logger.Debug(msg, "node", b.node, "err", cause)
+		b.o.Logger.Debug(msg, "node", b.node, errAttr(cause))
 	}
 }
 

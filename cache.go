@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -78,7 +77,7 @@ type Cache struct {
 // no sense. Close the Cache when done; Close does not close rdb.
 func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -117,7 +116,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	switch {
 	case o.NearCache.Size > 0:
 		if c.near, err = newNearCache(o.NearCache, safeTTL); err != nil {
-			return nil, fmt.Errorf("%w: NearCache: %v", ErrInvalidOptions, err)
+			return nil, errorf("%w: NearCache: %v", ErrInvalidOptions, err)
 		}
 		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	case !o.DisableFailSafe:
@@ -221,7 +220,7 @@ func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 	case wire.NotFound:
 		return nil, ErrNotFound
 	case wire.Failure:
-		return nil, fmt.Errorf("%w: %s", ErrCachedFailure, v)
+		return nil, errorf("%w: %s", ErrCachedFailure, bareText(string(v)))
 	}
 	return v, nil
 }
@@ -242,7 +241,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		return err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+		return errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -251,7 +250,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		value = []byte{}
 	}
 	if len(value) > c.opts.MaxValueBytes {
-		return fmt.Errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
+		return errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
 	}
 	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, c.freshness(ttl), 0))
 	c.detach(key)
@@ -388,7 +387,7 @@ func (c *Cache) check(ctx context.Context, key string) error {
 		panic("corral: nil Context")
 	}
 	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+		return errorf("%w: empty key", ErrInvalidKey)
 	}
 	if c.ctx.Err() != nil {
 		return ErrClosed

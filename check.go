@@ -101,7 +101,7 @@ func (r *Report) Err() error {
 	if len(failed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
+	return errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
 }
 
 func (r *Report) add(topic string, s Severity, format string, args ...any) {
@@ -171,29 +171,48 @@ func contains(list []string, s string) bool {
 // context (ContextTimeoutEnabled); otherwise the client's own timeouts do.
 func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Report, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := rdb.Ping(ctx).Err(); isReplyError(err) {
-		return nil, fmt.Errorf("corral: check: Redis refused the connection: %w", err)
-	} else if err != nil {
-		return nil, fmt.Errorf("corral: check: Redis unreachable: %w", err)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, true)
 	}
 	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
 	for _, step := range []func(context.Context) error{
 		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
 	} {
 		if err := step(ctx); err != nil {
-			return nil, fmt.Errorf("corral: check: %w", err)
+			return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
 		}
 	}
 	return k.r, nil
+}
+
+// notChecked is Check's error when Redis could not be checked: err, from
+// the first PING (ping) or a later step. A connection the server closed
+// (a broken pipe, a reset) is looked into on a connection of Check's own,
+// bounded by timeout: a server at maxclients says so before it closes
+// each new connection, and the error then names that, and the fix.
+func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, err error, ping bool) error {
+	msg, full := maxClientsReply(err.Error())
+	if !full && !isReplyError(err) && ctx.Err() == nil {
+		msg, full = refusalOf(ctx, rdb, timeout)
+	}
+	switch {
+	case full:
+		return errorf("check: Redis refused the connection: %s: %s", msg, maxClientsFix)
+	case ping && isReplyError(err):
+		return errorf("check: Redis refused the connection: %w", err)
+	case ping:
+		return errorf("check: Redis unreachable: %w", err)
+	}
+	return errorf("check: %w", err)
 }
 
 // checker runs Check's steps.
@@ -228,10 +247,10 @@ func (k *checker) nodes(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("the Cluster's masters: %w", err)
+			return errorf("the Cluster's masters: %w", err)
 		}
 		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
-			return fmt.Errorf("the master of %s: %w", k.probe, err)
+			return errorf("the master of %s: %w", k.probe, err)
 		}
 	case *redis.Client:
 		k.masters, k.node = map[string]checkNode{"": c}, c

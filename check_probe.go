@@ -2,8 +2,10 @@ package corral
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -88,7 +90,7 @@ func (k *checker) server(ctx context.Context) error {
 	for addr, m := range k.masters {
 		s, err := askServer(ctx, m)
 		if err != nil {
-			return fmt.Errorf("HELLO on %s: %w", addrName(addr), err)
+			return errorf("HELLO on %s: %w", addrName(addr), err)
 		}
 		infos[addr] = s
 	}
@@ -159,7 +161,7 @@ func (k *checker) eviction(ctx context.Context) error {
 		p, limit, err := memoryConfig(ctx, m)
 		switch {
 		case err != nil && !isReplyError(err) && !errors.Is(err, errNoPolicy):
-			return fmt.Errorf("CONFIG GET on %s: %w", addrName(addr), err)
+			return errorf("CONFIG GET on %s: %w", addrName(addr), err)
 		case err != nil:
 			unread = err
 			continue
@@ -189,7 +191,7 @@ func (k *checker) eviction(ctx context.Context) error {
 		k.r.add("eviction", SeverityWarning, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
 	case unread != nil:
 		k.r.missing(rightOf(unread.Error(), k.o.Prefix))
-		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", unread, risk)
+		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", bare(unread), risk)
 	case len(idle) > 0:
 		k.r.add("eviction", SeverityWarning, "%s with maxmemory 0: nothing is evicted until a maxmemory is set; then %s", strings.Join(idle, ", "), risk)
 	case k.r.Cluster:
@@ -256,7 +258,7 @@ func (k *checker) rtt(ctx context.Context) error {
 	for i := range samples {
 		start := time.Now()
 		if err := node.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("PING: %w", err)
+			return errorf("PING: %w", err)
 		}
 		samples[i] = time.Since(start)
 	}
@@ -271,6 +273,60 @@ func (k *checker) rtt(ctx context.Context) error {
 		k.r.add("rtt", SeverityWarning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, inlineBound, probeAfter)
 	default:
 		k.r.add("rtt", SeverityOK, "%s", ms)
+	}
+	return nil
+}
+
+// refusalOf reads what a server of rdb says on a new connection, which
+// Check opens itself (with the client's dialer, bounded by timeout) and
+// writes a PING on: a server at maxclients refuses it with an error reply
+// before it closes it, and refusalOf returns that reply. A server that
+// answers the PING, or that cannot be reached, refuses nothing.
+func refusalOf(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, dial := range dialersOf(rdb) {
+		conn, err := dial(ctx)
+		if err != nil {
+			continue
+		}
+		deadline, _ := ctx.Deadline()
+		conn.SetDeadline(deadline)
+		conn.Write(ping) // a server at maxclients may have closed it already: its reply is read all the same
+		var buf [512]byte
+		n, _ := conn.Read(buf[:])
+		conn.Close()
+		if msg, ok := refusalReply(buf[:n]); ok {
+			return msg, true
+		}
+	}
+	return "", false
+}
+
+// dialersOf returns a way to connect to each server rdb is given: a single
+// server's (or a failover client's master), or each seed of a Cluster.
+func dialersOf(rdb redis.UniversalClient) []func(context.Context) (net.Conn, error) {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return []func(context.Context) (net.Conn, error){
+			func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) },
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		var dialers []func(context.Context) (net.Conn, error)
+		for _, addr := range o.Addrs {
+			dialers = append(dialers, func(ctx context.Context) (net.Conn, error) {
+				if o.Dialer != nil {
+					return o.Dialer(ctx, "tcp", addr)
+				}
+				if o.TLSConfig != nil {
+					return (&tls.Dialer{Config: o.TLSConfig}).DialContext(ctx, "tcp", addr)
+				}
+				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			})
+		}
+		return dialers
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -36,20 +37,20 @@ func (k *checker) rights(ctx context.Context) error {
 	case err == nil:
 		list, _ := res.([]any)
 		for _, msg := range list {
-			refused(fmt.Sprint(msg), fmt.Errorf("%v", msg))
+			refused(fmt.Sprint(msg), errors.New(fmt.Sprint(msg))) // Redis's words
 		}
 	case isReplyError(err):
 		scripted = false
 		refused(err.Error(), err)
 	default:
-		return fmt.Errorf("EVAL rights.lua: %w", err)
+		return errorf("EVAL rights.lua: %w", err)
 	}
 	// Loaded by the EVAL (or not, if that was refused: NOSCRIPT then
 	// means the right to EVALSHA is there).
 	err = rightsScript.EvalSha(ctx, k.rdb, []string{k.probe}).Err()
 	switch {
 	case err != nil && !isReplyError(err):
-		return fmt.Errorf("EVALSHA rights.lua: %w", err)
+		return errorf("EVALSHA rights.lua: %w", err)
 	case err != nil && !strings.HasPrefix(err.Error(), "NOSCRIPT"):
 		refused(err.Error(), err)
 	}
@@ -157,7 +158,7 @@ func (k *checker) pubsub(ctx context.Context) error {
 	used := fmt.Sprintf("%s (%s, %s)", k.r.PubSub, publish, subscribe)
 	if err := k.subscribe(ctx, subscribe == "SSUBSCRIBE", k.probe); err != nil {
 		if !isReplyError(err) {
-			return fmt.Errorf("%s: %w", subscribe, err)
+			return errorf("%s: %w", subscribe, err)
 		}
 		k.r.missing(rightOf(err.Error(), k.o.Prefix))
 		k.r.add("pubsub", SeverityWarning, "%s: %s refused (%v): %s", used, subscribe, err, poll)
@@ -241,7 +242,7 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 		switch {
 		case err == nil:
 		case !isReplyError(err):
-			return fmt.Errorf("%s: %w", what, err)
+			return errorf("%s: %w", what, err)
 		case strings.Contains(err.Error(), "channel"):
 			missing = append(missing, "channel "+invalidationChannel)
 		default:

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -217,7 +216,7 @@ func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 	conn, err := o.Dialer(ctx, o.Network, o.Addr)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (no connection within %v)", ErrRedisTimeout, bound)
+			return errorf("%w (no connection within %v)", ErrRedisTimeout, bound)
 		}
 		return unreachableError{err}
 	}
@@ -240,7 +239,7 @@ func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 		case <-tick.C:
 		case <-ctx.Done():
 			tick.Stop()
-			return fmt.Errorf("%w (no answer to a PING within %v)", ErrRedisTimeout, bound)
+			return errorf("%w (no answer to a PING within %v)", ErrRedisTimeout, bound)
 		}
 	}
 }

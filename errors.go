@@ -3,10 +3,15 @@ package corral
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+
+	"github.com/corralhq/corral/internal/errprefix"
 )
 
 // Sentinel errors. Match them with errors.Is: corral wraps them with context
-// (the key, the Redis error, the caller's context error).
+// (the key, the Redis error, the caller's context error). Every error corral
+// returns says "corral: " once, at the front of its text, however many of
+// corral's errors it wraps (errorf).
 var (
 	// ErrNotFound is what a loader returns, or wraps, to say "no such
 	// record". Fetch caches it as a negative entry for Options.NegativeTTL
@@ -98,7 +103,11 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("corral: loader panicked: %v\n\n%s", e.Value, e.Stack)
+	v := e.Value
+	if err, ok := v.(error); ok {
+		v = bare(err)
+	}
+	return fmt.Sprintf(errPrefix+"loader panicked: %v\n\n%s", v, e.Stack)
 }
 
 // Unwrap returns the panic value when it is an error, so errors.Is and
@@ -107,3 +116,30 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// errPrefix begins the text of every error corral returns, once.
+const errPrefix = "corral: "
+
+// errorf is fmt.Errorf for corral's errors, and the only way the package
+// makes one other than a sentinel: errPrefix, then format, with each error
+// among args said without its own errPrefix. So an operation wraps the
+// errors of the calls it made ("corral: fetch: " and the pipeline's
+// "corral: Redis unreachable: ...") and the result says "corral: " once:
+// "corral: fetch: Redis unreachable: ...". errors.Is and errors.As see
+// every error wrapped with %w, as with fmt.Errorf.
+func errorf(format string, args ...any) error {
+	return errprefix.Errorf(errPrefix, format, args...)
+}
+
+// bare returns err said without errPrefix, for text that puts it after
+// corral's own words: a Finding's Detail, a log record whose message
+// already begins with "corral: ".
+func bare(err error) error { return errprefix.Trim(errPrefix, err) }
+
+// bareText is bare for the text of an error that came as a string: a
+// remote load's failure, a cached one.
+func bareText(s string) string { return errprefix.TrimText(errPrefix, s) }
+
+// errAttr is the "err" attribute of a log record: err without errPrefix,
+// which the record's message says already.
+func errAttr(err error) slog.Attr { return slog.Any("err", bare(err)) }

@@ -76,7 +76,7 @@ func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
 		return false // unreachable, or silent: the calls say so
 	case err != nil:
 		c.opts.Logger.Info("corral: could not read Redis's maxmemory-policy (CONFIG GET) to learn whether it evicts keys; "+
-			"a policy that does costs at most one extra load per evicted lease, and a miss per evicted entry", "err", err)
+			"a policy that does costs at most one extra load per evicted lease, and a miss per evicted entry", errAttr(err))
 		return true
 	}
 	var evicting []string

@@ -90,7 +90,7 @@ func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nil
 		return err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+		return errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
 	return ready(ctx, nilLoader)
 }
@@ -285,7 +285,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		}
 		b, err := c.opts.Codec.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("corral: encode %T: %w", v, err)
+			return nil, errorf("encode %T: %w", v, err)
 		}
 		return b, nil
 	}
@@ -321,7 +321,7 @@ func fetchDecoded[T any](ctx context.Context, c *Cache, key string, l loader, h 
 		return v, a, keep, nil
 	}
 	if a.soft == 0 {
-		return v, a, keep, fmt.Errorf("corral: decode %q as %T: %w", key, v, err) // a fresh load
+		return v, a, keep, errorf("decode %q as %T: %w", key, v, err) // a fresh load
 	}
 	// A cached entry that does not decode: a miss, reloaded once.
 	c.decodeFailed(key, fmt.Sprintf("%T", v))
@@ -332,7 +332,7 @@ func fetchDecoded[T any](ctx context.Context, c *Cache, key string, l loader, h 
 		return v, a, keep, nil
 	}
 	if err = c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-		return v, a, keep, fmt.Errorf("corral: decode %q as %T: %w", key, v, err)
+		return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
 	}
 	return v, a, keep, nil
 }

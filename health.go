@@ -1,7 +1,6 @@
 package corral
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -63,7 +62,7 @@ func (p *pipeline) openErr() error {
 			err = t.err()
 		case b.down():
 			if why := b.why(); why != nil {
-				err = fmt.Errorf("%w (%w)", ErrCircuitOpen, why)
+				err = errorf("%w (%w)", ErrCircuitOpen, why)
 			} else {
 				err = ErrCircuitOpen
 			}

@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 	"unsafe"
@@ -147,12 +146,12 @@ func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply,
 			r.err = r.cmd.Err()
 		}
 		if r.err != nil {
-			finish(peekReply{}, fmt.Errorf("corral: peek: %w", denied(r.err)))
+			finish(peekReply{}, errorf("peek: %w", denied(r.err)))
 			return
 		}
 		e, err := wire.ParsePeek(r.cmd.(*redis.Cmd).Val())
 		if err != nil {
-			finish(peekReply{}, fmt.Errorf("corral: peek: %w", err))
+			finish(peekReply{}, errorf("peek: %w", err))
 			return
 		}
 		pr, err := s.peeked(e, r.now)
@@ -181,7 +180,7 @@ func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
 	}
 	var err error
 	if r.payload, err = s.decode(bytesOf(e.Payload), r.flags); err != nil {
-		return r, fmt.Errorf("corral: peek: %w: %w", errBadEntry, err)
+		return r, errorf("peek: %w: %w", errBadEntry, err)
 	}
 	return r, nil
 }

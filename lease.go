@@ -178,7 +178,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	if errors.Is(err, ErrPermission) {
 		c.permissionDenied(err) // logged once per right, and Health says so
 	}
-	warnOnce(c.opts.Logger, &c.warnStore, "corral: storing a load's result failed; callers still get it", "key", n.Entry, "err", err)
+	warnOnce(c.opts.Logger, &c.warnStore, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -227,7 +227,7 @@ func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 		}
 		c.stats.redisErrors.Add(1)
 	}
-	warnOnce(c.opts.Logger, &c.warnStore, "corral: a load's result could not be stored", "key", n.Entry, "err", err)
+	warnOnce(c.opts.Logger, &c.warnStore, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -274,7 +274,7 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 	}
 	if err := a.err; err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
 		c.stats.refreshErrors.Add(1)
-		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, "err", err)
+		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, errAttr(err))
 	}
 }
 
@@ -282,7 +282,7 @@ func (c *Cache) refreshInBackground(f *flight, l *lease) {
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
-		warnOnce(c.opts.Logger, &c.warnRelease, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, "err", err)
+		warnOnce(c.opts.Logger, &c.warnRelease, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
 	}
 }
 
@@ -326,7 +326,7 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
-				warnOnce(c.opts.Logger, &c.warnRenew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, "err", err)
+				warnOnce(c.opts.Logger, &c.warnRenew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -365,9 +364,9 @@ func (h *health) note(err error) {
 // explains a silence better than the silence itself.
 func (h *health) timeoutError(waited time.Duration) error {
 	if last := h.lastError(); last != nil {
-		return fmt.Errorf("%w (no reply %v after the call was sent; %w)", ErrRedisTimeout, waited, last)
+		return errorf("%w (no reply %v after the call was sent; %w)", ErrRedisTimeout, waited, last)
 	}
-	return fmt.Errorf("%w (no reply %v after the call was sent)", ErrRedisTimeout, waited)
+	return errorf("%w (no reply %v after the call was sent)", ErrRedisTimeout, waited)
 }
 
 // lastError describes the latest error Redis calls got, if one came in the
@@ -379,14 +378,16 @@ func (h *health) lastError() error {
 	if last.err == nil || time.Since(last.at) > time.Minute {
 		return nil
 	}
-	return fmt.Errorf("latest error from Redis %v ago: %w", time.Since(last.at).Round(time.Millisecond), last.err)
+	return errorf("latest error from Redis %v ago: %w", time.Since(last.at).Round(time.Millisecond), last.err)
 }
 
 // unreachableError is the error of a batch sent to a node that refuses
 // connections.
 type unreachableError struct{ err error }
 
-func (e unreachableError) Error() string { return "corral: Redis unreachable: " + e.err.Error() }
+func (e unreachableError) Error() string {
+	return errPrefix + "Redis unreachable: " + bare(e.err).Error()
+}
 func (e unreachableError) Unwrap() error { return e.err }
 
 // refusedDial reports whether err is a connection the server refused (or

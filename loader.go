@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -95,7 +94,7 @@ func (c *Cache) loadCut() error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	return errors.Join(fmt.Errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
+	return errors.Join(errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)
 }
 
 // isNotFound reports whether a loader said "no such record": it returned

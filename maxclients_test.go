@@ -9,6 +9,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
+	"github.com/redis/go-redis/v9"
 )
 
 // A Redis at maxclients refuses each new connection with "max number of
@@ -38,5 +39,34 @@ func TestMaxClientsIsNamed(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "max number of clients reached") {
 		t.Fatalf("the warnings do not name the reason:\n%s", out)
+	}
+}
+
+// Check, and so corral check, names a Redis at maxclients and the fix,
+// whether its first PING is refused or a later step's new connection
+// (a subscription) is: not "unreachable" nor "broken pipe".
+func TestCheckNamesMaxClients(t *testing.T) {
+	srv := redistest.Start(t, "--maxclients", "2")
+	ctx := context.Background()
+	admin := srv.Client()
+	if err := admin.Ping(ctx).Err(); err != nil { // one slot
+		t.Fatal(err)
+	}
+	held := quickStartClient(t, srv.Addr)
+	if err := held.Ping(ctx).Err(); err != nil { // the other, kept in held's pool
+		t.Fatal(err)
+	}
+	for name, rdb := range map[string]*redis.Client{
+		"a new client":                   quickStartClient(t, srv.Addr),
+		"a client holding the last slot": held,
+		"a client that does not retry":   srv.Client(func(o *redis.Options) { o.MaxRetries = -1 }),
+	} {
+		r, err := corral.Check(ctx, rdb, nil)
+		if r != nil || err == nil || !strings.Contains(err.Error(), "max number of clients reached") ||
+			!strings.Contains(err.Error(), "raise maxclients") {
+			t.Errorf("Check with %s at maxclients = %v, %v; want no report, and the error naming maxclients and the fix", name, r, err)
+			continue
+		}
+		sayOnce(t, "Check with "+name+" at maxclients", err)
 	}
 }

@@ -1,7 +1,6 @@
 package corral
 
 import (
-	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -318,7 +317,7 @@ func nilInside(v any) bool {
 
 // invalid is the error of options that make no sense.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	return errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
 }
 
 // fillDurations checks r's durations and fills in their defaults.

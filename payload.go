@@ -2,7 +2,6 @@ package corral
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -28,13 +27,13 @@ func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
 	n, err := s2.DecodedLen(payload)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("decompress: %w", err)
+		return nil, errorf("decompress: %w", err)
 	case n > s.maxValue:
-		return nil, fmt.Errorf("decompress: %d bytes: %w", n, ErrValueTooLarge)
+		return nil, errorf("decompress: %d bytes: %w", n, ErrValueTooLarge)
 	}
 	v, err := s2.Decode(nil, payload)
 	if err != nil {
-		return nil, fmt.Errorf("decompress: %w", err)
+		return nil, errorf("decompress: %w", err)
 	}
 	return v, nil
 }

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -115,16 +114,32 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 // to a PING without AUTH, say) are a server that answers.
 func refusalReply(b []byte) (string, bool) {
 	line, _, _ := strings.Cut(string(b), "\r\n")
-	if strings.HasPrefix(line, "-") && strings.Contains(line, "max number of clients reached") {
-		return line[1:], true
+	if strings.HasPrefix(line, "-") {
+		return maxClientsReply(line[1:])
 	}
 	return "", false
 }
 
+// maxClientsReply reports whether msg, an error's text, is the one a
+// server at maxclients refuses a connection with, and returns it.
+func maxClientsReply(msg string) (string, bool) {
+	return msg, strings.Contains(msg, "max number of clients reached")
+}
+
+// maxClientsFix is what to do about a server at maxclients.
+const maxClientsFix = "every connection it allows is taken (maxclients): raise maxclients " +
+	"(CONFIG SET maxclients, or redis.conf), or lower the clients' pool sizes (go-redis PoolSize, " +
+	"10 per CPU by default) or the number of clients"
+
 // serverRefused is the error of a connection the server refused with msg.
 type serverRefused string
 
-func (e serverRefused) Error() string { return "Redis refused the connection: " + string(e) }
+func (e serverRefused) Error() string {
+	if _, full := maxClientsReply(string(e)); full {
+		return "Redis refused the connection: " + string(e) + ": " + maxClientsFix
+	}
+	return "Redis refused the connection: " + string(e)
+}
 
 // errProbeStuck says a probe connection left its PING unanswered while
 // the node answered other calls.
@@ -224,7 +239,7 @@ func (p *pipeline) probeEnded(node nodeRef, l *liveness, err error) {
 	pr.mu.Unlock()
 	if refused {
 		// Not here: the monitor may hold flyMu, which the trip takes.
-		go p.trip(node, l, unreachableError{fmt.Errorf("the connection was closed before it answered: %w", err)})
+		go p.trip(node, l, unreachableError{errorf("the connection was closed before it answered: %w", err)})
 	}
 }
 

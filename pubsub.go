@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -70,7 +69,7 @@ func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Cont
 		case err == nil:
 			return try, nil
 		case !errors.As(err, &reply) || redisFailed(err) || clientRefused(err):
-			return pubsubMode{}, fmt.Errorf("corral: detect pub/sub: %w", err)
+			return pubsubMode{}, errorf("detect pub/sub: %w", err)
 		default:
 			refusal = reply.Error()
 		}

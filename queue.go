@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,7 +194,7 @@ func (q *invalidations) removeLocked(ops []invalidation) {
 // errPending is the Redis failure of a call of a key whose invalidation
 // Redis is yet to get: the call skips Redis (as if its breaker were open),
 // and is answered as while Redis is down.
-var errPending = fmt.Errorf("%w (an invalidation of the key is queued for Redis)", ErrCircuitOpen)
+var errPending = errorf("%w (an invalidation of the key is queued for Redis)", ErrCircuitOpen)
 
 // pendingPeek is the peek of such a key in a FetchMany: failed with
 // errPending, never sent.
@@ -227,16 +226,16 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 		c.observe(ctx, EventInvalidationDropped, key)
 		if c.queue.warn.allow() {
 			c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
-				"key", key, "max", c.opts.MaxPendingInvalidations, "err", err)
+				"key", key, "max", c.opts.MaxPendingInvalidations, errAttr(err))
 		}
-		return fmt.Errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
+		return errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
 	}
 	if added { // not again for one already queued, which does the same
 		c.stats.queued.Add(1)
 		c.observe(ctx, EventInvalidationQueued, key)
 		c.queue.kick()
 	}
-	return fmt.Errorf("%w (queued: applied once Redis answers)", err)
+	return errorf("%w (queued: applied once Redis answers)", err)
 }
 
 // supersede drops the queued invalidations of key that a Set or Delete of
@@ -328,10 +327,10 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 		case errors.Is(err, ErrPermission):
 			dropped = append(dropped, inv)
 			c.permissionDenied(err)
-			warnOnce(c.opts.Logger, &q.warn, "corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, "err", err)
+			warnOnce(c.opts.Logger, &q.warn, "corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, errAttr(err))
 		default:
 			failed[at] = true
-			c.opts.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery, "err", err)
+			c.opts.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery, errAttr(err))
 		}
 	}
 	q.done(applied)

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/corralhq/corral/internal/notify"
@@ -71,7 +70,7 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			// lease: load here (one load per key in this process).
 			c.refusedWrite(r.RefusedBy)
 			c.waitEnded(f, &w, nil)
-			return c.failOpen(f, "", fmt.Errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
+			return c.failOpen(f, "", errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		case wire.Load:
 			c.waitEnded(f, &w, nil) // the holder gave its lease up: load here
 			return c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip})
@@ -207,7 +206,7 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeNotFound:
 			return answer{err: ErrNotFound, out: outWaited}, true
 		case wire.NoticeFailed:
-			return answer{err: fmt.Errorf("%w: %s", ErrRemoteLoad, n.Message), out: outWaited}, true
+			return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
 		case wire.NoticeTooLarge:
 			// Loaded elsewhere but not stored (too large, or an Entry's
 			// TTL <= 0): load it here, uncached.
@@ -278,9 +277,9 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
 		// The breaker warned as it opened, and refused writes are warned
 		// of apart: no warning per call.
-		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	} else {
-		warnOnce(c.opts.Logger, &c.warnFailOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, "err", redisErr)
+		warnOnce(c.opts.Logger, &c.warnFailOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	}
 	var val []byte
 	var took time.Duration

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,9 +134,9 @@ func denied(err error) error {
 	}
 	switch msg := reply.Error(); {
 	case deniedText(msg):
-		return fmt.Errorf("%w: %w", ErrPermission, err)
+		return errorf("%w: %w", ErrPermission, err)
 	case strings.HasPrefix(msg, "OOM") || strings.HasPrefix(msg, "READONLY"):
-		return fmt.Errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
+		return errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
 	}
 	return err
 }
@@ -161,16 +160,16 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
 			a.token, a.leaseTTL.Milliseconds(), strconv.FormatFloat(a.x, 'g', -1, 64), largeReply, skip, a.version)
 		if err != nil {
-			return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+			return wire.FetchReply{}, errorf("fetch: %w", err)
 		}
 		r, err := wire.ParseFetch(res)
 		if err != nil {
-			return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+			return wire.FetchReply{}, errorf("fetch: %w", err)
 		}
 		if (r.Kind == wire.Hit || r.Kind == wire.Stale) && r.Payload == nil {
 			payload, flags, ok, err := s.read(ctx, n, r.Size)
 			if err != nil {
-				return wire.FetchReply{}, fmt.Errorf("corral: fetch: %w", err)
+				return wire.FetchReply{}, errorf("fetch: %w", err)
 			}
 			if !ok {
 				continue // replaced by an entry of another format, or gone: decide again
@@ -178,11 +177,11 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 			r.Payload, r.Flags.Kind, r.Flags.Compressed = payload, flags.Kind, flags.Compressed
 		}
 		if r.Payload, err = s.decode(r.Payload, r.Flags); err != nil {
-			return r, fmt.Errorf("corral: fetch %q: %w: %w", n.Entry, errBadEntry, err)
+			return r, errorf("fetch %q: %w: %w", n.Entry, errBadEntry, err)
 		}
 		return r, nil
 	}
-	return wire.FetchReply{}, fmt.Errorf("corral: fetch %q: the entry kept changing while it was read", n.Entry)
+	return wire.FetchReply{}, errorf("fetch %q: the entry kept changing while it was read", n.Entry)
 }
 
 // fetchArgs are fetch.lua's arguments (see its header).
@@ -250,20 +249,20 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
 		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen))
 	if err != nil {
-		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)
+		return wire.CommitRejected, errorf("commit: %w", err)
 	}
 	wr, err := s.written(res)
 	switch {
 	case err != nil:
-		return wire.CommitRejected, fmt.Errorf("corral: commit: %w", err)
+		return wire.CommitRejected, errorf("commit: %w", err)
 	case wire.Commit(wr.Status) == wire.CommitRefused && deniedText(wr.Refusal):
 		// The script's write was refused for want of a right, not of memory.
-		return wire.CommitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
+		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
 	case wire.Commit(wr.Status) == wire.CommitRefused:
 		if s.hooks.refusedWrite != nil {
 			s.hooks.refusedWrite(wr.Refusal)
 		}
-		return wire.CommitRejected, fmt.Errorf("corral: commit %q: %w: %s", n.Entry, ErrWriteRefused, wr.Refusal)
+		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrWriteRefused, wr.Refusal)
 	}
 	return wire.Commit(wr.Status), nil
 }
@@ -295,7 +294,7 @@ func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Dura
 	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
 		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
 	if err != nil {
-		return wire.RenewLost, fmt.Errorf("corral: renew lease: %w", err)
+		return wire.RenewLost, errorf("renew lease: %w", err)
 	}
 	v, _ := res.(int64)
 	return wire.Renewal(v), nil
@@ -324,11 +323,11 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	}
 	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, token, pub, a.notice, hold, mark)
 	if err != nil {
-		return false, fmt.Errorf("corral: release lease: %w", err)
+		return false, errorf("release lease: %w", err)
 	}
 	wr, err := s.written(res)
 	if err != nil {
-		return false, fmt.Errorf("corral: release lease: %w", err)
+		return false, errorf("release lease: %w", err)
 	}
 	return wr.Status == 1, nil
 }
@@ -349,7 +348,7 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 		_, err = s.written(res)
 	}
 	if err != nil {
-		return fmt.Errorf("corral: delete: %w", err)
+		return errorf("delete: %w", err)
 	}
 	return nil
 }
@@ -362,11 +361,11 @@ func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.
 		return nil, wire.Value, false, nil
 	}
 	if err != nil {
-		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
+		return nil, wire.Value, false, errorf("get: %w", err)
 	}
 	r, err := wire.ParseRead(res)
 	if err != nil {
-		return nil, wire.Value, false, fmt.Errorf("corral: get: %w", err)
+		return nil, wire.Value, false, errorf("get: %w", err)
 	}
 	payload, f := r.Payload, r.Flags
 	if payload == nil {
@@ -375,7 +374,7 @@ func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.
 		}
 	}
 	if value, err = s.decode(payload, f); err != nil {
-		return nil, wire.Value, false, fmt.Errorf("corral: get %q: %w", n.Entry, err)
+		return nil, wire.Value, false, errorf("get %q: %w", n.Entry, err)
 	}
 	return value, f.Kind, true, nil
 }

@@ -134,7 +134,7 @@ func (t *tracker) stream(ctx context.Context, base *redis.Options) {
 	for pause := 50 * time.Millisecond; ctx.Err() == nil; pause = min(2*pause, 2*time.Second) {
 		if err := denied(t.track(ctx, base)); err != nil && ctx.Err() == nil {
 			if t.warned.CompareAndSwap(false, true) {
-				t.log.Warn("corral: the near cache's invalidation stream failed; copies are not hits until it is back (they answer only calls Redis fails)", "node", base.Addr, "err", err)
+				t.log.Warn("corral: the near cache's invalidation stream failed; copies are not hits until it is back (they answer only calls Redis fails)", "node", base.Addr, errAttr(err))
 			}
 		}
 		select {

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 func (c *Cache) noticeFailed(err error) {
 	c.stats.noticesFailed.Add(1)
 	if c.warnNotice.allow() {
-		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", "err", err)
+		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", errAttr(err))
 	}
 }
 
@@ -81,7 +80,7 @@ const maxWarnedKeys = 10000
 // why is Redis's reason (OOM, READONLY, or its error text).
 func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
-	c.faults.seen(fmt.Errorf("%w (%s)", ErrWriteRefused, why))
+	c.faults.seen(errorf("%w (%s)", ErrWriteRefused, why))
 	if c.warnRefused.allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly (kept in memory for FailSafe.Throttle), storing nothing", "why", why)
 	}

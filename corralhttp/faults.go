@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/errprefix"
 )
 
 // Redis faults are not the origin's. While the Cache cannot use Redis
@@ -51,7 +52,18 @@ type Fault struct {
 	Err error
 }
 
-func (f *Fault) Error() string { return "corralhttp: " + f.Reason + ": " + f.Err.Error() }
+// Error says "corralhttp: ", the Reason, and Err without its "corral: ".
+func (f *Fault) Error() string {
+	return "corralhttp: " + f.Reason + ": " + errprefix.Trim(corralPrefix, f.Err).Error()
+}
+
+// corralPrefix begins the text of corral's errors; a Fault's text and the
+// log's "err" attributes go without it (errAttr), their messages say whose
+// they are.
+const corralPrefix = "corral: "
+
+// errAttr is a log record's "err" attribute: err, without corralPrefix.
+func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(corralPrefix, err)) }
 
 // Unwrap returns Err, so that errors.Is sees corral's sentinels.
 func (f *Fault) Unwrap() error { return f.Err }
@@ -184,7 +196,7 @@ func (l *faultLog) seen(path string, f *Fault) {
 		level = slog.LevelError
 	}
 	l.log.Log(context.Background(), level, "corral: Redis fault, not the origin's: "+f.Reason+"; "+f.Serving+" (logged once a minute at most)",
-		"path", path, "err", f.Err)
+		"path", path, errAttr(f.Err))
 }
 
 // failedOpen logs the fault behind a request for path that the Cache

@@ -119,7 +119,7 @@ func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *store
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	if err := h.cache.Set(ctx, req.vkey, b, ttl); err != nil {
-		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, "err", err)
+		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, errAttr(err))
 	}
 }
 

@@ -45,7 +45,7 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 			case errors.Is(context.Cause(r.Context()), errPassTimeout), isTimeout(err):
 				h.timedOut(w, r)
 			default:
-				h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", originError("request", err))
+				h.log.Warn("corral: the origin failed", "path", r.URL.Path, errAttr(originError("request", err)))
 				h.fail(w, http.StatusBadGateway, msgOriginFailed)
 			}
 		},
@@ -86,9 +86,9 @@ func (h *Handler) invalidate(ctx context.Context, req request) {
 		case err == nil:
 		case f != nil:
 			h.faults.seen(req.path, f)
-			h.log.Debug("corral: could not invalidate a stored response", "path", req.path, "err", err)
+			h.log.Debug("corral: could not invalidate a stored response", "path", req.path, errAttr(err))
 		default:
-			h.log.Warn("corral: could not invalidate a stored response", "path", req.path, "err", err)
+			h.log.Warn("corral: could not invalidate a stored response", "path", req.path, errAttr(err))
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	s, pass, err := decode(val)
 	switch {
 	case err != nil:
-		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, "err", err)
+		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, errAttr(err))
 		h.pass(w, r)
 		return Pass
 	case pass, req.auth && !s.Auth && label != Miss:
@@ -168,7 +168,7 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, labe
 	case errors.Is(err, corral.ErrRemoteLoad):
 		return h.fail(w, http.StatusBadGateway, "corral: the origin failed for the request this one waited for")
 	}
-	h.log.Warn("corral: the origin failed", "path", r.URL.Path, "err", err)
+	h.log.Warn("corral: the origin failed", "path", r.URL.Path, errAttr(err))
 	return h.fail(w, http.StatusBadGateway, msgOriginFailed)
 }
 
@@ -201,7 +201,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *big) {
 		return
 	}
 	if _, err := io.Copy(w, b.resp.Body); err != nil && r.Context().Err() == nil {
-		h.log.Warn("corral: a response over MaxBodyBytes was cut short", "path", r.URL.Path, "err", err)
+		h.log.Warn("corral: a response over MaxBodyBytes was cut short", "path", r.URL.Path, errAttr(err))
 		panic(http.ErrAbortHandler)
 	}
 }

@@ -85,7 +85,7 @@ and detail), plus server, ok and, when Redis could not be checked, error.`,
   corral check --redis 'redis://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError(cmd, fmt.Errorf("unexpected argument %q", args[0]))
+				return usageError(cmd, errorf("unexpected argument %q", args[0]))
 			}
 			return nil
 		},
@@ -109,7 +109,7 @@ and detail), plus server, ok and, when Redis could not be checked, error.`,
 
 // usageError is the error of a wrong command line: exit status 2.
 func usageError(cmd *cobra.Command, err error) error {
-	return &exitError{exitUsage, fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())}
+	return &exitError{exitUsage, errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())}
 }
 
 // runCheck is corral check's RunE.
@@ -118,13 +118,13 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 	case o.redis == "":
 		return usageError(cmd, errors.New("--redis is required (or CORRAL_CHECK_REDIS)"))
 	case o.timeout <= 0:
-		return usageError(cmd, fmt.Errorf("--timeout must be positive (got %v)", o.timeout))
+		return usageError(cmd, errorf("--timeout must be positive (got %v)", o.timeout))
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	uo, err := redisurl.Parse(ctx, o.redis)
 	if err != nil {
-		return usageError(cmd, fmt.Errorf("--redis: %w", err))
+		return usageError(cmd, errorf("--redis: %w", err))
 	}
 	uo.ContextTimeoutEnabled = true // ctx bounds every call
 	if uo.MaxRetries == 0 {
@@ -143,7 +143,7 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 	if uo.TLSConfig != nil && errors.Is(err, context.DeadlineExceeded) {
 		// A TLS handshake with a server that does not speak TLS waits
 		// for an answer that never comes.
-		err = fmt.Errorf("%w (the URL asks for TLS, rediss://: does the server speak TLS on that port?)", err)
+		err = errorf("%w (the URL asks for TLS, rediss://: does the server speak TLS on that port?)", err)
 	}
 	server := redisurl.Redact(o.redis)
 	if o.json {
@@ -157,8 +157,8 @@ func runCheck(cmd *cobra.Command, o checkFlags) error {
 	return nil
 }
 
-// checkError is the error corral check exits with: err, said without the
-// library's "corral: " (main prefixes its own).
+// checkError is the error corral check exits with when the report has
+// failures: err (Report.Err's), said as text.
 type checkError struct {
 	err  error
 	text string
@@ -171,7 +171,7 @@ func (e *checkError) Unwrap() error { return e.err }
 // or the report's failures, naming their topics.
 func verdict(report *core.Report, checkErr error) error {
 	if checkErr != nil {
-		return &checkError{checkErr, strings.TrimPrefix(checkErr.Error(), "corral: ")}
+		return errorf("%w", checkErr) // said without the library's "corral: "
 	}
 	err := report.Err()
 	if err == nil {
@@ -193,7 +193,7 @@ func writeCheck(w io.Writer, width int, server string, report *core.Report, chec
 	line := func(topic, text string) { fmt.Fprintln(w, wrap.Hanging(fmt.Sprintf("%-10s ", topic), text, width)) }
 	line("server", server)
 	if checkErr != nil {
-		line("redis", "FAIL: "+strings.TrimPrefix(checkErr.Error(), "corral: check: "))
+		line("redis", "FAIL: "+strings.TrimPrefix(errorf("%w", checkErr).Error(), "check: "))
 		line("verdict", "FAIL: Redis could not be checked")
 		return verdict(report, checkErr)
 	}

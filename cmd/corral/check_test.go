@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -251,7 +254,7 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"--redis", srv.URL(), "extra"}, `check: unexpected argument "extra"`},
 		{[]string{"--bogus"}, "check: unknown flag: --bogus (see 'corral check --help')"},
 		{[]string{"--redis", srv.URL(), "--timeout", "0s"}, "check: --timeout must be positive"},
-		{[]string{"--redis", srv.URL(), "--prefix", "a{b"}, "check: corral: invalid options: Prefix \"a{b\" contains a brace"},
+		{[]string{"--redis", srv.URL(), "--prefix", "a{b"}, "check: invalid options: Prefix \"a{b\" contains a brace"},
 		{[]string{"--redis", "http://" + srv.Addr}, "check: --redis: redis: invalid URL scheme: http"},
 		{[]string{"--redis", srv.Addr}, fmt.Sprintf("check: --redis: not a URL: it has no scheme (%q); write redis://%s (rediss://%s for TLS)", srv.Addr, srv.Addr, srv.Addr)},
 		{[]string{"--redis", "user:pw-in-redis@" + srv.Addr}, "check: --redis: not a URL: it has no scheme (no part of it is shown: it may hold the password); write redis://user:password@host:port"},
@@ -319,5 +322,38 @@ func TestCheckAndDemoReadTheEnvironment(t *testing.T) {
 	t.Setenv("CORRAL_DEMO_KEYZ", "2")
 	if _, _, err := corral(t, "demo"); err == nil || !strings.Contains(err.Error(), "CORRAL_DEMO_KEYZ is set, but no flag of corral demo") {
 		t.Fatalf("a misspelt CORRAL_DEMO_ variable: %v; want an error naming it", err)
+	}
+}
+
+// A Redis at maxclients: corral check says so and what to do, not
+// "unreachable" nor "broken pipe", and exits 1. The built binary, as a user
+// runs it, and --json.
+func TestCheckNamesMaxClients(t *testing.T) {
+	srv := redistest.Start(t, "--maxclients", "1")
+	if err := srv.Client().Ping(context.Background()).Err(); err != nil { // the one slot, kept
+		t.Fatal(err)
+	}
+	const reason = "Redis refused the connection: ERR max number of clients reached: every connection it allows is taken (maxclients): raise maxclients"
+	cmd := exec.Command(corralBinary(t), "check", "--redis", srv.URL())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitCheckFailed {
+		t.Fatalf("corral check at maxclients: %v; want exit %d\n%s%s", err, exitCheckFailed, stdout.String(), stderr.String())
+	}
+	hasLine(t, stdout.String(), "redis", "FAIL: "+regexp.QuoteMeta(reason)+".*")
+	hasLine(t, stdout.String(), "verdict", "FAIL: Redis could not be checked")
+	if !strings.HasPrefix(stderr.String(), "corral: check: "+reason) {
+		t.Errorf("stderr %q; want the reason", stderr.String())
+	}
+	sayOncePerLine(t, "corral check at maxclients", stderr.String())
+	out, _, code, _ := runCheckCmd(t, "--redis", srv.URL(), "--json")
+	var doc struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.OK || !strings.HasPrefix(doc.Error, "check: "+reason) || code != exitCheckFailed {
+		t.Fatalf("--json at maxclients: exit %d, %+v (%v); want ok false and the reason", code, doc, err)
 	}
 }

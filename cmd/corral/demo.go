@@ -70,7 +70,7 @@ error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnvOf(cmd.Flags(), os.Environ(), "CORRAL_DEMO_", "demo"); err != nil {
-				return fmt.Errorf("demo: %w", err)
+				return errorf("demo: %w", err)
 			}
 			return runDemo(cmd, *cfg, *o)
 		},
@@ -85,14 +85,14 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, o demoFlags) error {
 	if cfg.Scenario != "expiry" {
 		for _, name := range []string{"duration", "think"} {
 			if f.Changed(name) {
-				return fmt.Errorf("demo: --%s applies only to --scenario expiry", name)
+				return errorf("demo: --%s applies only to --scenario expiry", name)
 			}
 		}
 	}
 	// An unset --ttl or --stale-ttl leaves the scenario's default
 	// (zero TTL, nil StaleTTL); an explicit --ttl 0 is an error.
 	if f.Changed("ttl") && cfg.TTL < time.Millisecond {
-		return fmt.Errorf("demo: --ttl must be at least 1ms (got %v)", cfg.TTL)
+		return errorf("demo: --ttl must be at least 1ms (got %v)", cfg.TTL)
 	}
 	if f.Changed("stale-ttl") {
 		if o.staleTTL < 0 {

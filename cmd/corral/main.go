@@ -18,7 +18,9 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
+	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
@@ -29,13 +31,40 @@ func main() {
 	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "corral:", err)
+		printError(os.Stderr, err)
 		code := 1
 		var ec interface{ ExitCode() int }
 		if errors.As(err, &ec) {
 			code = ec.ExitCode()
 		}
 		os.Exit(code)
+	}
+}
+
+// errPrefix is what main prints before each line of an error: once, the
+// library's own "corral: " taken off (errorf, printError).
+const errPrefix = "corral: "
+
+// errorf is fmt.Errorf for the command's errors, which go without
+// errPrefix until main prints them: each error among args is said without
+// the errPrefix of the library's errors.
+func errorf(format string, args ...any) error {
+	return errprefix.Wrapf(errPrefix, format, args...)
+}
+
+// errAttr is a log record's "err" attribute: err without the library's
+// errPrefix.
+func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(errPrefix, err)) }
+
+// printError writes err to w, each line after errPrefix, once: a joined
+// error's lines (several bad variables, say) each read as an error of
+// corral's.
+func printError(w io.Writer, err error) {
+	for _, line := range strings.Split(errprefix.Trim(errPrefix, err).Error(), "\n") {
+		if line != "" {
+			line = errPrefix + line
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 
@@ -59,7 +88,7 @@ This command demonstrates it. Start with:
 	root.SetErr(stderr)
 	// A mistyped flag is a usage mistake: say where the flags are listed.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
+		return errorf("%s: %w (see '%s --help')", cmd.Name(), err, cmd.CommandPath())
 	})
 	root.Version = version()
 	root.SetVersionTemplate("corral {{.Version}}\n")

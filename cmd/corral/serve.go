@@ -105,7 +105,7 @@ machine can read; percent-encode its special characters (/ as %2F, # as
   corral serve --origin http://app:9000 --redis 'redis://10.0.0.1:6379?addr=10.0.0.2:6379' --default-ttl 30s --near-size 10000`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError(cmd, fmt.Errorf("unexpected argument %q", args[0]))
+				return usageError(cmd, errorf("unexpected argument %q", args[0]))
 			}
 			return nil
 		},
@@ -180,11 +180,11 @@ func applyEnvOf(fs *pflag.FlagSet, environ []string, prefix, command string) err
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			errs = append(errs, errorf("%s: %w", name, err))
 		}
 	})
 	for _, name := range slices.Sorted(maps.Keys(vars)) {
-		errs = append(errs, fmt.Errorf("%s is set, but no flag of corral %s has that variable (%s and a flag's name in capitals, dashes as underscores)", name, command, prefix))
+		errs = append(errs, errorf("%s is set, but no flag of corral %s has that variable (%s and a flag's name in capitals, dashes as underscores)", name, command, prefix))
 	}
 	return errors.Join(errs...)
 }
@@ -224,21 +224,21 @@ func (o serveFlags) check() (serveConfig, error) {
 		if strings.Contains(o.origin, "@") { // may hold a password: not shown
 			return c, errors.New("--origin is not a URL: it has no scheme; write http://host:port (https:// for TLS)")
 		}
-		return c, fmt.Errorf("--origin is not a URL: it has no scheme (%q); write http://%s (https://%s for TLS)", o.origin, o.origin, o.origin)
+		return c, errorf("--origin is not a URL: it has no scheme (%q); write http://%s (https://%s for TLS)", o.origin, o.origin, o.origin)
 	}
 	u, err := url.Parse(o.origin)
 	if err != nil {
-		return c, fmt.Errorf("--origin: %w", redactURLError(err))
+		return c, errorf("--origin: %w", redactURLError(err))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("--origin must be an http:// or https:// URL with a host (got %q)", u.Redacted())
+		return c, errorf("--origin must be an http:// or https:// URL with a host (got %q)", u.Redacted())
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return c, fmt.Errorf("--origin must have no query or fragment (got %q)", u.Redacted())
+		return c, errorf("--origin must have no query or fragment (got %q)", u.Redacted())
 	}
 	c.origin = u
 	if err := c.logLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return c, fmt.Errorf("--log-level: unknown level %q (debug, info, warn or error)", o.logLevel)
+		return c, errorf("--log-level: unknown level %q (debug, info, warn or error)", o.logLevel)
 	}
 	return c, nil
 }
@@ -266,7 +266,7 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 
 	uo, err := redisurl.Parse(ctx, o.redis)
 	if err != nil {
-		return usageError(cmd, fmt.Errorf("--redis: %w", err))
+		return usageError(cmd, errorf("--redis: %w", err))
 	}
 	rdb := redis.NewUniversalClient(&uo)
 	defer rdb.Close()
@@ -319,14 +319,14 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 // listen opens the main listener and, when adminAddr is set, the admin one.
 func listen(addr, adminAddr string) (mainLn, adminLn net.Listener, err error) {
 	if mainLn, err = net.Listen("tcp", addr); err != nil {
-		return nil, nil, fmt.Errorf("serve: --listen: %w", err)
+		return nil, nil, errorf("serve: --listen: %w", err)
 	}
 	if adminAddr == "" {
 		return mainLn, nil, nil
 	}
 	if adminLn, err = net.Listen("tcp", adminAddr); err != nil {
 		mainLn.Close()
-		return nil, nil, fmt.Errorf("serve: --admin-listen: %w", err)
+		return nil, nil, errorf("serve: --admin-listen: %w", err)
 	}
 	return mainLn, adminLn, nil
 }
@@ -364,8 +364,8 @@ func serveUntil(ctx context.Context, servers []server, adm *admin, timeout time.
 	case <-ctx.Done():
 		log.Info("corral serve: shutting down", "timeout", timeout)
 	case err = <-failed:
-		err = fmt.Errorf("serve: %w", err)
-		log.Error("corral serve: server failed, shutting down", "err", err)
+		err = errorf("serve: %w", err)
+		log.Error("corral serve: server failed, shutting down", errAttr(err))
 	}
 	adm.draining.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -374,7 +374,7 @@ func serveUntil(ctx context.Context, servers []server, adm *admin, timeout time.
 		if serr := s.srv.Shutdown(sctx); serr != nil {
 			_ = s.srv.Close()
 			if err == nil {
-				err = fmt.Errorf("serve: requests still under way after --shutdown-timeout %v were cut", timeout)
+				err = errorf("serve: requests still under way after --shutdown-timeout %v were cut", timeout)
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func newAdmin(health redis.UniversalClient, pingLimit time.Duration) (*admin, er
 	for _, c := range []prometheus.Collector{col, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("serve: metrics: %w", err)
+			return nil, errorf("serve: metrics: %w", err)
 		}
 	}
 	return &admin{registry: reg, collector: col, health: health, pingLimit: pingLimit}, nil
@@ -167,7 +167,7 @@ func pingAtStart(ctx context.Context, health redis.UniversalClient, limit time.D
 		log.Error(fmt.Sprintf("corral serve: Redis refuses this client (%s); serving from memory and the origin until it accepts", replyCode(reply)),
 			"reply", reply.Error())
 	default:
-		log.Warn("corral serve: no answer from Redis; serving from memory and the origin until it answers", "err", err)
+		log.Warn("corral serve: no answer from Redis; serving from memory and the origin until it answers", errAttr(err))
 	}
 }
 

@@ -128,7 +128,7 @@ func runSoak(cmd *cobra.Command, cfg soak.Config, o soakFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	self, err := os.Executable()
 	if err != nil {
-		return &exitError{exitSetup, fmt.Errorf("soak: cannot find this program to start workers: %w", err)}
+		return &exitError{exitSetup, errorf("soak: cannot find this program to start workers: %w", err)}
 	}
 	cfg.WorkerCommand = func() *exec.Cmd { return exec.Command(self, "soak", "--worker") }
 	cfg.WorkerStderr = stderr
@@ -153,7 +153,7 @@ func runSoak(cmd *cobra.Command, cfg soak.Config, o soakFlags) error {
 		return err
 	}
 	if n := len(report.Violations); n > 0 {
-		return &exitError{exitViolation, fmt.Errorf("soak: %d invariant violations", n)}
+		return &exitError{exitViolation, errorf("soak: %d invariant violations", n)}
 	}
 	return nil
 }

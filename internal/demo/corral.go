@@ -2,9 +2,9 @@ package demo
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/errprefix"
 )
 
 // corralStrategy reads through a corral.Cache: one Cache per app instance,
@@ -21,7 +21,7 @@ func (corralStrategy) Summary() string {
 func (corralStrategy) NewInstance(env Env) (Instance, error) {
 	c, err := corral.New(env.Redis, &corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL})
 	if err != nil {
-		return nil, fmt.Errorf("demo: corral: %w", err)
+		return nil, errprefix.Wrapf("corral: ", "demo: the corral strategy: %w", err) // says corral: once, in main
 	}
 	return &corralInstance{env: env, cache: c}, nil
 }

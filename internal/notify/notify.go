@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -157,6 +158,11 @@ func (n *Notifier) warn(msg string, args ...any) {
 	n.log.Debug(msg, args...)
 }
 
+// errAttr is a warning's "err" attribute: err without the "corral: " that
+// the warning's message begins with (its cause may be one of corral's
+// errors, the pub/sub mode's, say).
+func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim("corral: ", err)) }
+
 // Subscribe starts listening on channel and waits until the server has
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
@@ -172,7 +178,7 @@ func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription 
 	case errors.Is(err, errNoChannelRights):
 		return s // logged once, by the rights check
 	case err != nil:
-		n.warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, "err", err)
+		n.warn("corral: cannot subscribe to notices; re-checking on our own", "channel", channel, errAttr(err))
 		return s
 	}
 	s.mode = wire.AnnouncePlain
@@ -218,7 +224,7 @@ func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 	n.stats.Subscribed()
 	if err != nil {
 		n.stats.RedisError()
-		n.warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, "err", err)
+		n.warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, errAttr(err))
 	}
 }
 
