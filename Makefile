@@ -14,16 +14,22 @@ SOAKTIME ?= 2m
 TEST_FUZZTIME := 20000x
 TEST_SOAKTIME := 10s
 
-# Packages run in parallel (go test's default -p, the number of CPUs): the
-# tests assert loose time bounds that hold on a busy machine.
+# make test builds everything in one flavour, with the race detector: vet,
+# the tests, the binaries the tests build, the soak and the bench module's
+# checks share one set of compiled packages, so a cold run compiles each
+# package once. Packages run in parallel (go test's default -p, the number of
+# CPUs) and, inside a package, up to TESTPARALLEL of its parallel tests: the
+# tests assert what holds on a busy machine, never a tight time bound.
+RACE         := -race
+TESTPARALLEL ?= 4
 test: redis-server vet
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test $(RACE) -parallel $(TESTPARALLEL) -timeout 20m ./...
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
-	$(MAKE) soak SOAKTIME=$(TEST_SOAKTIME)
-	$(MAKE) bench-check
+	$(MAKE) soak SOAKTIME=$(TEST_SOAKTIME) SOAKFLAGS=$(RACE)
+	$(MAKE) bench-check BENCHCHECKFLAGS=$(RACE)
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(RACE) ./...
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || { \
@@ -45,8 +51,9 @@ fuzz:
 # Worker processes hammer corral while the soak kills and replaces them,
 # restarts its own redis-server and deletes keys; it fails on any broken
 # invariant (`go run ./cmd/corral soak --help` lists them).
+SOAKFLAGS ?=
 soak: redis-server
-	$(GO) run ./cmd/corral soak --duration $(SOAKTIME) --processes 4 --no-progress
+	$(GO) run $(SOAKFLAGS) ./cmd/corral soak --duration $(SOAKTIME) --processes 4 --no-progress
 
 # make bench runs corral beside its peers (the bench/ module, which has its
 # own go.mod so the peers never enter corral's) on a private redis-server and
@@ -59,8 +66,9 @@ bench: redis-server
 
 # The bench module's own quick checks (results.json shape, BENCHMARKS.md
 # rendering, the command count on a real redis-server).
+BENCHCHECKFLAGS ?=
 bench-check:
-	cd bench && $(GO) vet ./... && $(GO) test ./...
+	cd bench && $(GO) vet $(BENCHCHECKFLAGS) ./... && $(GO) test $(BENCHCHECKFLAGS) ./...
 
 # make serve-bench load-tests `corral serve` on loopback (bench/serveload):
 # one origin with 50 ms latency, a private redis-server and 3 sidecars,

@@ -14,12 +14,14 @@ import (
 // Example (which go test runs against a real Redis), with the test server's
 // address replaced by "localhost:6379": the two must not drift apart.
 func TestReadmeQuickStart(t *testing.T) {
+	t.Parallel()
 	readmetest.Program(t, "README.md", "Quick start", "example_test.go")
 }
 
 // The README's "Many keys at once" shows the body of ExampleCache_FetchMany
 // (which go test runs against a real Redis), unindented.
 func TestReadmeFetchMany(t *testing.T) {
+	t.Parallel()
 	readmetest.Snippet(t, "README.md", "### Many keys at once: FetchMany", "example_batch_test.go", "ExampleCache_FetchMany")
 }
 
@@ -27,6 +29,7 @@ func TestReadmeFetchMany(t *testing.T) {
 // ExampleCache_FetchEntry (which go test runs against a real Redis),
 // unindented.
 func TestReadmeFetchEntry(t *testing.T) {
+	t.Parallel()
 	readmetest.Snippet(t, "README.md", "### Values that set their own TTL: FetchEntry", "example_entry_test.go", "ExampleCache_FetchEntry")
 }
 
@@ -82,11 +85,12 @@ func TestReadmeQuickStartFromAClone(t *testing.T) {
 		t.Fatal("the Quick start runs no command")
 	}
 	run("go", "mod", "tidy")
-	run("go", "build", "-o", os.DevNull, ".")
+	run("go", append(append([]string{"build"}, raceFlags...), "-o", os.DevNull, ".")...)
 }
 
 // The repository has a license, and the README says which.
 func TestLicense(t *testing.T) {
+	t.Parallel()
 	license := readmetest.Read(t, "LICENSE")
 	if !strings.Contains(license, "Apache License") || !strings.Contains(license, "Version 2.0, January 2004") {
 		t.Fatal("LICENSE is not the Apache License, Version 2.0")
