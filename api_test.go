@@ -18,6 +18,7 @@ import (
 )
 
 func TestNewRejectsNonsense(t *testing.T) {
+	t.Parallel()
 	if _, err := corral.New(nil, nil); !errors.Is(err, corral.ErrInvalidOptions) {
 		t.Fatalf("New(nil) = %v", err)
 	}
@@ -50,6 +51,7 @@ func TestNewRejectsNonsense(t *testing.T) {
 }
 
 func TestBadInputLosesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	if err := e.c.Set(ctx, "k", []byte("keep"), time.Minute); err != nil {
@@ -116,6 +118,7 @@ func panicOf(f func()) (v any) {
 }
 
 func TestClosedCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	// A caller waiting on another process's lease when Close comes.
@@ -159,6 +162,7 @@ func TestClosedCache(t *testing.T) {
 }
 
 func TestKeysAndValuesRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	keys := []string{"x", "{x}", "x:l", "}x", "{x", "user:{42}:p", "{a}{b}", "x{}y", "ключ", "\x00\xff bin\n", strings.Repeat("k", 4096)}
@@ -210,6 +214,7 @@ func TestHugeValues(t *testing.T) {
 }
 
 func TestGetSetDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	if _, err := e.c.Get(ctx, "k"); !errors.Is(err, corral.ErrMiss) {
@@ -251,6 +256,7 @@ func TestGetSetDelete(t *testing.T) {
 // A load that started before a Delete or Set can never store its result
 // afterwards (the stale-set problem); its callers still get what it loaded.
 func TestWriteRevokesRunningLoad(t *testing.T) {
+	t.Parallel()
 	for _, write := range []string{"Delete", "Set"} {
 		t.Run(write, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -304,6 +310,7 @@ type user struct {
 }
 
 func TestTypedFetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	var runs atomic.Int32
@@ -335,6 +342,7 @@ func TestTypedFetch(t *testing.T) {
 // The callers of one flight share the value's slice: no copy per caller,
 // however large the value (callers must not modify it; see Fetch).
 func TestCallersShareTheValue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	gate := make(chan struct{})
@@ -366,6 +374,7 @@ func TestCallersShareTheValue(t *testing.T) {
 // once itself. Those are the two answers the product gives; any other (a
 // different error, more loads, a hang) fails.
 func TestRemoteLoadErrorReachesWaiters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	other := newCache(t, e.srv.Client(), nil)
 	ctx := context.Background()
@@ -392,6 +401,7 @@ func TestRemoteLoadErrorReachesWaiters(t *testing.T) {
 // there before, even while a flight begun before the write is still running
 // in the same process.
 func TestReadAfterWriteInOneProcess(t *testing.T) {
+	t.Parallel()
 	for _, write := range []string{"Delete", "Set"} {
 		t.Run(write, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -412,6 +422,7 @@ func TestReadAfterWriteInOneProcess(t *testing.T) {
 }
 
 func TestLoaderEdgeCases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 

@@ -53,6 +53,7 @@ func (h peekRounds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // (no command spans two slots: no CROSSSLOT), cold and warm, and reads the
 // warm keys in one round trip per master.
 func TestFetchMany_Cluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	cc := cl.Client()
 	var mu sync.Mutex
@@ -113,6 +114,7 @@ func mapValues(m map[string]int) []int {
 // for FailSafe.Throttle, the keys are answered from this process's memory
 // without a load. With DisableFailSafe, every round loads.
 func TestFetchMany_FailOpen(t *testing.T) {
+	t.Parallel()
 	for _, safe := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fail-safe %v", safe), func(t *testing.T) { fetchManyFailOpen(t, safe) })
 	}

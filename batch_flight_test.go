@@ -14,6 +14,7 @@ import (
 // A Fetch and a FetchMany of the same key in one process share one load,
 // whichever starts it.
 func TestFetchMany_SharesLoadsWithFetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 
@@ -70,6 +71,7 @@ func TestFetchMany_SharesLoadsWithFetch(t *testing.T) {
 // Stale entries are served stale at once (stale-while-revalidate), and
 // refreshed in the background by one loadMany call for all of them.
 func TestFetchMany_StaleServedWhileOneCallRefreshes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{StaleTTL: time.Minute, DisableJitter: true, DisableEarlyRefresh: true})
 	ctx := context.Background()
 	keys := []string{"{swr}:0", "{swr}:1", "{swr}:2", "{swr}:3", "{swr}:4"}
@@ -107,6 +109,7 @@ func TestFetchMany_StaleServedWhileOneCallRefreshes(t *testing.T) {
 // A caller whose context ends gets ctx.Err() for the keys still loading;
 // the load carries on, detached, and its values are stored.
 func TestFetchMany_CallerLeavesTheLoadGoesOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	keys := keyRange("leave:", 0, 5)
 	if err := e.c.Set(context.Background(), keys[0], []byte("v:"+keys[0]), time.Minute); err != nil {
@@ -131,6 +134,7 @@ func TestFetchMany_CallerLeavesTheLoadGoesOn(t *testing.T) {
 // Close during loadMany: its context is cancelled, each key fails with
 // ErrClosed, and nothing is left running (TestMain checks for leaks).
 func TestFetchMany_Close(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	o := batchOrigin{gate: make(chan struct{})}
 	done := make(chan error, 1)
@@ -159,6 +163,7 @@ func TestFetchMany_Close(t *testing.T) {
 // values and "not found" alike, and decoded values per type for the typed
 // form.
 func TestFetchMany_NearCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{NearCache: corral.NearCacheOptions{Size: 100, TTL: time.Minute}})
 	ctx := context.Background()
 	keys := keyRange("near:", 0, 10)
@@ -196,6 +201,7 @@ func TestFetchMany_NearCache(t *testing.T) {
 // A loadMany still running at LoadTimeout fails each of its keys with
 // ErrLoadTimeout; their leases go back, so the next call loads them.
 func TestFetchMany_LoadTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{LoadTimeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	keys := keyRange("timeout:", 0, 3)

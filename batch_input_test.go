@@ -16,6 +16,7 @@ import (
 // Bad input gets a clear error and loses nothing: the call's own mistakes
 // fail it whole; a bad key fails alone, and the others are served.
 func TestFetchMany_BadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	var o batchOrigin
@@ -87,6 +88,7 @@ func cancelled() context.Context {
 // What loadMany returns is taken as Fetch takes a loader's value: an empty
 // or nil value is a value; a key it was not asked for is ignored.
 func TestFetchMany_LoadManysAnswer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	vals, err := e.c.FetchMany(ctx, []string{"ans:nil", "ans:empty"}, time.Minute,
@@ -123,6 +125,7 @@ func (p picky) MarshalJSON() ([]byte, error) {
 // fails its key alone; a cached entry that does not decode is reloaded
 // once, in a call of its own, and stored anew.
 func TestFetchMany_Typed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	if err := e.c.Set(ctx, "typed:0", []byte("not json"), time.Minute); err != nil {

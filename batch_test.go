@@ -106,6 +106,7 @@ func sorted(keys ...string) []string { return slices.Sorted(slices.Values(keys))
 // Some keys cached, some not: one loadMany call with exactly the missing
 // ones, every value returned; a second call is all hits.
 func TestFetchMany_HitsAndMisses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	keys := keyRange("mix:", 0, 50)
@@ -143,6 +144,7 @@ func TestFetchMany_HitsAndMisses(t *testing.T) {
 // from the result, not an error, and not loaded again while NegativeTTL
 // lasts; Fetch of one returns ErrNotFound.
 func TestFetchMany_NotFoundIsCachedNegatively(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{NegativeTTL: time.Minute})
 	ctx := context.Background()
 	keys := keyRange("nf:", 0, 10)
@@ -169,6 +171,7 @@ func TestFetchMany_NotFoundIsCachedNegatively(t *testing.T) {
 // A failed loadMany fails each of its keys with its error, which is not
 // cached; a panic is a *PanicError for each.
 func TestFetchMany_LoadErrorFailsEachKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	keys := keyRange("fail:", 0, 20)
@@ -214,6 +217,7 @@ func TestFetchMany_LoadErrorFailsEachKey(t *testing.T) {
 // process's loadMany gets only the keys it won, at once, and the waiting key
 // gets the other process's value when it commits.
 func TestFetchMany_WaitsForKeysOthersHold(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	other := newCache(t, e.srv.Client(), nil) // another process
 	ctx := context.Background()
@@ -245,6 +249,7 @@ func TestFetchMany_WaitsForKeysOthersHold(t *testing.T) {
 // A lease this process takes over after its holder gave it up (its process
 // closed mid-load) makes one more loadMany call, with that key alone.
 func TestFetchMany_TakeoverAddsACall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	other, err := corral.New(e.srv.Client(), &corral.Options{Logger: testLogger(t)})
 	if err != nil {
@@ -274,6 +279,7 @@ func TestFetchMany_TakeoverAddsACall(t *testing.T) {
 // Each key's lease is renewed while loadMany runs, however long it takes:
 // another process asking for a key meanwhile waits, and never loads it.
 func TestFetchMany_LeasesRenewedWhileLoading(t *testing.T) {
+	t.Parallel()
 	const leaseTTL = 600 * time.Millisecond
 	opts := func() *corral.Options { return &corral.Options{LeaseTTL: leaseTTL} }
 	e := newEnv(t, opts())

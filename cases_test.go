@@ -152,6 +152,7 @@ func leaseHeld(t *testing.T, rdb *redis.Client, key string) bool {
 }
 
 func TestCase_C02_RenewalOutlivesTheLoad(t *testing.T) {
+	t.Parallel()
 	for _, variant := range []string{"returns", "fails", "paused"} {
 		t.Run(variant, func(t *testing.T) {
 			const leaseTTL = time.Second
@@ -256,6 +257,7 @@ func TestCase_C02_RenewalOutlivesTheLoad(t *testing.T) {
 }
 
 func TestCase_C03_LoaderPanic(t *testing.T) {
+	t.Parallel()
 	errBoom := errors.New("boom")
 	for _, pv := range []any{"boom", errBoom} {
 		t.Run(fmt.Sprintf("panic(%T)", pv), func(t *testing.T) {
@@ -445,6 +447,7 @@ func TestCase_C03_LoaderPanic(t *testing.T) {
 }
 
 func TestCase_C04_LeaseLeftBehind(t *testing.T) {
+	t.Parallel()
 	// A real dropped connection: a proxy cuts it when fetch.lua's LOAD reply
 	// (the lease granted) passes, so the reply never arrives.
 	t.Run("connection drops after the lease is taken, client retries", func(t *testing.T) {
@@ -526,6 +529,7 @@ func TestCase_C04_LeaseLeftBehind(t *testing.T) {
 }
 
 func TestCase_C05_LostLeaseDuringLoad(t *testing.T) {
+	t.Parallel()
 	opts := func() *corral.Options {
 		return &corral.Options{LeaseTTL: time.Second, RedisTimeout: 200 * time.Millisecond}
 	}
@@ -610,6 +614,7 @@ func TestCase_C05_LostLeaseDuringLoad(t *testing.T) {
 }
 
 func TestCase_C07_FirstCallerCancels(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	var runs atomic.Int32
@@ -659,6 +664,7 @@ func TestCase_C07_FirstCallerCancels(t *testing.T) {
 }
 
 func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
+	t.Parallel()
 	const processes, perProcess = 5, 100
 	for _, tc := range []struct {
 		name    string
@@ -757,6 +763,7 @@ func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
 }
 
 func TestCase_C09_ErrorsReachEveryJoinedCaller(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	errE := errors.New("E: origin failed")
@@ -791,6 +798,7 @@ func TestCase_C09_ErrorsReachEveryJoinedCaller(t *testing.T) {
 }
 
 func TestCase_C11_NotFoundVersusEmpty(t *testing.T) {
+	t.Parallel()
 	const negTTL = time.Second
 	e := newEnv(t, &corral.Options{NegativeTTL: negTTL})
 	ctx := context.Background()

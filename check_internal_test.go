@@ -8,6 +8,7 @@ import (
 // The version grading, for servers the tests cannot start (Redis 4 and 5),
 // and for masters of different versions.
 func TestCheckVersionGrades(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		versions []string
 		want     Severity
@@ -37,6 +38,7 @@ func TestCheckVersionGrades(t *testing.T) {
 // rightOf names the right in each of Redis's refusals, and nothing for
 // other errors.
 func TestCheckRightOf(t *testing.T) {
+	t.Parallel()
 	for msg, want := range map[string]string{
 		"NOPERM this user has no permissions to run the 'evalsha' command":                          "EVALSHA",
 		"NOPERM this user has no permissions to run the 'config|get' command":                       "CONFIG GET",

@@ -71,6 +71,7 @@ func worstBesidesRTT(r *corral.Report) corral.Severity {
 // A healthy server, default options: every finding ok, in the documented
 // order, and the facts behind them; the probe key is gone afterwards.
 func TestCheck_Healthy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	r := check(t, rdb, nil)
@@ -122,6 +123,7 @@ func redisVersion(t *testing.T, rdb *redis.Client) string {
 // right; a user whose rights cover another prefix passes for that prefix;
 // the README's ACL rule passes with nothing missing, near cache included.
 func TestCheck_MissingRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, tc := range []struct {
 		name    string
@@ -161,6 +163,7 @@ func TestCheck_MissingRights(t *testing.T) {
 // publishing but not subscribing, corral works (waiters re-check on their
 // own): warnings, naming the right, and no failure.
 func TestCheck_ChannelRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, tc := range []struct {
 		name, pubsub string
@@ -193,6 +196,7 @@ func TestCheck_ChannelRights(t *testing.T) {
 // The near cache's rights: missing ones are a warning with a near cache,
 // and only mentioned without one.
 func TestCheck_NearCacheRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := aclClient(t, srv, "notrack", "~*", "&corral:*", "+@all", "-client|tracking")
 	near := check(t, rdb, &corral.Options{NearCache: corral.NearCacheOptions{Size: 10}})
@@ -208,6 +212,7 @@ func TestCheck_NearCacheRights(t *testing.T) {
 // the user may not read, is a warning with the Cache's explanation (corral
 // works: an evicted lease costs an extra load); noeviction is ok.
 func TestCheck_Eviction(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru", "--maxmemory", "64mb")
 	admin := srv.Client()
 	ctx := context.Background()
@@ -241,6 +246,7 @@ func TestCheck_Eviction(t *testing.T) {
 
 // A read-only replica caches nothing: a failure.
 func TestCheck_Replica(t *testing.T) {
+	t.Parallel()
 	master := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
 	r := check(t, replica.Client(), nil)
@@ -254,6 +260,7 @@ func TestCheck_Replica(t *testing.T) {
 // a master that evicts is named; a client for one server reaching a
 // Cluster node is a failure.
 func TestCheck_Cluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	rdb := cl.Client()
 	r := check(t, rdb, nil)
@@ -285,6 +292,7 @@ func TestCheck_Cluster(t *testing.T) {
 // A Redis that cannot be reached, or refuses the login, is an error: there
 // is no report.
 func TestCheck_Unreachable(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +318,7 @@ func TestCheck_Unreachable(t *testing.T) {
 
 // A slow round trip: past 100 ms a warning, past RedisTimeout a failure.
 func TestCheck_SlowRoundTrip(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	p := redistest.StartProxy(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr})
@@ -327,6 +336,7 @@ func TestCheck_SlowRoundTrip(t *testing.T) {
 
 // Bad input: a nil client and invalid options are ErrInvalidOptions.
 func TestCheck_BadInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, rdb := range map[string]redis.UniversalClient{"nil": nil, "typed nil": (*redis.Client)(nil)} {
 		if r, err := corral.Check(ctx, rdb, nil); r != nil || !errors.Is(err, corral.ErrInvalidOptions) {

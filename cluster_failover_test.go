@@ -111,6 +111,7 @@ func TestClusterFailoverDuringStampede(t *testing.T) {
 // waiters' channels move to it and they hear the lease holder's notice,
 // rather than sit out their LeaseTTL timers.
 func TestClusterWaitersFollowAFailover(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 1)
 	key := "{fw}"
 	// A LeaseTTL longer than the test: no waiter's timer fires, so only the
@@ -170,6 +171,7 @@ func TestClusterWaitersFollowAFailover(t *testing.T) {
 // subscribe their channels again one by one, and hear the notices that end
 // the loads.
 func TestClusterPubSubReconnect(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	opts := func() *corral.Options { return &corral.Options{LeaseTTL: time.Second} }
 	holder := newCache(t, cl.Client(), opts())
@@ -235,6 +237,7 @@ func TestClusterPubSubReconnect(t *testing.T) {
 // Delete of a dead master's key is queued and applied once that master is
 // back, and another instance then loads the new value.
 func TestClusterOutage_OneMasterDown(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	a := newCache(t, cl.Client(), &corral.Options{Logger: testLogger(t)})
 	b := newCache(t, cl.Client(), &corral.Options{Logger: quiet})

@@ -90,6 +90,7 @@ func childCoherence(c *corral.Cache, role, key string, n int, d time.Duration) i
 // began. (NearCache.TTL is a minute here: only invalidations keep the copies
 // fresh.)
 func TestMultiProcessNearCoherence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	const key = "{coherent}"
 	env := []string{"CORRAL_TEST_REDIS=" + e.srv.Addr, "CORRAL_TEST_KEY=" + key, "CORRAL_TEST_NEAR=1",

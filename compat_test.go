@@ -33,6 +33,7 @@ func previousScript(t *testing.T, name string) *redis.Script {
 // one Redis. Each reads what the other writes, or sees no entry: never bytes
 // in a format it does not know.
 func TestCompat_PreviousRelease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	oldFetch, oldCommit := previousScript(t, "fetch"), previousScript(t, "commit")
@@ -94,6 +95,7 @@ func TestCompat_PreviousRelease(t *testing.T) {
 // Compress stores values of at least CompressMinBytes compressed when that
 // makes them smaller; every process, waiters included, reads them back.
 func TestCompression(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	opts := func() *corral.Options { return &corral.Options{Compress: true, CompressMinBytes: 1024} }
 	holder := newCache(t, e.srv.Client(), opts())
@@ -138,6 +140,7 @@ func TestCompression(t *testing.T) {
 // release in a format this one cannot read: it is no entry here (Fetch
 // loads and replaces it, Get misses), never served as a plain value.
 func TestCompat_UnknownFlag(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	c := newCache(t, e.srv.Client(), nil)
 	ctx := context.Background()
@@ -164,6 +167,7 @@ func TestCompat_UnknownFlag(t *testing.T) {
 // entry) is a missing entry, reloaded once under the lease: not Redis
 // failing, so no fail-open and no breaker failure.
 func TestCompression_CorruptEntry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	var logged testkit.Buffer
 	c := newCache(t, e.srv.Client(), &corral.Options{Compress: true, CompressMinBytes: 1024, Logger: slogTo(&logged)})
@@ -209,6 +213,7 @@ func TestCompression_CorruptEntry(t *testing.T) {
 // an entry that started before such a Delete commits after it. That is the
 // cost of the deploy, gone once every instance runs this release.
 func TestCompat_RevocationMarkers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	oldFetch, oldCommit, oldDelete := previousScript(t, "fetch"), previousScript(t, "commit"), previousScript(t, "delete")

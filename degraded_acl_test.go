@@ -53,6 +53,7 @@ func evalshaCalls(t *testing.T, admin *redis.Client) int64 {
 // their own: each answered soon after the commit, with Redis traffic that
 // grows with processes and keys, not with callers.
 func TestDegraded_D2_NoChannelRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -144,6 +145,7 @@ func TestDegraded_D2_NoChannelRights(t *testing.T) {
 // calls the loader for it (that would load on every call) and the breaker
 // stays closed; the first-use check logs each missing right once.
 func TestDegraded_D2_MissingRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -201,6 +203,7 @@ func TestDegraded_D2_MissingRights(t *testing.T) {
 // the load. A user whose rights cover only Prefix's keys and channels gets
 // sharded pub/sub: the probe is under Prefix too.
 func TestDegraded_D2_MixedFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -251,6 +254,7 @@ func TestDegraded_D2_MixedFleet(t *testing.T) {
 // __redis__:invalidate cannot keep near copies coherent, so none are served
 // (a warning says why, once); every call is answered from Redis.
 func TestDegraded_D2_NearCacheWithoutInvalidations(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logged testkit.Buffer
 	c := newCache(t, aclClient(t, srv, "noinval", "~*", "&corral:*", "+@all"),
@@ -283,6 +287,7 @@ var readmeACL = strings.Fields(`resetchannels ~corral:* &corral:* &__redis__:inv
 // a waiter woken by its notice), Set, Delete and near hits, with nothing
 // logged about rights.
 func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logged testkit.Buffer
 	opts := func() *corral.Options {
@@ -330,6 +335,7 @@ func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 // process, and says READONLY: in Set's error and in the warning. The
 // breaker stays closed.
 func TestDegraded_D1_ReadOnlyReplica(t *testing.T) {
+	t.Parallel()
 	master := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
 	ctx := context.Background()

@@ -55,6 +55,7 @@ func outOfMemory(t *testing.T, rdb *redis.Client) {
 // misses load, once per key in the process; the breaker stays closed, and
 // Stats and the log say that writes are refused.
 func TestDegraded_D1_OutOfMemory(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "8mb", "--maxmemory-policy", "noeviction")
 	var logged testkit.Buffer
 	c := newCache(t, srv.Client(), &corral.Options{StaleTTL: time.Minute, DisableJitter: true,
@@ -150,6 +151,7 @@ func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, n
 // flight re-checks the moment the subscription comes back. LeaseTTL is 30s:
 // no waiter's timer can help.
 func TestDegraded_D3_LostNotices(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		inline int
@@ -241,6 +243,7 @@ func value_(s string) func(context.Context) ([]byte, error) { return value(s) }
 // once for all concurrent callers, and stored anew. A freshly loaded value
 // that does not decode is the callers' decode error, not reloaded again.
 func TestDegraded_D4_EntriesThatNoLongerDecode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	var logged testkit.Buffer
 	c := newCache(t, e.srv.Client(), &corral.Options{Logger: slogTo(&logged)})
@@ -302,6 +305,7 @@ func (brokenCodec) Unmarshal([]byte, any) error { return errors.New("brokenCodec
 // an entry of the newer version during a rolling deploy, loads without
 // storing and leaves the entry to the newer release.
 func TestDegraded_D4_CodecVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	v1 := newCache(t, e.srv.Client(), &corral.Options{CodecVersion: 1})
 	v2 := newCache(t, e.srv.Client(), &corral.Options{CodecVersion: 2})
@@ -374,6 +378,7 @@ func TestDegraded_D4_CodecVersion(t *testing.T) {
 // what eviction does) where the test needs to know when, and by real
 // memory pressure once, where it can only bound the loads.
 func TestDegraded_D5_Eviction(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
 	admin := srv.Client()
 	ctx := context.Background()
@@ -655,6 +660,7 @@ func fillUntilEvicted(t *testing.T, rdb *redis.Client, lease string) {
 // call still works. Close waits for the check, so the log is complete once
 // the Cache is closed.
 func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
+	t.Parallel()
 	const warning, unread = "Redis may evict corral's keys", "could not read Redis's maxmemory-policy"
 	for _, tc := range []struct {
 		policy string
@@ -757,6 +763,7 @@ func manyCalls(t *testing.T, c *corral.Cache) {
 // On a Cluster every master's policy is read: one warning names the
 // masters that may evict.
 func TestDegraded_D5_EvictionPolicyCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	evicting := cl.Nodes[1]

@@ -25,6 +25,7 @@ func failOpts() *corral.Options {
 }
 
 func TestCase_C06_RedisUnreachable(t *testing.T) {
+	t.Parallel()
 	for _, kind := range clientKinds {
 		for _, variant := range []string{"refuses connections", "accepts and never answers"} {
 			t.Run(kind.name+"/"+variant, func(t *testing.T) { redisUnreachable(t, variant, kind.opts) })
@@ -145,6 +146,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 }
 
 func TestNewWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Kill()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 100 * time.Millisecond})
@@ -164,6 +166,7 @@ func TestNewWhileRedisIsDown(t *testing.T) {
 }
 
 func TestDisableFailOpen(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout, o.MaxRetries = 100*time.Millisecond, -1 })
 	o := failOpts()
@@ -184,6 +187,7 @@ func TestDisableFailOpen(t *testing.T) {
 // errors that say so, through the pipeline and inline reads alike (the
 // pipeline's Exec fails with no command run), and Fetch fails open.
 func TestWrongPassword(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	if err := srv.Client().ConfigSet(context.Background(), "requirepass", "right").Err(); err != nil {
 		t.Fatal(err)
@@ -211,6 +215,7 @@ func TestWrongPassword(t *testing.T) {
 // SCRIPT FLUSH, or a restart, drops corral's scripts from Redis: callers
 // never notice (go-redis falls back from EVALSHA to EVAL on NOSCRIPT).
 func TestScriptsReloadAfterFlushAndRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.c.Fetch(ctx, "k", time.Minute, value("v"))
@@ -233,6 +238,7 @@ func TestScriptsReloadAfterFlushAndRestart(t *testing.T) {
 // reconnects and re-subscribes, and the waiter's timer covers a notice lost
 // meanwhile.
 func TestPubSubConnectionDrops(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	ctx := context.Background()
@@ -282,6 +288,7 @@ func TestPubSubConnectionDrops(t *testing.T) {
 // value in about RedisTimeout, the breaker trips, and caching resumes when
 // Redis answers in time again.
 func TestSlowRedis(t *testing.T) {
+	t.Parallel()
 	for _, kind := range clientKinds {
 		t.Run(kind.name, func(t *testing.T) { slowRedis(t, kind.opts) })
 	}
@@ -321,6 +328,7 @@ func slowRedis(t *testing.T, client func(*redis.Options)) {
 // after the call was sent, plus a monitor tick; within RedisTimeout + 250 ms
 // (the release before waited about 2 x RedisTimeout + 100 ms).
 func TestSilentRedisBound(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ReadTimeout: 10 * time.Second})

@@ -19,6 +19,7 @@ import (
 // replaces: one load, then hits; Set succeeds and Get returns what it set;
 // Get of such a key is ErrMiss; a warning names the key and the type, once.
 func TestForeignKeyAtAnEntrysName(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()

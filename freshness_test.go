@@ -35,6 +35,7 @@ func waitStale(t *testing.T, rdb *redis.Client, entry string) {
 }
 
 func TestCase_C10_StaleWhileRefreshing(t *testing.T) {
+	t.Parallel()
 	t.Run("stale", func(t *testing.T) {
 		opts := func() *corral.Options {
 			return &corral.Options{StaleTTL: time.Minute, DisableJitter: true, DisableEarlyRefresh: true}
@@ -116,6 +117,7 @@ func TestCase_C10_StaleWhileRefreshing(t *testing.T) {
 // A failed refresh keeps serving the stale value (stale-if-error, RFC 5861)
 // and, with ErrorTTL, does not retry the refresh until the backoff ends.
 func TestStaleIfError(t *testing.T) {
+	t.Parallel()
 	const errorTTL = 500 * time.Millisecond
 	e := newEnv(t, &corral.Options{StaleTTL: time.Minute, ErrorTTL: errorTTL, DisableJitter: true, DisableEarlyRefresh: true})
 	ctx := context.Background()
@@ -155,6 +157,7 @@ func TestStaleIfError(t *testing.T) {
 // ErrorTTL caches a failure of a cold load: callers get ErrCachedFailure
 // without reaching the origin until it expires.
 func TestErrorTTLCachesFailures(t *testing.T) {
+	t.Parallel()
 	const errorTTL = 300 * time.Millisecond
 	e := newEnv(t, &corral.Options{ErrorTTL: errorTTL})
 	other := newCache(t, e.srv.Client(), &corral.Options{ErrorTTL: errorTTL})
@@ -201,6 +204,7 @@ func TestErrorTTLCachesFailures(t *testing.T) {
 // Keys written together must not expire together: each soft TTL is spread
 // uniformly by ±Jitter.
 func TestJitterSpreadsExpiry(t *testing.T) {
+	t.Parallel()
 	const n, ttl = 1000, 100 * time.Second
 	e := newEnv(t, &corral.Options{RedisTimeout: 10 * time.Second}) // default Jitter 0.1; 1,000 writes at once
 	ctx := context.Background()
@@ -249,6 +253,7 @@ func TestJitterSpreadsExpiry(t *testing.T) {
 // With no stale window at all, steady traffic never waits on a load after the
 // first: XFetch refreshes the entry in the background before it expires.
 func TestEarlyRefreshKeepsCallersFromWaiting(t *testing.T) {
+	t.Parallel()
 	const ttl, loadTime = 400 * time.Millisecond, 30 * time.Millisecond
 	e := newEnv(t, &corral.Options{Beta: 2, DisableJitter: true})
 	ctx := context.Background()
@@ -280,6 +285,7 @@ func TestEarlyRefreshKeepsCallersFromWaiting(t *testing.T) {
 // MaxBackgroundRefreshes bounds the refreshes running at once; past it the
 // lease is handed back and the stale value is still served.
 func TestBackgroundRefreshBound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{StaleTTL: time.Minute, MaxBackgroundRefreshes: 1, DisableJitter: true, DisableEarlyRefresh: true})
 	ctx := context.Background()
 	for _, k := range []string{"{b1}", "{b2}"} {
@@ -314,6 +320,7 @@ func TestBackgroundRefreshBound(t *testing.T) {
 // The backoff after a failed refresh never outlives the entry it protects:
 // once the stale value is gone, the next caller loads at once.
 func TestBackoffDoesNotOutliveTheEntry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{StaleTTL: 200 * time.Millisecond, ErrorTTL: 3 * time.Second, DisableJitter: true})
 	ctx := context.Background()
 	e.c.Fetch(ctx, "{bo}", 100*time.Millisecond, value("old"))
@@ -337,6 +344,7 @@ func TestBackoffDoesNotOutliveTheEntry(t *testing.T) {
 // A cached failure (or "not found") is never refreshed early: ErrorTTL
 // keeps a failing origin alone for its whole length.
 func TestCachedFailureIsNotRefreshedEarly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{ErrorTTL: time.Second, Beta: 50})
 	ctx := context.Background()
 	var runs atomic.Int32
@@ -359,6 +367,7 @@ func TestCachedFailureIsNotRefreshedEarly(t *testing.T) {
 // Closing a Cache mid-refresh is no failure of the origin: the entry is not
 // flagged, no backoff is left, and others refresh it at once.
 func TestCloseDuringBackgroundRefresh(t *testing.T) {
+	t.Parallel()
 	opts := func() *corral.Options {
 		return &corral.Options{StaleTTL: time.Minute, ErrorTTL: 5 * time.Second, DisableJitter: true}
 	}
@@ -391,6 +400,7 @@ func TestCloseDuringBackgroundRefresh(t *testing.T) {
 // Closing the instance that holds a lease lets other instances' waiters take
 // over the load, rather than fail them (a rolling restart).
 func TestClosingTheHolderHandsOver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	other := newCache(t, e.srv.Client(), nil)
 	ctx := context.Background()
@@ -423,6 +433,7 @@ func TestClosingTheHolderHandsOver(t *testing.T) {
 
 // TTLs near the maximum never overflow into a tiny TTL, whatever the jitter.
 func TestHugeTTLsDoNotOverflow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{StaleTTL: math.MaxInt64, Jitter: 0.95, Rand: func() float64 { return 0.999 }})
 	ctx := context.Background()
 	if err := e.c.Set(ctx, "{big}", []byte("v"), math.MaxInt64); err != nil {

@@ -21,6 +21,7 @@ func contextBound(o *redis.Options) { o.ContextTimeoutEnabled = true }
 // once the server's clock has passed its soft expiry (no stale window here:
 // not even as stale in the millisecond before Redis expires the key).
 func TestInline_ExpiryOnTheServersClock(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	c := newCache(t, srv.Client(contextBound), &corral.Options{DisableJitter: true, DisableEarlyRefresh: true})
@@ -66,6 +67,7 @@ func TestInline_ExpiryOnTheServersClock(t *testing.T) {
 // reads under way go on through the pipeline, which waits for the server;
 // every caller gets the cached value, nothing is loaded, nothing fails open.
 func TestInline_WarmHitsThroughAPause(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	caches := processes(t, srv, 4, nil, contextBound)

@@ -16,6 +16,7 @@ import (
 // clients reached" and closes it: the Cache fails open at once, and its
 // warning, its errors and Health name that reason, not "broken pipe".
 func TestMaxClientsIsNamed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -46,6 +47,7 @@ func TestMaxClientsIsNamed(t *testing.T) {
 // whether its first PING is refused or a later step's new connection
 // (a subscription) is: not "unreachable" nor "broken pipe".
 func TestCheckNamesMaxClients(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxclients", "2")
 	ctx := context.Background()
 	admin := srv.Client()

@@ -37,6 +37,7 @@ func warmNear(t *testing.T, c *corral.Cache, key string, load func(context.Conte
 
 // A near hit sends nothing to Redis.
 func TestNearCache_HitsFromMemory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	rdb, hook := e.faultyClient()
 	c := newCache(t, rdb, nearOpts())
@@ -62,6 +63,7 @@ func TestNearCache_HitsFromMemory(t *testing.T) {
 // drops the copies of every process at once (well within the minute of
 // NearCache.TTL here).
 func TestNearCache_Coherent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	a := newCache(t, e.srv.Client(), nearOpts())
 	b := newCache(t, e.srv.Client(), nearOpts())
@@ -97,6 +99,7 @@ func TestNearCache_Coherent(t *testing.T) {
 // When the invalidation stream breaks (its connection killed, Redis
 // restarted), copies are dropped and none is served until it is back.
 func TestNearCache_StreamBreaks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	c := newCache(t, srv.Client(), nearOpts())
@@ -135,6 +138,7 @@ func (c *countingCodec) Unmarshal(b []byte, v any) error {
 // A Fetch[T] near hit returns the decoded value without decoding again;
 // copies are kept per type.
 func TestNearCache_Typed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	codec := &countingCodec{}
 	opts := nearOpts()
@@ -186,6 +190,7 @@ var _ = redis.Nil
 // not served from memory; Redis serves the stale value at once while one
 // caller refreshes it, and the refreshed value reaches the near cache.
 func TestNearCache_StaleWhileRevalidate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	opts := nearOpts()
 	opts.StaleTTL, opts.DisableJitter = time.Minute, true
@@ -222,6 +227,7 @@ func TestNearCache_StaleWhileRevalidate(t *testing.T) {
 // On a Cluster each master has a stream of its own; after a failover the
 // streams follow the new master, and changes keep reaching every process.
 func TestNearCache_ClusterFailover(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 1)
 	a := newCache(t, cl.Client(), nearOpts())
 	b := newCache(t, cl.Client(), nearOpts())
@@ -252,6 +258,7 @@ func TestNearCache_ClusterFailover(t *testing.T) {
 // would stay a hit. Close to the expiry, the draw is made and can pick the
 // copy for an early refresh, which then goes to Redis.
 func TestNearCache_DrawsOnlyNearExpiry(t *testing.T) {
+	t.Parallel()
 	var draws atomic.Int64
 	var u atomic.Value
 	u.Store(0.5)

@@ -62,6 +62,7 @@ func (r *recorder) Observe(ctx context.Context, e corral.Event) {
 // fail-open, the breaker) and checks that the Observer was told exactly
 // what Stats counted.
 func TestObserverAgreesWithStats(t *testing.T) {
+	t.Parallel()
 	r := newRecorder(t)
 	stats := observetest.Run(t, r)
 	r.mu.Lock()
@@ -120,6 +121,7 @@ func (tr *tracer) Observe(ctx context.Context, e corral.Event) {
 // the loader; a hit is one scope and one outcome. A plain Observer beside
 // it (MultiObserver) gets the events but no call scopes.
 func TestTracerScopes(t *testing.T) {
+	t.Parallel()
 	tr, r := &tracer{}, newRecorder(t)
 	e := newEnv(t, &corral.Options{Observer: corral.MultiObserver(nil, tr, r)})
 	ctx := context.Background()
@@ -174,6 +176,7 @@ func TestTracerScopes(t *testing.T) {
 // TestMultiObserver checks its shapes: nil for none, the Observer itself
 // for one, a Tracer only when one of them is.
 func TestMultiObserver(t *testing.T) {
+	t.Parallel()
 	r := newRecorder(t)
 	if corral.MultiObserver() != nil || corral.MultiObserver(nil, nil) != nil {
 		t.Fatal("MultiObserver of no Observer is not nil")
@@ -214,6 +217,7 @@ func TestObservedHitAllocs(t *testing.T) {
 // TestCoreImportsNoAdapter: the core package depends on neither adapter,
 // nor on Prometheus or OpenTelemetry.
 func TestCoreImportsNoAdapter(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -228,6 +232,7 @@ func TestCoreImportsNoAdapter(t *testing.T) {
 // TestNilObserver: an Observer that is a nil pointer is an error of New,
 // not a panic at the first call.
 func TestNilObserver(t *testing.T) {
+	t.Parallel()
 	var r *recorder
 	rdb := redistest.Start(t).Client()
 	if _, err := corral.New(rdb, &corral.Options{Observer: r}); !errors.Is(err, corral.ErrInvalidOptions) {
@@ -238,6 +243,7 @@ func TestNilObserver(t *testing.T) {
 // TestEventKindNames: every kind has a snake-case name, and the outcomes
 // are the twelve kinds of a call's answer, its own error included.
 func TestEventKindNames(t *testing.T) {
+	t.Parallel()
 	var outcomes []string
 	for k := corral.EventKind(1); k <= corral.EventFetchEnd; k++ {
 		if k.String() == "unknown" {
@@ -280,6 +286,7 @@ func (s *statsReader) ReadStats(prefix string, stats func() corral.Stats) {
 // event; in a MultiObserver beside a plain Observer, the plain one is still
 // told the outcomes.
 func TestStatsReader(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	alone := &statsReader{recorder: newRecorder(t), sources: map[string]func() corral.Stats{}}
 	multi := &statsReader{recorder: newRecorder(t), sources: map[string]func() corral.Stats{}}
@@ -324,6 +331,7 @@ func TestStatsReader(t *testing.T) {
 // FetchMany's keys are told as Fetch's calls are, near hits included: the
 // Observer hears what Stats counts.
 func TestObserverFetchMany(t *testing.T) {
+	t.Parallel()
 	r := newRecorder(t)
 	opts := nearOpts()
 	opts.Prefix, opts.Observer = "many", r

@@ -19,6 +19,7 @@ import (
 // is a hit, coalesced or waited; the outcomes add up to the calls, and the
 // Observer is told exactly those outcomes.
 func TestStampedeOutcomes(t *testing.T) {
+	t.Parallel()
 	const n, keys = 50, 4
 	srv := redistest.Start(t)
 	r := newRecorder(t)

@@ -61,6 +61,7 @@ func sayOnceInLogs(t *testing.T, logs *testkit.Buffer) {
 }
 
 func TestErrorsSayCorralOnce_BadInput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logs testkit.Buffer
 	ctx := context.Background()
@@ -107,6 +108,7 @@ type failingCodec struct{ brokenCodec }
 func (failingCodec) Unmarshal([]byte, any) error { return errNoDecode }
 
 func TestErrorsSayCorralOnce_Loads(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logs testkit.Buffer
 	ctx := context.Background()
@@ -150,6 +152,7 @@ func TestErrorsSayCorralOnce_Loads(t *testing.T) {
 }
 
 func TestErrorsSayCorralOnce_Closed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logs testkit.Buffer
 	ctx := context.Background()
@@ -172,6 +175,7 @@ func TestErrorsSayCorralOnce_Closed(t *testing.T) {
 // Redis killed under a Cache that does not fail open: every call's error,
 // the breaker's, Health's, the queued invalidations', and Check's.
 func TestErrorsSayCorralOnce_RedisDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logs testkit.Buffer
 	ctx := context.Background()
@@ -205,6 +209,7 @@ func TestErrorsSayCorralOnce_RedisDown(t *testing.T) {
 // A silent Redis: calls end with ErrRedisTimeout, which names the latest
 // error Redis calls got.
 func TestErrorsSayCorralOnce_RedisSilent(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	var logs testkit.Buffer
@@ -227,6 +232,7 @@ func TestErrorsSayCorralOnce_RedisSilent(t *testing.T) {
 // Redis refuses: an ACL user without the keys' right (NOPERM), a Redis out
 // of memory (OOM), a replica (READONLY), and Check's failing Report.
 func TestErrorsSayCorralOnce_Refusals(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var logs testkit.Buffer
 	ctx := context.Background()
@@ -266,6 +272,7 @@ func TestErrorsSayCorralOnce_Refusals(t *testing.T) {
 // The package makes its errors with errorf (errors.go), never fmt.Errorf,
 // whose wraps would repeat an inner error's "corral: ".
 func TestErrorsAreMadeByErrorf(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

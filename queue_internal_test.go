@@ -7,6 +7,7 @@ import "testing"
 // made before it), and a write that reached Redis drops only the
 // invalidations of its key that no replay took.
 func TestInvalidationsOrder(t *testing.T) {
+	t.Parallel()
 	q := newInvalidations(10)
 	mustAdd := func(key string, want bool) {
 		t.Helper()

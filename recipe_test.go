@@ -22,6 +22,7 @@ import (
 // not when its load fails (release.lua), not when it succeeds (commit.lua,
 // whose value is then not stored).
 func TestRecipe_LeaseDeletedOnlyByItsHolder(t *testing.T) {
+	t.Parallel()
 	for _, outcome := range []string{"the load fails", "the load succeeds"} {
 		t.Run(outcome, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -69,6 +70,7 @@ func TestRecipe_LeaseDeletedOnlyByItsHolder(t *testing.T) {
 // the lease: the caller gets that value and never calls its loader, because
 // fetch.lua looks for a value before it grants the lease, in one step.
 func TestRecipe_RecheckBeforeLoading(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	rdb, f := e.faultyClient()
 	c := newCache(t, rdb, nil)

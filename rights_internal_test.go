@@ -18,6 +18,7 @@ import (
 // settled on such a reply (it was: "none", with a warning that the ACL
 // user may not publish). A user without channel rights is still reported.
 func TestRightsCheckRefusedClient(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	admin := srv.Client()

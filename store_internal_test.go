@@ -25,6 +25,7 @@ func testStore(t *testing.T, args ...string) (*store, *redis.Client) {
 
 // TestFetchScriptReplies drives fetch.lua through every row of its table.
 func TestFetchScriptReplies(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
@@ -113,6 +114,7 @@ func TestFetchScriptReplies(t *testing.T) {
 }
 
 func TestFetchScriptNegativeAndEmpty(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := testStore(t)
 	for _, tc := range []struct {
@@ -141,6 +143,7 @@ func TestFetchScriptNegativeAndEmpty(t *testing.T) {
 }
 
 func TestRenewScript(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
@@ -180,6 +183,7 @@ func TestRenewScript(t *testing.T) {
 // takes it again, and a commit stands, while the entry is the one the lease
 // was taken over. Past the deadline, or over a changed entry, it is lost.
 func TestEvictedLeaseScripts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	w := entryWrite{value: []byte("v"), soft: time.Minute, hard: time.Minute}
@@ -262,6 +266,7 @@ func TestEvictedLeaseScripts(t *testing.T) {
 // deadline that would accept a missing lease. A hand-back without an entry
 // leaves a marker too; with an entry it deletes the lease.
 func TestRevocationMarker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	w := entryWrite{value: []byte("old"), soft: time.Minute, hard: time.Minute}
@@ -311,6 +316,7 @@ func TestRevocationMarker(t *testing.T) {
 // A failed refresh hands the lease back as a backoff marker for the hold and
 // flags the entry; the stale entry itself is kept.
 func TestReleaseScriptHoldsAndMarks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
@@ -350,6 +356,7 @@ func eventually(t *testing.T, within time.Duration, cond func() bool) {
 }
 
 func TestDeleteScriptRevokesLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, rdb := testStore(t)
 	n := wire.NewNames("corral", "k")
@@ -367,6 +374,7 @@ func TestDeleteScriptRevokesLease(t *testing.T) {
 }
 
 func TestPublishDetection(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := testStore(t)
 	if pub, err := s.publishCommand(ctx); err != nil || pub != "SPUBLISH" {
@@ -385,6 +393,7 @@ func TestPublishDetection(t *testing.T) {
 }
 
 func TestRecheckDelayIsBoundedAndJittered(t *testing.T) {
+	t.Parallel()
 	o, _ := (&Options{LeaseTTL: time.Second}).withDefaults()
 	c := &Cache{opts: o}
 	seen := map[time.Duration]bool{}
@@ -406,6 +415,7 @@ func TestRecheckDelayIsBoundedAndJittered(t *testing.T) {
 }
 
 func TestSlotTag(t *testing.T) {
+	t.Parallel()
 	for key, want := range map[string]string{
 		"user:{42}:p": "42",
 		"{a}{b}":      "a",
@@ -438,6 +448,7 @@ func TestSlotTag(t *testing.T) {
 // connection: go-redis retries) finds the lease holding its own token and
 // loads, instead of waiting on itself.
 func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := testStore(t)
 	n := wire.NewNames("corral", "k")

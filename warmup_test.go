@@ -16,6 +16,7 @@ import (
 // their way: the pub/sub probe, then the rights and eviction-policy checks.
 // The first miss then finds the mode known and sends no probe of its own.
 func TestNew_WarmsUpInTheBackground(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	var mu sync.Mutex
@@ -57,6 +58,7 @@ func TestNew_WarmsUpInTheBackground(t *testing.T) {
 // A Cache made while Redis is down still works once Redis is back: the
 // warm-up's failure leaves the probe and the checks to the first calls.
 func TestNew_WarmUpWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	proxy.Blackhole(true)

@@ -20,6 +20,7 @@ import (
 // early with probability exp(-r/(d*Beta)). A chi-square goodness-of-fit over
 // 2,400 draws, with a seeded random source so the test is repeatable.
 func TestEarlyRefreshRate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client()
 	const d = 1000 // ms: large next to the clock's drift within one trial
@@ -91,6 +92,7 @@ return 1
 // With DisableEarlyRefresh, or a stale window, a fresh entry is never
 // refreshed early, however close its expiry.
 func TestEarlyRefreshDisabled(t *testing.T) {
+	t.Parallel()
 	for _, opts := range []Options{{DisableEarlyRefresh: true}, {StaleTTL: time.Second}} {
 		o, _ := opts.withDefaults()
 		c := &Cache{opts: o}
