@@ -32,6 +32,15 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
 }
 
+// serverAt estimates the server clock (ms) at local time t, never ahead
+// of it (as serverDeadline); 0 for the zero time.
+func (l *lease) serverAt(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return l.serverNow + t.Sub(l.at).Milliseconds()
+}
+
 // leasedLoad is runLoader for f, which holds its key's lease, unless a
 // fail-open load of the key is under way in this process, or ended less
 // than RedisTimeout ago (a caller rescued before its deadline while Redis
@@ -108,7 +117,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, then
 	}
 	e := c.entry(val, kind, fr, took)
 	if kept {
-		then = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen}, e, renewed)
+		then = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
 	} else {
 		// The watchdog found the lease held by another, or revoked: the
 		// commit would be rejected, or, should the lease be missing by now,

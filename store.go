@@ -233,6 +233,12 @@ type holder struct {
 	token    string
 	deadline int64 // server ms: the lease cannot have expired before; 0 when the token must hold it
 	seen     int64 // the soft expiry of the entry the lease was taken over; 0 for none
+	// softBy is the latest soft expiry (server ms) the entry may get: for
+	// a soft TTL the loader set, when it ends on the server's clock,
+	// estimated from the lease's grant so that it never runs late. Then
+	// the time the commit spends on its way to Redis is not added to the
+	// TTL. 0 for none: the TTL counts from when the commit runs.
+	softBy int64
 }
 
 // commitHeld is commit, for a load whose lease may have been evicted: h
@@ -247,7 +253,7 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	soft, hard := w.ttls()
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
 		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
-		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen))
+		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen), optionalMS(h.softBy))
 	if err != nil {
 		return wire.CommitRejected, errorf("commit: %w", err)
 	}

@@ -44,6 +44,9 @@
 --          when the token must hold the lease
 -- ARGV[12] the soft expiry (field s) of the entry when the lease was taken,
 --          '' for none
+-- ARGV[13] the latest soft expiry the entry may get, server ms (a TTL the
+--          loader set, counted from when it returned, not from when the
+--          commit arrives); '' or absent for none. The stale window follows.
 --
 -- Reply: {status, notice error, refusal}: status 1 stored (now, or by an earlier
 -- try of this commit), 2 stored although the lease was missing (evicted),
@@ -105,14 +108,24 @@ if foreign then
   redis.pcall('DEL', KEYS[1])
 end
 -- HSET first: a refused write leaves the entry as it was.
-local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', now + tonumber(ARGV[4]),
+local expiry = now + tonumber(ARGV[4])
+local capped = ARGV[13] ~= nil and ARGV[13] ~= '' and tonumber(ARGV[13]) < expiry
+if capped then
+  expiry = tonumber(ARGV[13])
+end
+local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', expiry,
   'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9])
 local refusal = false
 if type(set) == 'table' and set.err then
   status, refusal = -1, set.err
 else
   redis.call('HDEL', KEYS[1], other)
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  if capped then
+    -- The stale window follows the capped soft expiry.
+    redis.call('PEXPIREAT', KEYS[1], expiry + tonumber(ARGV[5]) - tonumber(ARGV[4]))
+  else
+    redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  end
 end
 -- The lease: handed back, or for a Set revoked by a marker. pcall: a
 -- replica refuses even a DEL (READONLY), and the reply must still come.
