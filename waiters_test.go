@@ -17,6 +17,7 @@ import (
 // sharded pub/sub where the server has it and plain pub/sub where it does
 // not, with the value inline when it is small and read from Redis when not.
 func TestWaitersWakeOnNotice(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name    string
 		args    []string // redis-server arguments
@@ -74,10 +75,12 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 			if wrong.Load() > 0 {
 				t.Fatalf("%d waiters did not get the value", wrong.Load())
 			}
-			// Woken by the notice, not by the fallback timer (LeaseTTL 5s).
-			if took := time.Since(released); took > time.Second {
-				t.Fatalf("waiters took %v after the load ended", took)
-			}
+			// Woken by the notice, not by the fallback re-check at the
+			// lease's expiry (LeaseTTL 5 s, past the callers' 4 s
+			// deadline): that re-check would be one more fetch, which the
+			// counts below rule out. How long the wake took is only
+			// reported: on a starved machine it is the scheduler's.
+			t.Logf("waiters answered %v after the load ended", time.Since(released))
 			// fetch, fetch after subscribing, and for a value too large to
 			// travel in the notice, one more to read it (unless the fetch
 			// after subscribing already found it: the load may end while a
@@ -99,6 +102,7 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 // A waiter whose notice is lost (here: no pub/sub at all, the lease expires
 // with its holder) takes over within LeaseTTL plus the timer's jitter.
 func TestWaiterTakesOverAnExpiredLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, &corral.Options{LeaseTTL: 300 * time.Millisecond})
 	ctx := context.Background()
 	// A holder that died: a lease nobody renews.
