@@ -462,3 +462,53 @@ func TestFetchScriptRetryKeepsOwnLease(t *testing.T) {
 		t.Fatalf("another token's fetch = %+v, want WAIT", r)
 	}
 }
+
+// A leased commit stores the earlier of its softBy and now + TTL as the
+// entry's soft expiry, the stale window after it: the time a commit spends
+// on its way to Redis never lengthens a TTL the loader set.
+func TestCommitSoftExpiryCapped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rdb := testStore(t)
+	for _, tc := range []struct {
+		name   string
+		softBy func(now int64) int64
+		capped bool
+	}{
+		{"cap earlier than now + TTL", func(now int64) int64 { return now + 30_000 }, true},
+		{"cap later than now + TTL", func(now int64) int64 { return now + 600_000 }, false},
+		{"no cap", func(int64) int64 { return 0 }, false},
+	} {
+		n := wire.NewNames("corral", "cap:"+tc.name)
+		r, err := s.fetch(ctx, n, fetchArgs{token: "tok", leaseTTL: time.Minute, x: 0})
+		if err != nil || r.Kind != wire.Load {
+			t.Fatalf("%s: fetch = %+v, %v; want LOAD", tc.name, r, err)
+		}
+		w := entryWrite{value: []byte("v"), soft: time.Minute, hard: 2 * time.Minute}
+		h := holder{token: "tok", softBy: tc.softBy(r.Now)}
+		if res, err := s.commitHeld(ctx, n, h, w); err != nil || res != wire.CommitStored {
+			t.Fatalf("%s: commit = %v, %v", tc.name, res, err)
+		}
+		soft, err := rdb.HGet(ctx, n.Entry, "s").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pttl := rdb.PTTL(ctx, n.Entry).Val()
+		if tc.capped {
+			if soft != h.softBy {
+				t.Fatalf("%s: soft expiry %d; want the cap %d", tc.name, soft, h.softBy)
+			}
+			// The stale window (1 min) follows the capped expiry: about 90 s left.
+			if pttl > 90*time.Second || pttl < 80*time.Second {
+				t.Fatalf("%s: PTTL %v; want the cap plus the stale window, about 90s", tc.name, pttl)
+			}
+			continue
+		}
+		if soft < r.Now+time.Minute.Milliseconds() || soft > r.Now+time.Minute.Milliseconds()+5_000 {
+			t.Fatalf("%s: soft expiry %d; want now + TTL, about %d", tc.name, soft, r.Now+time.Minute.Milliseconds())
+		}
+		if pttl < 110*time.Second {
+			t.Fatalf("%s: PTTL %v; want the hard TTL, about 2m", tc.name, pttl)
+		}
+	}
+}
