@@ -71,6 +71,7 @@ func setUser(t *testing.T, srv *redistest.Server, name, pw string, rules ...stri
 }
 
 func TestCheckHealthy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	out, _, code, err := runCheckCmd(t, "--redis", srv.URL())
 	if code != 0 || err != nil {
@@ -90,6 +91,7 @@ func TestCheckHealthy(t *testing.T) {
 // An ACL user lacking rights: exit 1, naming what is missing. Its
 // password is not printed.
 func TestCheckMissingRights(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	setUser(t, srv, "app", "hunter2-secret", "~app:*", "&app:*", "+@all", "-evalsha")
 	url := "redis://app:hunter2-secret@" + srv.Addr
@@ -120,6 +122,7 @@ func TestCheckMissingRights(t *testing.T) {
 // An eviction policy (volatile-lru with maxmemory, as many managed Redis
 // services default to) is a warning with the library's explanation: exit 0.
 func TestCheckEvictionPolicy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "volatile-lru", "--maxmemory", "32mb")
 	out, _, code, _ := runCheckCmd(t, "--redis", srv.URL())
 	hasLine(t, out, "eviction", `warning: volatile-lru \(maxmemory 32\.0 MiB\): when full, Redis evicts corral's keys: a lease evicted during its load costs at most one extra load.*noeviction evicts nothing.*`)
@@ -136,6 +139,7 @@ func TestCheckEvictionPolicy(t *testing.T) {
 // A 3-master Cluster, given as a cluster URL or as one node's address:
 // cluster and sharded pub/sub, exit 0; --json says the same.
 func TestCheckCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	a := cl.Addrs()
 	for _, url := range []string{
@@ -175,6 +179,7 @@ func TestCheckCluster(t *testing.T) {
 
 // An unreachable address: exit 1, saying so.
 func TestCheckUnreachable(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +204,7 @@ func TestCheckUnreachable(t *testing.T) {
 // A rediss:// URL for a server without TLS: the handshake gets no answer,
 // and the error says what to look at rather than only "deadline exceeded".
 func TestCheckTLSMismatch(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	out, _, code, err := runCheckCmd(t, "--redis", "rediss://"+srv.Addr, "--timeout", "500ms")
 	if code != exitCheckFailed || err == nil || !strings.Contains(err.Error(), "does the server speak TLS") {
@@ -211,6 +217,7 @@ func TestCheckTLSMismatch(t *testing.T) {
 // JSON, not in errors, whether it is right, wrong, or the URL does not
 // parse.
 func TestCheckPasswordNotPrinted(t *testing.T) {
+	t.Parallel()
 	const pw = "s3cret-Pass"
 	srv := redistest.Start(t)
 	if err := srv.Client().ConfigSet(context.Background(), "requirepass", pw).Err(); err != nil {
@@ -245,6 +252,7 @@ func TestCheckPasswordNotPrinted(t *testing.T) {
 
 // Usage errors exit 2 and say what is wrong.
 func TestCheckUsage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, tc := range []struct {
 		args []string
@@ -267,6 +275,7 @@ func TestCheckUsage(t *testing.T) {
 }
 
 func TestCheckHelp(t *testing.T) {
+	t.Parallel()
 	out, _, err := corral(t, "check", "--help")
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +338,7 @@ func TestCheckAndDemoReadTheEnvironment(t *testing.T) {
 // "unreachable" nor "broken pipe", and exits 1. The built binary, as a user
 // runs it, and --json.
 func TestCheckNamesMaxClients(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxclients", "1")
 	if err := srv.Client().Ping(context.Background()).Err(); err != nil { // the one slot, kept
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func sayOncePerLine(t *testing.T, what, stderr string) {
 }
 
 func TestErrorsSayCorralOnce(t *testing.T) {
+	t.Parallel()
 	bin := corralBinary(t)
 	srv := redistest.Start(t)
 	closed := "redis://" + closedAddr(t)
@@ -69,6 +70,7 @@ func TestErrorsSayCorralOnce(t *testing.T) {
 // corral serve with Redis and the origin both down: its warnings and the
 // request's log say corral: once per line.
 func TestErrorsSayCorralOnceInServeLogs(t *testing.T) {
+	t.Parallel()
 	s := startSidecar(t, nil, "--origin", "http://"+closedAddr(t), "--redis", "redis://"+closedAddr(t))
 	if code, _, err := get(s.URL + "/x"); err != nil || code != http.StatusBadGateway {
 		t.Fatalf("GET /x with the origin down: %d, %v; want 502", code, err)

@@ -34,6 +34,7 @@ func corral(t *testing.T, args ...string) (stdout, stderr string, err error) {
 var small = []string{"--instances", "4", "--goroutines", "50", "--keys", "2", "--origin-latency", "30ms"}
 
 func TestNoArgsPrintsHelp(t *testing.T) {
+	t.Parallel()
 	out, _, err := corral(t)
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +47,7 @@ func TestNoArgsPrintsHelp(t *testing.T) {
 }
 
 func TestDemoHelpDocumentsDefaults(t *testing.T) {
+	t.Parallel()
 	out, _, err := corral(t, "demo", "--help")
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +65,7 @@ func TestDemoHelpDocumentsDefaults(t *testing.T) {
 }
 
 func TestDemoBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"demo", "--strategies", "naive,bogus"},
 		{"demo", "--instances", "0"},
@@ -105,6 +108,7 @@ var expirySmall = []string{"--scenario", "expiry", "--instances", "4", "--gorout
 // TestDemoExpiryJSON checks the expiry scenario's JSON document and its
 // progress bar, which shows the time elapsed on stderr.
 func TestDemoExpiryJSON(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	out, errOut, err := corral(t, append([]string{"demo", "--json", "--progress", "--redis", srv.URL()}, expirySmall...)...)
 	if err != nil {
@@ -141,6 +145,7 @@ func TestDemoExpiryJSON(t *testing.T) {
 // embedded defaults: the header says what the scenario does, and a line
 // per strategy gives its origin loads per key per TTL.
 func TestDemoExpiryHuman(t *testing.T) {
+	t.Parallel()
 	out, errOut, err := corral(t, append([]string{"demo", "--no-progress"}, expirySmall...)...)
 	if err != nil {
 		t.Fatalf("corral demo --scenario expiry: %v\nstderr: %s", err, errOut)
@@ -166,6 +171,7 @@ func TestDemoExpiryHuman(t *testing.T) {
 // while the progress bar draws on stderr (--progress: stderr is not a
 // terminal here).
 func TestDemoJSON(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	out, errOut, err := corral(t, append([]string{"demo", "--json", "--progress", "--redis", srv.URL()}, small...)...)
 	if err != nil {
@@ -190,6 +196,7 @@ func TestDemoJSON(t *testing.T) {
 // every strategy. stderr is not a terminal, so no progress bar is drawn on
 // it.
 func TestDemoHuman(t *testing.T) {
+	t.Parallel()
 	out, errOut, err := corral(t, append([]string{"demo"}, small...)...)
 	if err != nil {
 		t.Fatalf("corral demo: %v\nstderr: %s", err, errOut)
@@ -245,6 +252,7 @@ func decodeOne(t *testing.T, out string) document {
 // <version>" first: a module version, a VCS revision, or "(devel)". Run as
 // the built binary, as a user runs it.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	first := regexp.MustCompile(`^corral (\(devel\)|v\S+|[0-9a-f]{12}(-dirty)?)$`)
 	bin := corralBinary(t)
 	for _, args := range [][]string{{"--version"}, {"version"}} {
@@ -270,6 +278,7 @@ func TestVersion(t *testing.T) {
 // A bare host:port where a URL is expected exits 2 with the fix, in every
 // command that takes one: the built binary, as a user runs it.
 func TestSchemelessAddressNamesTheFix(t *testing.T) {
+	t.Parallel()
 	bin := corralBinary(t)
 	for _, tc := range []struct {
 		args []string

@@ -19,6 +19,7 @@ import (
 // most; the log has one line of the sidecar's for the fault, with the
 // path, and no line per request; the password is nowhere.
 func TestServeRedisFaults(t *testing.T) {
+	t.Parallel()
 	const n = 50
 	password := "pw-" + hotBody(t)[:16]
 	const failOpen = "serving from memory and the origin"

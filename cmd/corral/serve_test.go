@@ -34,6 +34,7 @@ import (
 // real redis-server.
 
 func TestServeHelp(t *testing.T) {
+	t.Parallel()
 	out, _, err := corral(t, "serve", "--help")
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +143,7 @@ func TestRedisURLSpecialPasswords(t *testing.T) {
 
 // Variables fill in the flags not given on the command line.
 func TestServeEnv(t *testing.T) {
+	t.Parallel()
 	cmd := newServeCmd()
 	if err := cmd.ParseFlags([]string{"--max-url", "100", "--redis", "redis://flag"}); err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func hotBody(t *testing.T) string {
 // under way while the origin holds its answer: 1 origin request; every
 // client gets the body; one MISS, the rest COALESCED or HIT.
 func TestServeCoalescesAcrossFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	body := hotBody(t)
 	g := newGate()
@@ -238,6 +241,7 @@ func TestServeCoalescesAcrossFleet(t *testing.T) {
 // revalidation reaches the origin, after which every sidecar serves the new
 // body as a HIT.
 func TestServeStaleWhileRevalidate(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	g := newGate()
 	var version atomic.Int64
@@ -295,6 +299,7 @@ func TestServeStaleWhileRevalidate(t *testing.T) {
 // gets the stale body served rather than an error; a URL never cached gets
 // 502 once the origin is gone.
 func TestServeStaleIfError(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var failing atomic.Bool
 	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
@@ -351,6 +356,7 @@ func TestServeStaleIfError(t *testing.T) {
 // asking the origin once for N concurrent requests of a URL; /healthz says
 // it is degraded, with 200.
 func TestServeRedisDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	gates := map[string]*gate{"/x": newGate(), "/y": newGate()}
 	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) {
@@ -394,6 +400,7 @@ func TestServeRedisDown(t *testing.T) {
 // backoff, and said Redis "does not answer PING within 1s"); and, when it
 // accepts connections but never answers, saying so after 500ms.
 func TestServeHealthzBounded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr)
 	org := startOrigin(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "body") })
@@ -422,6 +429,7 @@ func TestServeHealthzBounded(t *testing.T) {
 // that "the ACL user may not publish on corral's channels"), never the
 // password. The sidecar serves all the same.
 func TestServeRedisRefusesClient(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	password := "pw-" + hotBody(t)[:16]
 	if err := srv.Client().ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
@@ -458,6 +466,7 @@ func TestServeRedisRefusesClient(t *testing.T) {
 // that none reaches the origin (POST /metrics and DELETE /healthz were
 // proxied to it): GET and HEAD are served, the others get 405.
 func TestServeAdminPathsAllMethods(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	health := srv.Client()
 	adm, err := newAdmin(health, pingBound)
@@ -512,6 +521,7 @@ func TestServeAdminPathsAllMethods(t *testing.T) {
 // answers 503, new connections are refused, the request completes, and
 // the sidecar exits with status 0.
 func TestServeGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	g := newGate()
 	arrived := make(chan struct{}, 1)
@@ -571,6 +581,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 // A request still under way at --shutdown-timeout is cut, and the exit
 // status says so.
 func TestServeShutdownTimeout(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	g := newGate()
 	arrived := make(chan struct{}, 1)
@@ -604,6 +615,7 @@ func TestServeShutdownTimeout(t *testing.T) {
 // cache; a third, with a wrong password, still serves (degraded). Neither
 // password appears in any output, /metrics or /healthz.
 func TestServeRedisTLSPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key := writeCert(t, dir)
 	tlsPort := strconv.Itoa(freePort(t))

@@ -10,6 +10,7 @@ import (
 // the workers; here, the command's surface.
 
 func TestSoakHelpDocumentsInvariantsAndDefaults(t *testing.T) {
+	t.Parallel()
 	out, _, err := corral(t, "soak", "--help")
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ func TestSoakSetupFailuresExit2(t *testing.T) {
 }
 
 func TestSoakRejectsArgs(t *testing.T) {
+	t.Parallel()
 	if _, _, err := corral(t, "soak", "extra"); err == nil {
 		t.Error("soak extra: no error")
 	}

@@ -36,6 +36,7 @@ func fitsIn(t *testing.T, out string, width int) {
 // most 80 columns, the table a row per measure. (TestDemoExpiryHuman checks
 // the expiry's output, in-process.)
 func TestDemoFits80ColumnsInAPipe(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(corralBinary(t), append([]string{"demo"}, tiny...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -56,6 +57,7 @@ func TestDemoFits80ColumnsInAPipe(t *testing.T) {
 // On a terminal, the demo uses its width: on 200 columns, the widest table,
 // a row per strategy.
 func TestDemoUsesTheTerminalsWidth(t *testing.T) {
+	t.Parallel()
 	out := runOnTerminal(t, 200, corralBinary(t), append([]string{"demo"}, tiny...)...)
 	t.Logf("\n%s", out)
 	fitsIn(t, out, 200)
@@ -71,6 +73,7 @@ func TestDemoUsesTheTerminalsWidth(t *testing.T) {
 // On a terminal of 60 columns, corral check wraps a long finding at spaces
 // under its text.
 func TestCheckUsesTheTerminalsWidth(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru", "--maxmemory", "32mb")
 	out := runOnTerminal(t, 60, corralBinary(t), "check", "--redis", srv.URL())
 	t.Logf("\n%s", out)
@@ -119,6 +122,7 @@ func runOnTerminal(t *testing.T, cols uint16, bin string, args ...string) string
 // A short soak prints its summary in lines of at most 80 columns to a
 // pipe, every word of it whole.
 func TestSoakSummaryFits80Columns(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(corralBinary(t), "soak", "--duration", "2s", "--processes", "2", "--no-progress")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
