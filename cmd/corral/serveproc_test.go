@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +87,8 @@ type sidecar struct {
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
 
-	wantStatus int // the exit status stop expects; set before stop
+	wantStatus int         // the exit status stop expects; set before stop
+	terminated atomic.Bool // SIGTERM was sent: stop waits, it does not send another
 }
 
 // listenLine is the log line of a sidecar that listens.
@@ -147,15 +149,24 @@ func startSidecar(t *testing.T, env []string, args ...string) *sidecar {
 }
 
 // signal sends sig to the sidecar.
-func (s *sidecar) signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+func (s *sidecar) signal(sig os.Signal) error {
+	if sig == syscall.SIGTERM {
+		s.terminated.Store(true)
+	}
+	return s.cmd.Process.Signal(sig)
+}
 
-// stop sends SIGTERM unless the sidecar has exited, waits for its exit and
-// returns an error unless it exited with status wantStatus.
+// stop sends SIGTERM unless the sidecar has exited or was sent one, waits
+// for its exit and returns an error unless it exited with status
+// wantStatus. A second SIGTERM could reach a sidecar that has finished its
+// shutdown and restored the default handler: killed, not exited.
 func (s *sidecar) stop() error {
 	select {
 	case <-s.exited:
 	default:
-		_ = s.signal(syscall.SIGTERM)
+		if !s.terminated.Load() {
+			_ = s.signal(syscall.SIGTERM)
+		}
 	}
 	select {
 	case <-s.exited:
