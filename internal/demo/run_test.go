@@ -24,8 +24,8 @@ func TestRealRedis(t *testing.T) {
 	byName := results(t, doc)
 
 	conf := doc["config"].(map[string]any)
-	if conf["redis"] != srv.URL() || conf["origin"] != "sqlite (embedded)" {
-		t.Errorf("config redis, origin = %v, %v; want %s, sqlite (embedded)", conf["redis"], conf["origin"], srv.URL())
+	if conf["redis"] != srv.URL() || conf["origin"] != "ql (embedded)" {
+		t.Errorf("config redis, origin = %v, %v; want %s, ql (embedded)", conf["redis"], conf["origin"], srv.URL())
 	}
 	if got := num(t, conf, "origin_latency_ms"); got != 30 {
 		t.Errorf("config origin_latency_ms = %v, want 30", got)
@@ -58,7 +58,7 @@ func TestRealRedis(t *testing.T) {
 	}
 }
 
-// TestEmbedded runs the default set-up: an in-process Redis and SQLite.
+// TestEmbedded runs the default set-up: an in-process Redis and ql.
 func TestEmbedded(t *testing.T) {
 	cfg := smallConfig()
 	doc := run(t, cfg)

@@ -1,0 +1,119 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"modernc.org/ql"
+)
+
+// qlAggregate is the per-customer aggregate in ql's dialect. avg is taken
+// over float64 values: ql's avg of an int64 column is an int64.
+var qlAggregate = ql.MustCompile(`SELECT count(*), sum(amount_cents), avg(float64(amount_cents))
+	FROM orders WHERE customer_id == $1;`)
+
+// qlDB is the embedded origin: an in-memory ql database (pure Go) holding
+// the generated orders, indexed by customer.
+type qlDB struct {
+	db   *ql.DB
+	pool chan struct{} // originConns slots; a query holds one while it runs
+}
+
+// openQL creates the embedded origin and seeds it with the generated orders.
+func openQL(ctx context.Context) (_ *Origin, err error) {
+	db, err := ql.OpenMem()
+	if err != nil {
+		return nil, fmt.Errorf("demo: ql: %w", err)
+	}
+	if err := seedQL(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Origin{Label: "ql (embedded)", db: &qlDB{db: db, pool: make(chan struct{}, originConns)}}, nil
+}
+
+// seedQL creates the orders table, inserts the generated orders with
+// multi-row INSERTs, then indexes them by customer, in one transaction.
+func seedQL(ctx context.Context, db *ql.DB) (err error) {
+	tx := ql.NewRWCtx()
+	if _, _, err := db.Run(tx, `BEGIN TRANSACTION;
+		CREATE TABLE orders (id int64, customer_id int64, amount_cents int64);`); err != nil {
+		return fmt.Errorf("demo: ql: create table: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_, _, _ = db.Run(tx, `ROLLBACK;`)
+		}
+	}()
+	insert := ql.MustCompile(qlInsert(insertBatch))
+	args := make([]any, 0, 3*insertBatch)
+	err = generateOrders(func(o order) error {
+		args = append(args, o.id, o.customerID, o.amountCents)
+		if len(args) < cap(args) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, _, err := db.Execute(tx, insert, args...)
+		args = args[:0]
+		return err
+	})
+	if err == nil && len(args) > 0 {
+		_, _, err = db.Run(tx, qlInsert(len(args)/3), args...)
+	}
+	if err != nil {
+		return fmt.Errorf("demo: ql: seed orders: %w", err)
+	}
+	if _, _, err := db.Run(tx, `CREATE INDEX orders_customer ON orders (customer_id); COMMIT;`); err != nil {
+		return fmt.Errorf("demo: ql: create index: %w", err)
+	}
+	return nil
+}
+
+// qlInsert is an INSERT of rows orders, with parameters $1 to $(3*rows).
+func qlInsert(rows int) string {
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO orders VALUES ")
+	for i := range rows {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "($%d, $%d, $%d)", 3*i+1, 3*i+2, 3*i+3)
+	}
+	sb.WriteByte(';')
+	return sb.String()
+}
+
+// totals runs the aggregate once a pool slot is free. ql gives NULL for
+// the sum and average of no rows; they stay 0.
+func (q *qlDB) totals(ctx context.Context, customer int64) (t customerTotals, err error) {
+	select {
+	case q.pool <- struct{}{}:
+	case <-ctx.Done():
+		return t, ctx.Err()
+	}
+	defer func() { <-q.pool }()
+	rs, _, err := q.db.Execute(nil, qlAggregate, customer)
+	if err != nil {
+		return t, err
+	}
+	row, err := rs[0].FirstRow()
+	if err != nil {
+		return t, err
+	}
+	if len(row) != 3 {
+		return t, fmt.Errorf("aggregate gave %d columns, want 3", len(row))
+	}
+	var ok [3]bool
+	t.Orders, ok[0] = row[0].(int64)
+	t.TotalCents, ok[1] = row[1].(int64)
+	t.AvgCents, ok[2] = row[2].(float64)
+	if !ok[0] || !ok[1] && row[1] != nil || !ok[2] && row[2] != nil {
+		return t, fmt.Errorf("aggregate gave %T, %T, %T; want int64, int64, float64", row[0], row[1], row[2])
+	}
+	return t, nil
+}
+
+func (q *qlDB) Close() error { return q.db.Close() }
