@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 )
 
@@ -46,5 +47,68 @@ func TestEmbeddedOriginAggregates(t *testing.T) {
 		if got != w {
 			t.Fatalf("customer %d: %+v, want %+v", id, got, w)
 		}
+	}
+}
+
+// TestEmbeddedOriginShared checks that embedded origins share one seeded
+// database and that closing one leaves the others working.
+func TestEmbeddedOriginShared(t *testing.T) {
+	ctx := context.Background()
+	a, err := openOrigin(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := openOrigin(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.db.(*qlDB).db != b.db.(*qlDB).db {
+		t.Fatal("two embedded origins have databases of their own")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if _, err := b.Aggregate(ctx, 1); !errors.Is(err, errOriginClosed) {
+		t.Errorf("Aggregate after Close = %v, want errOriginClosed", err)
+	}
+	if _, err := a.Aggregate(ctx, 1); err != nil {
+		t.Errorf("Aggregate on the other origin after one's Close = %v", err)
+	}
+	c, err := openOrigin(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Aggregate(ctx, 1); err != nil {
+		t.Errorf("Aggregate on an origin opened after one's Close = %v", err)
+	}
+}
+
+// TestEmbeddedOriginQueues checks that a query beyond the origin's
+// originConns slots waits for one, and gives up with its context.
+func TestEmbeddedOriginQueues(t *testing.T) {
+	o, err := openOrigin(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	pool := o.db.(*qlDB).pool
+	for range originConns {
+		pool <- struct{}{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := o.Aggregate(ctx, 1)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Aggregate with every slot taken = %v, want context.Canceled", err)
+	}
+	<-pool
+	if _, err := o.Aggregate(context.Background(), 1); err != nil {
+		t.Fatalf("Aggregate with a slot free = %v", err)
 	}
 }

@@ -2,8 +2,11 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"modernc.org/ql"
 )
@@ -13,15 +16,48 @@ import (
 var qlAggregate = ql.MustCompile(`SELECT count(*), sum(amount_cents), avg(float64(amount_cents))
 	FROM orders WHERE customer_id == $1;`)
 
-// qlDB is the embedded origin: an in-memory ql database (pure Go) holding
-// the generated orders, indexed by customer.
+// qlDB is an embedded origin's database: the shared in-memory ql database
+// (pure Go) holding the generated orders, indexed by customer, and the
+// origin's own query slots.
 type qlDB struct {
-	db   *ql.DB
-	pool chan struct{} // originConns slots; a query holds one while it runs
+	db     *ql.DB
+	pool   chan struct{} // originConns slots; a query holds one while it runs
+	closed atomic.Bool
 }
 
-// openQL creates the embedded origin and seeds it with the generated orders.
-func openQL(ctx context.Context) (_ *Origin, err error) {
+// embedded is the process's one embedded database, seeded by the first
+// openQL and shared by every embedded origin after it: seeding takes about
+// half a second (2 to 3 s under the race detector, on 2 busy cores), and
+// the tests open the origin many times. It is never closed, so closing one origin
+// cannot break another: an origin's Close only ends its own queries, and
+// the database (about 22 MB of heap) lives until the process exits.
+var embedded struct {
+	mu sync.Mutex // guards db; held while seeding, so a second open waits for the first
+	db *ql.DB     // nil until seeded; a failed seed leaves it nil for the next open to retry
+}
+
+// errOriginClosed is what an embedded origin's queries return after its
+// Close.
+var errOriginClosed = errors.New("demo: origin closed")
+
+// openQL opens an embedded origin on the shared database, seeding the
+// database on first use.
+func openQL(ctx context.Context) (*Origin, error) {
+	db, err := embeddedDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Origin{Label: "ql (embedded)", db: &qlDB{db: db, pool: make(chan struct{}, originConns)}}, nil
+}
+
+// embeddedDB returns the shared database, creating and seeding it first
+// if no open has done so yet.
+func embeddedDB(ctx context.Context) (*ql.DB, error) {
+	embedded.mu.Lock()
+	defer embedded.mu.Unlock()
+	if embedded.db != nil {
+		return embedded.db, nil
+	}
 	db, err := ql.OpenMem()
 	if err != nil {
 		return nil, fmt.Errorf("demo: ql: %w", err)
@@ -30,7 +66,8 @@ func openQL(ctx context.Context) (_ *Origin, err error) {
 		_ = db.Close()
 		return nil, err
 	}
-	return &Origin{Label: "ql (embedded)", db: &qlDB{db: db, pool: make(chan struct{}, originConns)}}, nil
+	embedded.db = db
+	return db, nil
 }
 
 // seedQL creates the orders table, inserts the generated orders with
@@ -89,6 +126,9 @@ func qlInsert(rows int) string {
 // totals runs the aggregate once a pool slot is free. ql gives NULL for
 // the sum and average of no rows; they stay 0.
 func (q *qlDB) totals(ctx context.Context, customer int64) (t customerTotals, err error) {
+	if q.closed.Load() {
+		return t, errOriginClosed
+	}
 	select {
 	case q.pool <- struct{}{}:
 	case <-ctx.Done():
@@ -116,4 +156,9 @@ func (q *qlDB) totals(ctx context.Context, customer int64) (t customerTotals, er
 	return t, nil
 }
 
-func (q *qlDB) Close() error { return q.db.Close() }
+// Close makes the origin's later queries fail with errOriginClosed; the
+// shared database stays open for the other origins.
+func (q *qlDB) Close() error {
+	q.closed.Store(true)
+	return nil
+}
