@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	_ "github.com/lib/pq" // the "postgres" database/sql driver
 )
 
 // pgTable is the demo's table in PostgreSQL; the prefix keeps it apart from
@@ -28,7 +28,7 @@ const pgSeedLock = 0x636f7272616c // "corral"
 // its rows are not the generated ones. Seeding happens once; later runs find
 // the data in place. Close leaves the table for the next run.
 func openPostgres(ctx context.Context, dsn string) (_ *Origin, err error) {
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("demo: postgres: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/corralhq/corral/internal/demo"
 	"github.com/corralhq/corral/internal/redistest"
-	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/lib/pq"
 )
 
 // TestRealRedis runs every strategy against a private redis-server and
@@ -79,7 +79,7 @@ func TestPostgres(t *testing.T) {
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = db.PingContext(ctx)
