@@ -38,7 +38,7 @@ var embedded struct {
 
 // errOriginClosed is what an embedded origin's queries return after its
 // Close.
-var errOriginClosed = errors.New("demo: origin closed")
+var errOriginClosed = errors.New("origin closed")
 
 // openQL opens an embedded origin on the shared database, seeding the
 // database on first use.
