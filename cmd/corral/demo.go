@@ -39,10 +39,11 @@ human output adds each strategy's origin loads per key per TTL: about 1 for a
 cache that refreshes each key once per expiry.
 
 The origin is a real SQL database with 100,000 generated orders over 2,000
-customers, queried with an aggregate per key: an embedded SQLite database by
-default, or PostgreSQL with --pg (table corral_demo_orders, created and
-seeded once). Redis is an embedded in-process server by default, or a real
-one with --redis. Nothing needs to be installed for the defaults.
+customers, queried with an aggregate per key: an embedded in-memory ql
+database (pure Go) by default, or PostgreSQL with --pg (table
+corral_demo_orders, created and seeded once). Redis is an embedded
+in-process server by default, or a real one with --redis. Nothing needs to
+be installed for the defaults.
 
 Strategies:
 ` + strategyHelp() + `
@@ -128,7 +129,7 @@ type demoFlags struct {
 func (o *demoFlags) define(cmd *cobra.Command, cfg *demo.Config) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.RedisURL, "redis", "", "Redis URL (redis:// or rediss://); default: an embedded in-process Redis")
-	f.StringVar(&cfg.PostgresDSN, "pg", "", "PostgreSQL DSN to use as the origin instead of the embedded SQLite database")
+	f.StringVar(&cfg.PostgresDSN, "pg", "", "PostgreSQL DSN to use as the origin instead of the embedded ql database")
 	f.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "how requests arrive: "+strings.Join(demo.ScenarioNames(), " or "))
 	f.IntVar(&cfg.Instances, "instances", cfg.Instances, "independent app instances, each with its own Redis client and cache")
 	f.IntVar(&cfg.Goroutines, "goroutines", cfg.Goroutines, "concurrent requests per instance")

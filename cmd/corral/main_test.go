@@ -206,7 +206,7 @@ func TestDemoHuman(t *testing.T) {
 		t.Errorf("stderr that is not a terminal got: %q", errOut)
 	}
 	words := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{"Redis: embedded", "Origin: sqlite (embedded)", "+30ms per query",
+	for _, want := range []string{"Redis: embedded", "Origin: ql (embedded)", "+30ms per query",
 		"corral demo: stampede: 200 requests at once (4 instances x 50 goroutines) on 2 cold keys",
 		"Origin loads", "p99 latency", "Redis commands"} {
 		if !strings.Contains(words, want) {

@@ -33,7 +33,7 @@ type Config struct {
 	RedisURL string
 
 	// PostgresDSN, when set, makes PostgreSQL the origin instead of the
-	// embedded SQLite database.
+	// embedded ql database.
 	PostgresDSN string
 
 	Instances  int // independent app instances, each with its own Redis client

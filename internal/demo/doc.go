@@ -6,7 +6,7 @@
 //
 // A run has four parts, each in its own file:
 //
-//   - The origin (origin.go, sqlite.go, postgres.go, dataset.go): a real SQL
+//   - The origin (origin.go, ql.go, postgres.go, dataset.go): a real SQL
 //     database seeded with generated orders, queried with an aggregate per
 //     key. A meter (meter.go) counts the queries, their peak concurrency and
 //     their mean duration, including the latency added to model a remote

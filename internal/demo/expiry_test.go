@@ -85,7 +85,7 @@ func TestExpiryRealRedis(t *testing.T) {
 }
 
 // TestExpiryEmbedded runs the expiry scenario on the default set-up: an
-// in-process Redis (miniredis, TTLs on the wall clock) and SQLite.
+// in-process Redis (miniredis, TTLs on the wall clock) and ql.
 func TestExpiryEmbedded(t *testing.T) {
 	cfg := expiryConfig()
 	doc := run(t, cfg)

@@ -236,7 +236,7 @@ func checkCharts(t *testing.T, out string) {
 func TestRenderExpiry(t *testing.T) {
 	r := &demo.Report{
 		Summary: "expiry: 8 instances x 50 goroutines request 2 hot keys for 5s, pausing 10ms between requests; TTL 1s, corral's stale window 1s",
-		Config: demo.ReportConfig{Scenario: "expiry", Redis: "embedded", Origin: "sqlite (embedded)",
+		Config: demo.ReportConfig{Scenario: "expiry", Redis: "embedded", Origin: "ql (embedded)",
 			OriginRows: 100000, Instances: 8, Goroutines: 50, Keys: 2, OriginLatencyMS: 50,
 			TTLSeconds: 1, StaleTTLSeconds: 1, DurationSeconds: new(5.0), ThinkMS: new(10.0),
 			Strategies: []string{"naive", "seed", "corral"}},

@@ -22,7 +22,7 @@ type Report struct {
 type ReportConfig struct {
 	Scenario        string   `json:"scenario"`
 	Redis           string   `json:"redis"`  // "embedded", or the URL with its password redacted
-	Origin          string   `json:"origin"` // "sqlite (embedded)" or "postgres"
+	Origin          string   `json:"origin"` // "ql (embedded)" or "postgres"
 	OriginRows      int      `json:"origin_rows"`
 	Instances       int      `json:"instances"`
 	Goroutines      int      `json:"goroutines"`

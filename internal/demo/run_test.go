@@ -10,7 +10,7 @@ import (
 
 	"github.com/corralhq/corral/internal/demo"
 	"github.com/corralhq/corral/internal/redistest"
-	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/lib/pq"
 )
 
 // TestRealRedis runs every strategy against a private redis-server and
@@ -24,8 +24,8 @@ func TestRealRedis(t *testing.T) {
 	byName := results(t, doc)
 
 	conf := doc["config"].(map[string]any)
-	if conf["redis"] != srv.URL() || conf["origin"] != "sqlite (embedded)" {
-		t.Errorf("config redis, origin = %v, %v; want %s, sqlite (embedded)", conf["redis"], conf["origin"], srv.URL())
+	if conf["redis"] != srv.URL() || conf["origin"] != "ql (embedded)" {
+		t.Errorf("config redis, origin = %v, %v; want %s, ql (embedded)", conf["redis"], conf["origin"], srv.URL())
 	}
 	if got := num(t, conf, "origin_latency_ms"); got != 30 {
 		t.Errorf("config origin_latency_ms = %v, want 30", got)
@@ -58,7 +58,7 @@ func TestRealRedis(t *testing.T) {
 	}
 }
 
-// TestEmbedded runs the default set-up: an in-process Redis and SQLite.
+// TestEmbedded runs the default set-up: an in-process Redis and ql.
 func TestEmbedded(t *testing.T) {
 	cfg := smallConfig()
 	doc := run(t, cfg)
@@ -79,7 +79,7 @@ func TestPostgres(t *testing.T) {
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = db.PingContext(ctx)
