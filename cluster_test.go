@@ -305,11 +305,7 @@ func TestClusterScale(t *testing.T) {
 	caches, hooks := clusterInstances(t, cl, instances)
 	keys := []string{"scale:a", "scale:b", "scale:c", "scale:d"}
 	loads, commands := clusterStampede(t, caches, hooks, 50, keys)
-	for _, k := range keys {
-		if loads[k] != 1 {
-			t.Fatalf("loads %v; want 1 per key", loads)
-		}
-	}
+	checkScaleLoads(t, caches, loads, keys, "50 goroutines")
 	// Per instance and key: fetch, subscribe, fetch, unsubscribe; a caller
 	// arriving after its instance's flight ended adds a fetch (a hit).
 	bound := int64(instances * (4 + 1) * len(keys))
@@ -319,27 +315,39 @@ func TestClusterScale(t *testing.T) {
 	// Ten times the goroutines, keys afresh: the same bound holds.
 	keys2 := []string{"scale:e", "scale:f", "scale:g", "scale:h"}
 	loads2, commands10 := clusterStampede(t, caches, hooks, 500, keys2)
-	for _, k := range keys2 {
-		if loads2[k] != 1 {
-			var sum corral.Stats
-			for _, c := range caches {
-				st := c.Stats()
-				sum.FailOpens += st.FailOpens
-				sum.LeasesLost += st.LeasesLost
-				sum.Waits += st.Waits
-				sum.Loads += st.Loads
-				sum.RedisErrors += st.RedisErrors
-				sum.BreakerOpens += st.BreakerOpens
-				sum.CommitsRejected += st.CommitsRejected
-				sum.Errors += st.Errors
-			}
-			t.Fatalf("loads %v at 500 goroutines; want 1 per key (stats summed: %+v)", loads2, sum)
-		}
-	}
+	checkScaleLoads(t, caches, loads2, keys2, "500 goroutines")
 	if commands10 > bound || commands10 > 2*commands {
 		t.Fatalf("commands grew with goroutines: %d at 50 a instance, %d at 500 (bound %d); loads %v", commands, commands10, bound, loads2)
 	}
 	t.Logf("64 instances: %d commands at 50 goroutines each, %d at 500", commands, commands10)
+}
+
+// checkScaleLoads fails t unless each key was loaded once, but for what
+// the product allows on a machine so starved that the Cluster's own nodes
+// stay silent past RedisTimeout (64 instances x 500 goroutines under -race
+// beside other work): an instance whose breaker opened fails open, and
+// loads each key once itself (a fail-open load is shared per process); a
+// holder starved past LeaseTTL lets one more load begin. On a machine with
+// CPU to spare, neither happens and each key loads once.
+func checkScaleLoads(t *testing.T, caches []*corral.Cache, loads map[string]int32, keys []string, what string) {
+	t.Helper()
+	failedOpen, lost := 0, 0
+	for _, c := range caches {
+		st := c.Stats()
+		if st.FailOpens > 0 {
+			failedOpen++
+		}
+		lost += int(st.LeasesLost)
+	}
+	for _, k := range keys {
+		if n := int(loads[k]); n < 1 || n > 1+failedOpen+lost {
+			t.Fatalf("loads %v at %s, %d instances failed open, %d leases lost; want 1 per key, and one more at most per such instance or lease",
+				loads, what, failedOpen, lost)
+		}
+	}
+	if failedOpen+lost > 0 {
+		t.Logf("loads %v at %s: %d instances failed open (Redis silent past RedisTimeout), %d leases lost", loads, what, failedOpen, lost)
+	}
 }
 
 // BenchmarkClusterStampede reports Redis commands per cold-key stampede on
