@@ -258,23 +258,46 @@ func TestEarlyRefreshKeepsCallersFromWaiting(t *testing.T) {
 	e := newEnv(t, &corral.Options{Beta: 2, DisableJitter: true})
 	ctx := context.Background()
 	var loads atomic.Int32
-	load := slow(loadTime, &loads, "v")
+	var stalls atomic.Int32 // loads the machine held up: twice their time or more
+	inner := slow(loadTime, &loads, "v")
+	load := func(ctx context.Context) ([]byte, error) {
+		t0 := time.Now()
+		defer func() {
+			if time.Since(t0) >= 2*loadTime {
+				stalls.Add(1)
+			}
+		}()
+		return inner(ctx)
+	}
 	if _, err := e.c.Fetch(ctx, "{xf}", ttl, load); err != nil { // the first, cold call waits
 		t.Fatal(err)
 	}
 	tick := time.NewTicker(2 * time.Millisecond) // steady traffic
 	defer tick.Stop()
-	var slowest time.Duration
+	var slowest, gap time.Duration
+	last := time.Now()
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); <-tick.C {
 		t0 := time.Now()
+		gap, last = max(gap, t0.Sub(last)), t0
 		if v, err := e.c.Fetch(ctx, "{xf}", ttl, load); err != nil || string(v) != "v" {
 			t.Fatalf("Fetch = %q, %v", v, err)
 		}
 		slowest = max(slowest, time.Since(t0))
 	}
+	// XFetch refreshes within about Beta x the load's time of the expiry
+	// (Vattani et al., VLDB 2015), so the entry never expires under steady
+	// traffic. A machine starved of CPU can break that in two ways the test
+	// sees: no call in that window (a gap between calls as long as it), or
+	// the refresh itself held up past it. Each may cost one miss; there is
+	// none otherwise.
 	st := e.c.Stats()
-	if st.Misses != 1 || st.Waits != 0 {
-		t.Fatalf("callers waited on a load after the first: %+v (slowest call %v)", st, slowest)
+	allowed := uint64(stalls.Load())
+	if gap >= 2*loadTime {
+		allowed++
+	}
+	if st.Misses > 1+allowed || st.Waits > allowed {
+		t.Fatalf("callers waited on a load after the first: %+v (slowest call %v, longest gap between calls %v, %d loads held up)",
+			st, slowest, gap, stalls.Load())
 	}
 	if st.EarlyRefreshes < 5 || int32(st.EarlyRefreshes) != loads.Load()-1 {
 		t.Fatalf("early refreshes %d, loads %d over 3s with a %v TTL", st.EarlyRefreshes, loads.Load(), ttl)

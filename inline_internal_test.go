@@ -138,18 +138,28 @@ func TestInline_Cluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// As in TestInline_HitsInTheCallersGoroutine, a slow read or a probe
+	// still out sends hits through the pipeline for a while, by design: on
+	// a starved machine, up to 10 rounds of 150 hits, one of which must be
+	// read inline throughout.
 	p := c.store.pipe
-	before := p.batches.Load()
-	for range 5 {
-		for _, k := range keys {
-			v, err := c.Fetch(ctx, k, time.Hour, func(context.Context) ([]byte, error) { return nil, errors.New("loaded again") })
-			if err != nil || string(v) != k {
-				t.Fatalf("hit %s = %q, %v", k, v, err)
+	var sent []int64
+	for range 10 {
+		before := p.batches.Load()
+		for range 5 {
+			for _, k := range keys {
+				v, err := c.Fetch(ctx, k, time.Hour, func(context.Context) ([]byte, error) { return nil, errors.New("loaded again") })
+				if err != nil || string(v) != k {
+					t.Fatalf("hit %s = %q, %v", k, v, err)
+				}
 			}
 		}
+		if sent = append(sent, p.batches.Load()-before); sent[len(sent)-1] == 0 {
+			break
+		}
 	}
-	if sent := p.batches.Load() - before; sent != 0 {
-		t.Fatalf("the pipeline sent %d batches for 150 hits; want every hit read inline", sent)
+	if last := sent[len(sent)-1]; last != 0 {
+		t.Fatalf("the pipeline sent %v batches in rounds of 150 hits; want every hit of a round read inline", sent)
 	}
 	synced := 0
 	p.nodes.Range(func(addr, l any) bool {
