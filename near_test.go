@@ -35,6 +35,45 @@ func warmNear(t *testing.T, c *corral.Cache, key string, load func(context.Conte
 	})
 }
 
+// settleNear returns once c has applied every invalidation Redis sent it
+// before now. A copy warmNear saw as a hit can still be dropped later by the
+// late invalidation of a write made before it was read (the first load's
+// commit: the invalidation travels on another connection than the read).
+// Redis sends a client its invalidations in order, so once the one of a
+// barrier key deleted now has dropped c's copy of it, every earlier one has
+// been applied; warming the keys again then holds their copies. admin is a
+// client of the same server.
+func settleNear(t *testing.T, c *corral.Cache, admin *redis.Client) {
+	t.Helper()
+	const barrier = "{near-barrier}"
+	ctx := context.Background()
+	warmNear(t, c, barrier, value("b"))
+	if err := admin.Del(ctx, "corral:e:"+barrier+":"+barrier).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the barrier's invalidation", func() bool {
+		before := c.Stats().NearHits
+		if _, err := c.Fetch(ctx, barrier, time.Hour, value("b")); err != nil {
+			t.Fatal(err)
+		}
+		return c.Stats().NearHits == before
+	})
+}
+
+// warmNearSettled warms c's copies of keys, lets every invalidation already
+// sent reach c (settleNear), and warms them again: the copies then stay
+// until something changes them, or they expire.
+func warmNearSettled(t *testing.T, c *corral.Cache, admin *redis.Client, load func(key string) func(context.Context) ([]byte, error), keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		warmNear(t, c, k, load(k))
+	}
+	settleNear(t, c, admin)
+	for _, k := range keys {
+		warmNear(t, c, k, load(k))
+	}
+}
+
 // A near hit sends nothing to Redis.
 func TestNearCache_HitsFromMemory(t *testing.T) {
 	t.Parallel()

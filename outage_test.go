@@ -297,7 +297,14 @@ func TestOutage_NearCopiesServedThroughOutage(t *testing.T) {
 	var warm keyLoads
 	// Warm once a whole pass finds every key in every instance's memory: a
 	// copy held early can still be dropped by the late invalidation of a
-	// write made before it was read (the first load's commit).
+	// write made before it was read (the first load's commit), so each
+	// instance first lets those reach it (settleNear).
+	for i, c := range f.caches {
+		for k := range 5 {
+			warmNear(t, c, fmt.Sprintf("k%d", k), warm.loader(i, k, 0))
+		}
+		settleNear(t, c, f.srv.Client())
+	}
 	eventually(t, 10*time.Second, "a whole pass of near hits", func() bool {
 		whole := true
 		for i, c := range f.caches {
@@ -643,7 +650,7 @@ func TestOutage_ShortDeadlineFetchManyOnASilentRedis(t *testing.T) {
 	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{Logger: testLogger(t),
 		NearCache: corral.NearCacheOptions{Size: 100, TTL: 10 * time.Millisecond}}) // RedisTimeout 2s
 	ctx := context.Background()
-	warmNear(t, c, "held", value("h"))
+	warmNearSettled(t, c, srv.Client(), func(string) func(context.Context) ([]byte, error) { return value("h") }, "held")
 	proxy.Blackhole(true)
 	time.Sleep(20 * time.Millisecond) // the held copy's NearCache.TTL passes: the clock, not synchronisation
 	keys := []string{"held", "a", "b", "c"}
@@ -710,7 +717,7 @@ func TestOutage_Get(t *testing.T) {
 		srv := redistest.Start(t)
 		c := newCache(t, quickStartClient(t, srv.Addr), &corral.Options{Logger: testLogger(t),
 			NearCache: corral.NearCacheOptions{Size: 100}})
-		warmNear(t, c, "held", value("h"))
+		warmNearSettled(t, c, srv.Client(), func(string) func(context.Context) ([]byte, error) { return value("h") }, "held")
 		srv.Kill()
 		calls := c.Stats().Calls()
 		if v, err := c.Get(ctx, "held"); err != nil || string(v) != "h" {
@@ -795,9 +802,8 @@ func TestOutage_PasswordRotated(t *testing.T) {
 	c := newCache(t, rdb, &corral.Options{NearCache: corral.NearCacheOptions{Size: 100},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	var loads atomic.Int32
-	for k := range 5 {
-		warmNear(t, c, fmt.Sprintf("k%d", k), value(fmt.Sprintf("v%d", k)))
-	}
+	warmNearSettled(t, c, admin, func(key string) func(context.Context) ([]byte, error) { return value("v" + key[1:]) },
+		"k0", "k1", "k2", "k3", "k4")
 	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "resetpass", ">"+rotated).Err(); err != nil {
 		t.Fatal(err)
 	}
