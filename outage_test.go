@@ -396,6 +396,12 @@ func TestOutage_InvalidationDuringPartition(t *testing.T) {
 			if v, err := b.Fetch(ctx, "{k}", time.Hour, origin.load(nil)); err != nil || string(v) != "v2" {
 				t.Fatalf("the other instance: %q, %v; want v2, loaded anew", v, err)
 			}
+			// The queue counts the replay once Redis's reply is read, which
+			// can be after b already sees its effect.
+			eventually(t, time.Second+slack, "the replay to be counted", func() bool {
+				st := a.Stats()
+				return st.InvalidationsReplayed == 1 && st.InvalidationsPending == 0
+			})
 			if st := a.Stats(); st.InvalidationsReplayed != 1 || st.InvalidationsPending != 0 {
 				t.Fatalf("stats %+v; want the invalidation replayed", st)
 			}
