@@ -61,6 +61,14 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	}
 
 	// 100 concurrent Fetch of K: all get the loader's value, from one load.
+	var stampedeCalls atomic.Int32
+	countStampede := func(cmd redis.Cmder) error {
+		if cmd.Name() != "ping" && !isSetup(cmd) {
+			stampedeCalls.Add(1)
+		}
+		return nil
+	}
+	sent.before.Store(&countStampede)
 	var runs atomic.Int32
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -75,9 +83,17 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		}()
 	}
 	wg.Wait()
-	// One Redis call, given up after RedisTimeout, then the load.
-	if took := time.Since(start); runs.Load() != 1 || took > 100*time.Millisecond+20*time.Millisecond+slack {
-		t.Fatalf("%d loads, %v; want 1 load after at most one RedisTimeout", runs.Load(), took)
+	sent.before.Store(nil)
+	// One Redis call for the 100 callers (a read: with a client that bounds
+	// its I/O by the context, tried inline first, then in a batch with the
+	// clock's sync), given up after RedisTimeout, then one load. That is
+	// counted, not timed: on a starved machine the wall time of a 100 ms
+	// timeout and a 20 ms load reaches a second (the target, about 120 ms,
+	// is logged). Held past 2 s, the callers waited for something else.
+	took := time.Since(start)
+	t.Logf("100 callers answered in %v (target: about 120ms), %d commands sent", took, stampedeCalls.Load())
+	if n := stampedeCalls.Load(); runs.Load() != 1 || n > 3 || took > 2*time.Second {
+		t.Fatalf("%d loads, %d commands sent, %v; want 1 load after one Redis call given up after RedisTimeout", runs.Load(), n, took)
 	}
 	// A few more failures trip the breaker; then calls skip Redis.
 	for i := 0; !c.Stats().BreakerOpen; i++ {
