@@ -331,14 +331,7 @@ func TestClusterScale(t *testing.T) {
 // CPU to spare, neither happens and each key loads once.
 func checkScaleLoads(t *testing.T, caches []*corral.Cache, loads map[string]int32, keys []string, what string) {
 	t.Helper()
-	failedOpen, lost := 0, 0
-	for _, c := range caches {
-		st := c.Stats()
-		if st.FailOpens > 0 {
-			failedOpen++
-		}
-		lost += int(st.LeasesLost)
-	}
+	failedOpen, lost := failedOpen(caches), int(leasesLost(caches))
 	for _, k := range keys {
 		if n := int(loads[k]); n < 1 || n > 1+failedOpen+lost {
 			t.Fatalf("loads %v at %s, %d instances failed open, %d leases lost; want 1 per key, and one more at most per such instance or lease",

@@ -24,6 +24,21 @@ func failOpts() *corral.Options {
 	return &corral.Options{RedisTimeout: 100 * time.Millisecond, BreakerThreshold: 3, BreakerCooldown: 300 * time.Millisecond}
 }
 
+// countCalls counts, from now until f's before hook is reset, the commands
+// of calls f's client sends: not a liveness probe's PING, nor a
+// connection's set-up.
+func countCalls(f *faults) *atomic.Int32 {
+	var calls atomic.Int32
+	count := func(cmd redis.Cmder) error {
+		if cmd.Name() != "ping" && !isSetup(cmd) {
+			calls.Add(1)
+		}
+		return nil
+	}
+	f.before.Store(&count)
+	return &calls
+}
+
 func TestCase_C06_RedisUnreachable(t *testing.T) {
 	t.Parallel()
 	for _, kind := range clientKinds {
@@ -61,14 +76,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	}
 
 	// 100 concurrent Fetch of K: all get the loader's value, from one load.
-	var stampedeCalls atomic.Int32
-	countStampede := func(cmd redis.Cmder) error {
-		if cmd.Name() != "ping" && !isSetup(cmd) {
-			stampedeCalls.Add(1)
-		}
-		return nil
-	}
-	sent.before.Store(&countStampede)
+	stampedeCalls := countCalls(sent)
 	var runs atomic.Int32
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -116,14 +124,7 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 	// No command is sent for the call. (The node's liveness probe, a
 	// connection and a PING for a batch still unanswered, e.g. the
 	// first-use checks' sent as Redis went away, is not the call's.)
-	var calls atomic.Int32
-	count := func(cmd redis.Cmder) error {
-		if cmd.Name() != "ping" && !isSetup(cmd) {
-			calls.Add(1)
-		}
-		return nil
-	}
-	sent.before.Store(&count)
+	calls := countCalls(sent)
 	if v, err := c.Fetch(ctx, "{K}", time.Minute, slow(20*time.Millisecond, &runs, "v")); err != nil || string(v) != "v" || calls.Load() != 0 {
 		t.Fatalf("with the breaker open: %q, %v, %d commands sent; want the value without asking Redis", v, err, calls.Load())
 	}

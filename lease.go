@@ -29,7 +29,7 @@ type lease struct {
 // estimate never runs ahead of the server: serverNow was read before the
 // reply reached us.
 func (l *lease) serverDeadline(slack time.Duration) int64 {
-	return l.serverNow + (time.Since(l.at) + slack).Milliseconds()
+	return l.serverAt(time.Now().Add(slack))
 }
 
 // serverAt estimates the server clock (ms) at local time t, never ahead
