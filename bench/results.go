@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 )
 
 // Results is bench/results.json: everything one run measured, and what
@@ -90,6 +91,10 @@ func (sc ScenarioResult) result(system string) (SystemResult, bool) {
 func writeJSON(path string, res *Results) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
+		return err
+	}
+	// -out may name a fresh directory: its bench/ is made as the charts' is.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
