@@ -170,6 +170,16 @@ func TestLoad_ThousandColdKeys(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	loadedOnce(t, caches, &loads, keys)
+	noFailOpen(t, caches)
+}
+
+// loadedOnce fails t unless every key was loaded, and loaded once but for
+// one more load at most per lease lost across caches: a holder starved of
+// CPU past its LeaseTTL loses its lease, and another process loads the key
+// again, by design (the watchdog's renewals could not reach Redis in time).
+func loadedOnce(t *testing.T, caches []*corral.Cache, loads *loadCounter, keys []string) {
+	t.Helper()
 	extra, missing := loads.extra(keys)
 	if len(missing) > 0 {
 		t.Fatalf("%d keys never loaded, e.g. %v", len(missing), missing[:min(5, len(missing))])
@@ -180,7 +190,6 @@ func TestLoad_ThousandColdKeys(t *testing.T) {
 	} else if extra > 0 {
 		t.Logf("%d extra loads, %d leases lost: the holders were starved past their LeaseTTL", extra, lost)
 	}
-	noFailOpen(t, caches)
 }
 
 func sample(m map[string]int) map[string]int {
