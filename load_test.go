@@ -267,9 +267,12 @@ func TestLoad_BigValues(t *testing.T) {
 					t.Logf("%d processes failed open: Redis spent %v on one command", failedOpen, longest)
 				}
 			}
-			if n := int(loads.Load()); n < 1 || n > 1+failedOpen {
-				t.Fatalf("%d loads of a %d-byte value, %d processes failed open; want 1 and at most one per process that failed open",
-					n, tc.size, failedOpen)
+			// And a holder starved past its LeaseTTL while it wrote the
+			// value loses its lease: another process loads it again.
+			lost := int(leasesLost(caches))
+			if n := int(loads.Load()); n < 1 || n > 1+failedOpen+lost {
+				t.Fatalf("%d loads of a %d-byte value, %d processes failed open, %d leases lost; want 1 and at most one more per process that failed open or lease lost",
+					n, tc.size, failedOpen, lost)
 			}
 		})
 	}
