@@ -36,18 +36,23 @@ func TestReadmeFetchEntry(t *testing.T) {
 	readmetest.Snippet(t, "README.md", "### Values that set their own TTL: FetchEntry", "example_entry_test.go", "ExampleCache_FetchEntry")
 }
 
-// The Quick start's commands, run as the README words them in a new module
-// (the clone's path, ../corral there, is this repository's), get the
+// The Install section's commands, run as the README words them in a new
+// module (the clone's path, ../corral there, is this repository's), get the
 // library, and the Quick start's program builds against it: the way to use
 // corral before it is on the module proxy works.
 func TestReadmeQuickStartFromAClone(t *testing.T) {
-	text, ok := readmetest.Between(readmetest.Read(t, "README.md"), "\n## Quick start\n", "\n## ")
+	readme := readmetest.Read(t, "README.md")
+	install, ok := readmetest.Between(readme, "\n## Install\n", "\n## ")
+	if !ok {
+		t.Fatal("README.md: no Install section")
+	}
+	commands, ok := readmetest.Between(install, "```sh\n", "```")
+	if !ok {
+		t.Fatal("the Install section has no commands")
+	}
+	text, ok := readmetest.Between(readme, "\n## Quick start\n", "\n## ")
 	if !ok {
 		t.Fatal("README.md: no Quick start")
-	}
-	commands, ok := readmetest.Between(text, "```sh\n", "```")
-	if !ok {
-		t.Fatal("the Quick start has no commands")
 	}
 	program, ok := readmetest.Between(text, "```go\n", "```")
 	if !ok {
@@ -79,13 +84,13 @@ func TestReadmeQuickStartFromAClone(t *testing.T) {
 			continue
 		}
 		if fields[0] != "go" {
-			t.Fatalf("the Quick start's command %q is not a go command", line)
+			t.Fatalf("the Install section's command %q is not a go command", line)
 		}
 		run(fields[0], fields[1:]...)
 		ran++
 	}
 	if ran == 0 {
-		t.Fatal("the Quick start runs no command")
+		t.Fatal("the Install section runs no command")
 	}
 	run("go", "mod", "tidy")
 	run("go", append(append([]string{"build"}, raceFlags...), "-o", os.DevNull, ".")...)
