@@ -4,7 +4,7 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet fuzz soak bench bench-check serve-bench gobench demo
+.PHONY: test redis-server vet fuzz soak bench bench-check serve-bench gobench demo tidy
 
 # make test runs the fuzz targets and the soak briefly; `make fuzz` and
 # `make soak` run them longer (FUZZTIME=..., SOAKTIME=...). It ends with the
@@ -20,6 +20,12 @@ TEST_SOAKTIME := 10s
 # one go command builds, vets and tests them all, packages of every module
 # in parallel.
 ALL := github.com/corralhq/corral/...
+
+# The modules, by directory, and where the ones others require live.
+MODULES  := . corralprom corralotel corralhttp cmd/corral bench
+WORKMODS := github.com/corralhq/corral=$(CURDIR) \
+	github.com/corralhq/corral/corralhttp=$(CURDIR)/corralhttp \
+	github.com/corralhq/corral/corralprom=$(CURDIR)/corralprom
 
 # make test builds everything in one flavour, with the race detector: vet,
 # the tests, the binaries the tests build, the soak and the bench module's
@@ -98,3 +104,17 @@ gobench: redis-server
 
 demo:
 	$(GO) run ./cmd/corral demo
+
+# go mod tidy ignores go.work, and the modules require each other at v0.0.0,
+# which only go.work resolves: make tidy tidies each module with temporary
+# replaces to this clone's modules, then drops them (a replace in a
+# published go.mod would break `go install ...@version`).
+tidy:
+	@for m in $(MODULES); do \
+		echo "go mod tidy in $$m"; \
+		(cd $$m && self=$$(sed -n 's/^module //p' go.mod) && \
+		for r in $(WORKMODS); do [ "$${r%%=*}" = "$$self" ] || $(GO) mod edit -replace "$$r"; done && \
+		GOWORK=off GOFLAGS=-mod=mod $(GO) mod tidy; status=$$?; \
+		for r in $(WORKMODS); do [ "$${r%%=*}" = "$$self" ] || $(GO) mod edit -dropreplace "$${r%%=*}"; done; \
+		exit $$status) || exit 1; \
+	done
