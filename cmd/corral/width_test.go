@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/internal/redistest"
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/creack/pty"
 )
 

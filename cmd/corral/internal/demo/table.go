@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/pterm/pterm"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/creack/pty"
 )
 

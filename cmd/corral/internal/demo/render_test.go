@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/internal/demo"
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/demo"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 )
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)

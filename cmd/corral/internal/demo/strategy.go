@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/recipe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,6 +50,11 @@ type Env struct {
 	Load func(ctx context.Context, key string) ([]byte, error)
 	// Logger receives warnings; never nil.
 	Logger *slog.Logger
+}
+
+// recipe is what the recipes (seed, naive) read through.
+func (e Env) recipe() recipe.Env {
+	return recipe.Env{Redis: e.Redis, Namespace: e.Namespace, TTL: e.TTL, Load: e.Load}
 }
 
 // strategies are all strategies, in their default order.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/cmd/corral/internal/demo"
 	"go.uber.org/goleak"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corralhq/corral/internal/termbar"
+	"github.com/corralhq/corral/cmd/corral/internal/termbar"
 )
 
 // Trial is one strategy's run of a scenario: the app instances, the hot

@@ -16,7 +16,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redisproc"
-	"github.com/corralhq/corral/internal/termbar"
+	"github.com/corralhq/corral/cmd/corral/internal/termbar"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redisproc"
-	"github.com/corralhq/corral/internal/soak"
+	"github.com/corralhq/corral/cmd/corral/internal/soak"
 )
 
 // config is a soak whose workers are this test binary, re-executed: its

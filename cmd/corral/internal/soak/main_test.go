@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/corralhq/corral/internal/soak"
+	"github.com/corralhq/corral/cmd/corral/internal/soak"
 	"go.uber.org/goleak"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/cmd/corral/internal/demo"
 	"github.com/corralhq/corral/internal/redistest"
 )
 

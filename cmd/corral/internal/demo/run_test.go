@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/cmd/corral/internal/demo"
 	"github.com/corralhq/corral/internal/redistest"
 	_ "github.com/lib/pq"
 )
