@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/near"
 )
 
 // FetchMany is Fetch for many keys at once: it returns the value of each of
@@ -207,16 +209,16 @@ func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, e
 // near answers k from the near cache, as Fetch would, and reports whether
 // it did.
 func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[string]V, errs map[string]error) bool {
-	e, ok := c.nearGet(nearKey{k.key, bc.typ}, &k.how)
+	e, ok := c.nearGet(near.Key{Key: k.key, Type: bc.typ}, &k.how)
 	if !ok {
 		return false
 	}
 	c.nearHit(ctx, k.key)
 	switch {
-	case e.err == nil:
-		out[k.key], _ = e.val.(V)
-	case !isNotFound(e.err):
-		errs[k.key] = e.err
+	case e.Err == nil:
+		out[k.key], _ = e.Val.(V)
+	case !isNotFound(e.Err):
+		errs[k.key] = e.Err
 	}
 	return true
 }
@@ -243,15 +245,9 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 	switch {
 	case a.err == nil:
 		out[k.key] = v
-		if k.keep != nil {
-			c.near.use(bc.typ)
-			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(v, nil, len(a.val)), k.keep.seq)
-		}
+		c.keepNear(k.key, bc.typ, k.keep, v, nil, len(a.val))
 	case isNotFound(a.err):
-		if k.keep != nil {
-			c.near.use(bc.typ)
-			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(nil, a.err, 0), k.keep.seq)
-		}
+		c.keepNear(k.key, bc.typ, k.keep, nil, a.err, 0)
 	default:
 		errs[k.key] = a.err
 	}

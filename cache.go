@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/wire"
-	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,11 +21,10 @@ type Cache struct {
 	store    *store
 	notify   *notify.Notifier
 	stats    counters
-	near     *nearCache                      // nil when off (near.go)
-	newer    *otter.Cache[string, newerCopy] // values loaded over a newer release's entries (newer.go)
-	tracker  *tracker                        // keeps near coherent (tracking.go)
-	tracer   Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
-	outcomes bool                            // opts.Observer is told the outcomes of calls: set, and not a StatsReader
+	near     *near.Cache // nil when off (near.go)
+	newer    *near.Newer // values loaded over a newer release's entries (newer.go)
+	tracer   Tracer      // opts.Observer when it is a Tracer, else nil (observe.go)
+	outcomes bool        // opts.Observer is told the outcomes of calls: set, and not a StatsReader
 
 	rdb         redis.UniversalClient // for checkEvictionPolicy, nodeFailed and foreignKey: every other command goes through store
 	foreignWarn everyMinute           // foreignKey's
@@ -42,11 +41,10 @@ type Cache struct {
 
 	refreshSlots chan struct{} // semaphore: background refreshes running
 
-	queue   *invalidations                   // invalidations Redis is yet to get (queue.go)
-	held    *otter.Cache[string, *heldValue] // fail-open results, without the near cache (failsafe.go)
-	heldSeq atomic.Uint64                    // bumped by every invalidation of held
-	openMu  sync.Mutex                       // guards opens
-	opens   map[string]*openLoad             // the fail-open load under way of each key (failsafe.go)
+	queue  *invalidations       // invalidations Redis is yet to get (queue.go)
+	held   *near.Held           // fail-open results, without the near cache (failsafe.go)
+	openMu sync.Mutex           // guards opens
+	opens  map[string]*openLoad // the fail-open load under way of each key (failsafe.go)
 
 	warnedLarge  sync.Map // entry names warned of a value over MaxValueBytes
 	warnedDecode sync.Map // keys warned of an entry that did not decode
@@ -108,19 +106,14 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	})
 	// Even at CodecVersion 0: a release without a version is the oldest of
 	// all, and meets the entries of any release that set one.
-	c.newer = newNewerCopies()
-	safeTTL := o.FailSafe.TTL
-	if o.DisableFailSafe {
-		safeTTL = 0
-	}
+	c.newer = near.NewNewer()
 	switch {
 	case o.NearCache.Size > 0:
-		if c.near, err = newNearCache(o.NearCache, safeTTL); err != nil {
+		if c.near, err = newNear(o, rdb); err != nil {
 			return nil, errorf("%w: NearCache: %v", ErrInvalidOptions, err)
 		}
-		c.tracker = newTracker(c.near, rdb, o.Prefix, o.Logger)
 	case !o.DisableFailSafe:
-		c.held = newHeld(o.FailSafe)
+		c.held = near.NewHeld(o.FailSafe.Size, o.FailSafe.MaxBytes)
 	}
 	c.observing(o.Observer)
 	c.wg.Add(1)
@@ -303,7 +296,7 @@ func (c *Cache) detach(key string) {
 	delete(c.peeks, key)
 	c.peekMu.Unlock()
 	if c.near != nil {
-		c.near.invalidate(key) // at once here; other processes hear of it from Redis
+		c.near.Invalidate(key) // at once here; other processes hear of it from Redis
 	}
 	c.forget(key)
 }
@@ -352,12 +345,11 @@ func (c *Cache) Close() error {
 	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))
 	c.store.close()
 	if c.near != nil {
-		c.tracker.close(deadline)
-		c.near.close()
+		c.near.Close(deadline)
 	}
-	c.newer.StopAllGoroutines()
+	c.newer.Close()
 	if c.held != nil {
-		c.held.StopAllGoroutines()
+		c.held.Close()
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -204,9 +205,9 @@ func (k *checker) subscribe(ctx context.Context, sharded bool, channel string) e
 // subscription to __redis__:invalidate. Without them the near cache
 // serves nothing: a warning when Options.NearCache is on.
 func (k *checker) tracking(ctx context.Context) error {
-	near := k.o.NearCache.Size > 0
+	nearOn := k.o.NearCache.Size > 0
 	level := SeverityOK
-	if near {
+	if nearOn {
 		level = SeverityWarning
 	}
 	switch {
@@ -223,11 +224,11 @@ func (k *checker) tracking(ctx context.Context) error {
 	}
 	k.r.missing(missing...)
 	switch {
-	case len(missing) == 0 && near:
-		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: the near cache is kept coherent", invalidationChannel)
+	case len(missing) == 0 && nearOn:
+		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: the near cache is kept coherent", near.InvalidationChannel)
 	case len(missing) == 0:
-		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: a near cache could be used", invalidationChannel)
-	case near:
+		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: a near cache could be used", near.InvalidationChannel)
+	case nearOn:
 		k.r.add("tracking", SeverityWarning, "missing: %s: the near cache would serve nothing (calls go to Redis)", strings.Join(missing, ", "))
 	default:
 		k.r.add("tracking", SeverityOK, "missing: %s, needed only by the near cache (off)", strings.Join(missing, ", "))
@@ -244,7 +245,7 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 		case !isReplyError(err):
 			return errorf("%s: %w", what, err)
 		case strings.Contains(err.Error(), "channel"):
-			missing = append(missing, "channel "+invalidationChannel)
+			missing = append(missing, "channel "+near.InvalidationChannel)
 		default:
 			missing = append(missing, rightOf(err.Error(), k.o.Prefix))
 		}
@@ -262,7 +263,7 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 	if err := refused("CLIENT TRACKING", err); err != nil {
 		return nil, err
 	}
-	if err := refused("SUBSCRIBE "+invalidationChannel, k.subscribe(ctx, false, invalidationChannel)); err != nil {
+	if err := refused("SUBSCRIBE "+near.InvalidationChannel, k.subscribe(ctx, false, near.InvalidationChannel)); err != nil {
 		return nil, err
 	}
 	return compact(missing), nil

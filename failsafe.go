@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/maypok86/otter/v2"
+	"github.com/corralhq/corral/internal/near"
 )
 
 // Memory is the last line. While this process cannot use Redis for a call
@@ -85,27 +85,6 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// heldValue is what a fail-open load returned, kept for Throttle.
-type heldValue struct {
-	val   []byte
-	err   error   // ErrNotFound, or nil
-	until int64   // served until this (nearClock)
-	took  float64 // the load's duration, ms
-}
-
-// newHeld returns the memory of fail-open results kept without the near
-// cache, bounded by o's Size and MaxBytes.
-func newHeld(o FailSafeOptions) *otter.Cache[string, *heldValue] {
-	floor := uint32(max(o.MaxBytes/int64(o.Size), 1)) // so that at most Size fit
-	return otter.Must(&otter.Options[string, *heldValue]{
-		MaximumWeight: uint64(o.MaxBytes),
-		Weigher:       func(_ string, h *heldValue) uint32 { return max(uint32(min(len(h.val), 1<<31)), floor) },
-		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *heldValue]) time.Duration {
-			return time.Duration(e.Value.until - nearClock())
-		}),
-	})
-}
-
 // failSafe answers a call of key from memory, when this process holds a
 // value it may serve while Redis cannot be used (see the top of this
 // file): a near copy (a decoded one is encoded again: the caller decodes
@@ -126,39 +105,39 @@ func (c *Cache) failSafeFrom(key string, copies bool) (answer, bool) {
 		if !copies {
 			return c.heldOpen(key)
 		}
-		e, typ, ok := c.near.failSafe(key)
+		e, typ, ok := c.near.FailSafe(key)
 		if !ok {
 			return answer{}, false
 		}
-		if e.err != nil {
-			return answer{err: e.err, out: outFailSafe}, true
+		if e.Err != nil {
+			return answer{err: e.Err, out: outFailSafe}, true
 		}
 		if typ == nil {
-			val, _ := e.val.([]byte)
+			val, _ := e.Val.([]byte)
 			return answer{val: val, out: outFailSafe}, true
 		}
-		b, err := c.opts.Codec.Marshal(e.val)
+		b, err := c.opts.Codec.Marshal(e.Val)
 		if err != nil {
 			return answer{}, false
 		}
 		return answer{val: b, out: outFailSafe}, true
 	}
-	h, ok := c.held.GetIfPresent(key)
-	if !ok || nearClock() >= h.until {
+	h, ok := c.held.Get(key)
+	if !ok {
 		return answer{}, false
 	}
-	return answer{val: h.val, err: h.err, out: outFailSafe}, true
+	return answer{val: h.Val, err: h.Err, out: outFailSafe}, true
 }
 
 // heldOpen answers from the near cache's copy of a fail-open load's result
-// only (its fresh is 0: never a hit), not from a copy read from Redis.
+// only, not from a copy read from Redis.
 func (c *Cache) heldOpen(key string) (answer, bool) {
-	e, ok := c.near.c.GetIfPresent(nearKey{key: key})
-	if !ok || e.fresh != 0 || nearClock() >= e.safe {
+	e, ok := c.near.FailOpenCopy(key)
+	if !ok {
 		return answer{}, false
 	}
-	val, _ := e.val.([]byte)
-	return answer{val: val, err: e.err, out: outFailSafe}, true
+	val, _ := e.Val.([]byte)
+	return answer{val: val, err: e.Err, out: outFailSafe}, true
 }
 
 // openLoad is a fail-open load of a key under way (Cache.opens).
@@ -218,11 +197,14 @@ func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took tim
 // runOpen runs o, key's fail-open load with l, that openLoadOf gave the
 // caller, keeps its result, and answers its joiners.
 func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) {
-	var snap nearSnap
-	if c.near != nil {
-		snap = c.near.snapshot()
+	var snap near.Snap
+	var seq uint64
+	switch {
+	case c.near != nil:
+		snap = c.near.Snapshot()
+	case c.held != nil:
+		seq = c.held.Seq()
 	}
-	seq := c.heldSeq.Load()
 	lctx, mark := failingOpen(ctx)
 	o.val, o.took, o.fr, o.err = c.runLoad(lctx, key, l)
 	o.asked = mark.asked.Load()
@@ -248,9 +230,9 @@ func (o *openLoad) ended() bool { return isClosed(o.done) }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the
 // top of this file), unless an invalidation of the key came since snap (the
-// near cache's) or held (heldSeq) were taken, before the load: a Delete
-// that returned during it must not be undone by it.
-func (c *Cache) hold(key string, o *openLoad, snap nearSnap, held uint64) {
+// near cache's) or held (the held values') were taken, before the load: a
+// Delete that returned during it must not be undone by it.
+func (c *Cache) hold(key string, o *openLoad, snap near.Snap, held uint64) {
 	if c.opts.DisableFailSafe || !o.fr.stored() && o.err == nil {
 		return
 	}
@@ -268,21 +250,13 @@ func (c *Cache) hold(key string, o *openLoad, snap nearSnap, held uint64) {
 	default:
 		return // a failure is not kept: the next caller tries again
 	}
-	now := nearClock()
+	now, took := near.Clock(), float64(o.took.Microseconds())/1000
 	if c.near != nil {
-		c.near.putFailOpen(nearKey{key: key}, &nearEntry{val: o.val, err: err, soft: now + int64(soft),
-			took: float64(o.took.Microseconds()) / 1000, size: uint32(min(len(o.val), 1<<31))}, snap.seq)
+		c.near.PutFailOpen(near.Key{Key: key}, &near.Entry{Val: o.val, Err: err, Soft: now + int64(soft),
+			Took: took, Size: uint32(min(len(o.val), 1<<31))}, snap)
 		return
 	}
-	h := &heldValue{val: o.val, err: err, until: now + int64(min(c.opts.FailSafe.Throttle, soft)),
-		took: float64(o.took.Microseconds()) / 1000}
-	if h.until <= now || c.heldSeq.Load() != held {
-		return
-	}
-	c.held.Set(key, h)
-	if c.heldSeq.Load() != held {
-		c.held.Invalidate(key) // an invalidation came between the check and the Set
-	}
+	c.held.Put(key, &near.Value{Val: o.val, Err: err, Until: now + int64(min(c.opts.FailSafe.Throttle, soft)), Took: took}, held)
 }
 
 // forget drops what this process holds of key for fail-safe use, and lets
@@ -293,7 +267,6 @@ func (c *Cache) forget(key string) {
 	delete(c.opens, key)
 	c.openMu.Unlock()
 	if c.held != nil {
-		c.heldSeq.Add(1)
-		c.held.Invalidate(key)
+		c.held.Forget(key)
 	}
 }

@@ -2,11 +2,12 @@ package corral
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/corralhq/corral/internal/near"
 )
 
 // Fetch returns key's value: from Redis when an entry is there, else from
@@ -69,18 +70,16 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 func (c *Cache) fetchValue(ctx context.Context, key string, load loader) ([]byte, error) {
 	var h how
 	if c.near != nil {
-		if e, ok := c.nearGet(nearKey{key: key}, &h); ok {
+		if e, ok := c.nearGet(near.Key{Key: key}, &h); ok {
 			c.nearHit(ctx, key)
-			val, _ := e.val.([]byte)
-			return val, e.err
+			val, _ := e.Val.([]byte)
+			return val, e.Err
 		}
 	}
 	h.draw(c)
 	a, keep := c.fetch(ctx, key, load, h)
 	c.count(ctx, key, a.out)
-	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
-		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
-	}
+	c.keepNear(key, nil, keep, a.val, a.err, len(a.val))
 	return a.val, a.err
 }
 
@@ -269,12 +268,12 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	var typ reflect.Type
 	if c.near != nil {
 		typ = reflect.TypeFor[T]()
-		if e, ok := c.nearGet(nearKey{key, typ}, &h); ok {
+		if e, ok := c.nearGet(near.Key{Key: key, Type: typ}, &h); ok {
 			c.nearHit(ctx, key)
-			if e.err != nil {
-				return zero, e.err
+			if e.Err != nil {
+				return zero, e.Err
 			}
-			return e.val.(T), nil
+			return e.Val.(T), nil
 		}
 	}
 	h.draw(c)
@@ -295,16 +294,10 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		return zero, err
 	}
 	if a.err != nil {
-		if keep != nil && errors.Is(a.err, ErrNotFound) {
-			c.near.use(typ)
-			c.near.put(nearKey{key, typ}, keep.entry(nil, a.err, 0), keep.seq)
-		}
+		c.keepNear(key, typ, keep, nil, a.err, 0)
 		return zero, a.err
 	}
-	if keep != nil {
-		c.near.use(typ)
-		c.near.put(nearKey{key, typ}, keep.entry(v, nil, len(a.val)), keep.seq)
-	}
+	c.keepNear(key, typ, keep, v, nil, len(a.val))
 	return v, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,8 +25,8 @@ import (
 // is under way.
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
-	seq  nearSnap      // the near cache before the peek was sent
-	sent int64         // nearClock before the peek was sent (near cache on)
+	seq  near.Snap     // the near cache before the peek was sent
+	sent int64         // near.Clock before the peek was sent (near cache on)
 	r    peekReply
 	err  error
 }
@@ -40,7 +41,7 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
 	}
 	pc = &peekCall{done: make(chan struct{})}
 	if c.near != nil {
-		pc.seq, pc.sent = c.near.snapshot(), nearClock()
+		pc.seq, pc.sent = c.near.Snapshot(), near.Clock()
 	}
 	c.peeks[key] = pc
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
@@ -75,16 +76,16 @@ func (c *Cache) awaitPeek(ctx context.Context, pc *peekCall) (*peekCall, error) 
 // peekCopy is what the near cache may keep of an answer from a peek.
 type peekCopy struct {
 	reply peekReply
-	seq   nearSnap // the near cache before the peek was sent
+	seq   near.Snap // the near cache before the peek was sent
 }
 
 // entry is the near cache's copy of the answer (val, err), of size bytes as
 // stored: it expires when the entry's soft TTL ends, on the local clock
 // (the server's remaining time, counted from before the peek was sent, so
 // never later than the entry: a token is not served past its TTL).
-func (p *peekCopy) entry(val any, err error, size int) *nearEntry {
+func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
 	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
-	return &nearEntry{val: val, err: err, soft: p.reply.sent + int64(left), took: p.reply.took, size: uint32(size)}
+	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size)}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
@@ -121,7 +122,7 @@ type peekReply struct {
 	soft    int64   // soft expiry, server ms
 	took    float64 // the last load's duration, ms (XFetch)
 	now     int64   // the server's clock, ms
-	sent    int64   // nearClock before the peek was sent (near cache on)
+	sent    int64   // near.Clock before the peek was sent (near cache on)
 	version int     // the codec version it was written with (0 when absent)
 }
 

@@ -138,17 +138,16 @@ func (c *Cache) lastLoad(key string) (time.Duration, bool) {
 	var took float64
 	switch {
 	case c.near != nil:
-		e, _, ok := c.near.failSafe(key)
+		e, _, ok := c.near.FailSafe(key)
 		if !ok {
 			return 0, false
 		}
-		took = e.took
+		took = e.Took
 	case c.held != nil:
-		h, ok := c.held.GetIfPresent(key)
-		if !ok {
+		var ok bool
+		if took, ok = c.held.Took(key); !ok {
 			return 0, false
 		}
-		took = h.took
 	}
 	if took <= 0 {
 		return 0, false
