@@ -126,7 +126,7 @@ func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader b
 	if nilLoader {
 		return ErrNilLoader
 	}
-	c.checkPolicySoon()
+	c.diagnoseSoon()
 	return ctx.Err()
 }
 
@@ -291,12 +291,12 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	var ops []*op
 	for i := range calls {
 		k := &calls[i]
-		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
+		if f, ok := c.flights.joinRunning(k.key); ok && k.how.skip == 0 {
 			c.joined()
 			k.f, k.joined = f, true
 			continue
 		} else if ok {
-			c.leave(f)
+			c.flights.leave(f)
 		}
 		if c.queue.has(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)

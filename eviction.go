@@ -39,25 +39,18 @@ const policyRetry = time.Minute
 // RedisTimeout, at the first call, or at the first call a minute after a
 // check Redis did not answer. policyNext is when a check may start (Unix
 // ns), or -1 while one runs and once one got an answer.
-func (c *Cache) checkPolicySoon() {
-	next := c.policyNext.Load()
-	if next < 0 || next > 0 && time.Now().UnixNano() < next || !c.policyNext.CompareAndSwap(next, -1) {
+func (c *Cache) diagnoseSoon() {
+	next := c.warn.policyNext.Load()
+	if next < 0 || next > 0 && time.Now().UnixNano() < next || !c.warn.policyNext.CompareAndSwap(next, -1) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.wg.Add(1) // Close waits for it, up to RedisTimeout
-	go func() {
-		defer c.wg.Done()
+	c.tasks.start(func() { // Close waits for it, up to RedisTimeout
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if !c.checkEvictionPolicy(ctx) {
-			c.policyNext.Store(time.Now().Add(policyRetry).UnixNano())
+			c.warn.policyNext.Store(time.Now().Add(policyRetry).UnixNano())
 		}
-	}()
+	})
 }
 
 // checkEvictionPolicy reads the maxmemory-policy of the server (CONFIG GET),

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/near"
@@ -140,6 +141,29 @@ func (c *Cache) heldOpen(key string) (answer, bool) {
 	return answer{val: val, err: e.Err, out: outFailSafe}, true
 }
 
+// openLoads are the fail-open loads of a process, one per key at most:
+// under way, or ended less than RedisTimeout ago (runOpen).
+type openLoads struct {
+	mu sync.Mutex           // guards m
+	m  map[string]*openLoad // the fail-open load of each key
+}
+
+// get returns key's fail-open load, or nil.
+func (g *openLoads) get(key string) *openLoad {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[key]
+}
+
+// drop removes key's load o (any, when o is nil).
+func (g *openLoads) drop(key string, o *openLoad) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o == nil || g.m[key] == o {
+		delete(g.m, key)
+	}
+}
+
 // openLoad is a fail-open load of a key under way (Cache.opens).
 type openLoad struct {
 	done  chan struct{} // closed once the fields below are set
@@ -155,42 +179,44 @@ type openLoad struct {
 // one ended just before (it kept its result before it left opens), answers
 // from memory: held is then set, and fr the zero value. ctx is the load's
 // (runLoad's): it bounds a joiner's wait too.
-func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, held bool, err error) {
 	o, mine, a, held := c.openLoadOf(key, copies)
 	switch {
 	case held:
-		return a.val, 0, freshness{}, a.err, true
+		return a.val, 0, freshness{}, true, a.err
 	case !mine:
-		return c.joinOpen(ctx, o)
+		val, took, fr, err = c.joinOpen(ctx, o)
+		return val, took, fr, false, err
 	}
 	c.runOpen(ctx, key, l, o)
-	return o.val, o.took, o.fr, o.err, false
+	return o.val, o.took, o.fr, false, o.err
 }
 
 // openLoadOf returns key's fail-open load: the one under way (mine false),
 // or a new one for the caller to run (mine true, with runOpen); or, held,
 // the answer from memory a (see loadOpen).
 func (c *Cache) openLoadOf(key string, copies bool) (o *openLoad, mine bool, a answer, held bool) {
-	c.openMu.Lock()
-	defer c.openMu.Unlock()
-	if o := c.opens[key]; o != nil && !o.ended() {
+	g := &c.opens
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o := g.m[key]; o != nil && !o.ended() {
 		return o, false, answer{}, false
 	}
 	if a, ok := c.failSafeFrom(key, copies); ok {
 		return nil, false, a, true
 	}
 	o = &openLoad{done: make(chan struct{})}
-	c.opens[key] = o
+	g.m[key] = o
 	return o, true, answer{}, false
 }
 
 // joinOpen waits for o, another caller's fail-open load, or for ctx.
-func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error) {
 	select {
 	case <-o.done:
-		return o.val, o.took, o.fr, o.err, false
+		return o.val, o.took, o.fr, o.err
 	case <-ctx.Done():
-		return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
+		return nil, 0, freshness{}, c.closedErr(ctx.Err())
 	}
 }
 
@@ -213,16 +239,7 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 	// It stays in opens for RedisTimeout, ended, for a leased load of the
 	// key to take its result (leasedLoad) rather than ask the origin again
 	// as Redis comes back; a Delete or Set of the key (forget) drops it.
-	time.AfterFunc(c.opts.RedisTimeout, func() { c.dropOpen(key, o) })
-}
-
-// dropOpen removes o from opens, unless another load of key replaced it.
-func (c *Cache) dropOpen(key string, o *openLoad) {
-	c.openMu.Lock()
-	if c.opens[key] == o {
-		delete(c.opens, key)
-	}
-	c.openMu.Unlock()
+	time.AfterFunc(c.opts.RedisTimeout, func() { c.opens.drop(key, o) })
 }
 
 // ended reports whether o has its result.
@@ -263,9 +280,7 @@ func (c *Cache) hold(key string, o *openLoad, snap near.Snap, held uint64) {
 // no fail-open load under way keep its result: key was just invalidated
 // (Delete, Set, or one queued for Redis).
 func (c *Cache) forget(key string) {
-	c.openMu.Lock()
-	delete(c.opens, key)
-	c.openMu.Unlock()
+	c.opens.drop(key, nil)
 	if c.held != nil {
 		c.held.Forget(key)
 	}

@@ -122,16 +122,14 @@ func (s *store) probe(ctx context.Context, command string) error {
 // would start. New does not wait. While Redis is down or silent the probe
 // fails within RedisTimeout, and the first calls do all of it as before.
 func (c *Cache) warmUp() {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if _, err := c.store.pubsub(ctx); err == nil {
 			c.firstUse()
-			c.checkPolicySoon()
+			c.diagnoseSoon()
 		}
-	}()
+	})
 }
 
 // publishCommand returns the command the scripts publish notices with.

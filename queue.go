@@ -272,7 +272,6 @@ func (c *Cache) flushQueue() {
 // replayer applies the queue in the background (see the top of this
 // file), until Close.
 func (c *Cache) replayer() {
-	defer c.wg.Done()
 	var timer *time.Timer
 	for {
 		var tick <-chan time.Time
@@ -327,7 +326,7 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 		case errors.Is(err, ErrPermission):
 			dropped = append(dropped, inv)
 			c.permissionDenied(err)
-			warnOnce(c.opts.Logger, &q.warn, "corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, errAttr(err))
+			c.warn.minutely(&q.warn, "corral: a queued invalidation was dropped: Redis denies it", "key", inv.key, errAttr(err))
 		default:
 			failed[at] = true
 			c.opts.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery, errAttr(err))

@@ -106,7 +106,7 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 	case mine:
 		c.runOpenDetached(ctx, key, load, o)
 	}
-	val, _, _, err, _ := c.joinOpen(ctx, o)
+	val, _, _, err := c.joinOpen(ctx, o)
 	return answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
 }
 
@@ -125,9 +125,9 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // leaves at its own deadline (joinOpen), as a flight's caller does, while
 // the load goes on for the others and for memory, bounded by LoadTimeout.
 func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
-	if !c.goTracked(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
+	if !c.tasks.start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
 		o.err = ErrClosed
-		c.dropOpen(key, o)
+		c.opens.drop(key, o)
 		close(o.done)
 	}
 }
@@ -232,7 +232,7 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 			if !k.f.asking.Load() {
 				continue
 			}
-			c.leave(k.f)
+			c.flights.leave(k.f)
 		}
 		k.pc, k.f = nil, nil
 		ks = append(ks, k)
@@ -281,7 +281,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 	}
 	b.started()
 	for _, j := range loads { // each until the caller's deadline at most, as rescued does
-		val, _, _, err, _ := c.joinOpen(ctx, j.o)
+		val, _, _, err := c.joinOpen(ctx, j.o)
 		j.k.a = answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
 	}
 }

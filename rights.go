@@ -27,21 +27,14 @@ var (
 // firstUse starts the checks in the background the first time it is called
 // (after the first reply from Redis: a Redis that is down is not checked).
 func (c *Cache) firstUse() {
-	if c.checked.Load() || !c.checked.CompareAndSwap(false, true) {
+	if c.warn.checked.Load() || !c.warn.checked.CompareAndSwap(false, true) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		c.checkRights(ctx)
-	}()
+	})
 }
 
 // checkRights learns the pub/sub mode (store.pubsub), then tries, in one

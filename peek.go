@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -31,19 +32,56 @@ type peekCall struct {
 	err  error
 }
 
+// peeks are the peeks under way in a process, one per key at most.
+type peeks struct {
+	mu sync.Mutex           // guards m
+	m  map[string]*peekCall // the peek under way of each key
+}
+
+// join returns key's peek under way, or else a new one, which the caller
+// sends (mine).
+func (g *peeks) join(key string) (pc *peekCall, mine bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pc = g.m[key]; pc != nil {
+		return pc, false
+	}
+	pc = &peekCall{done: make(chan struct{})}
+	g.m[key] = pc
+	return pc, true
+}
+
+// end sets pc's reply and answers its callers; key's next peek is a new
+// one.
+func (g *peeks) end(key string, pc *peekCall, r peekReply, err error) {
+	r.sent = pc.sent
+	pc.r, pc.err = r, err
+	g.mu.Lock()
+	if g.m[key] == pc {
+		delete(g.m, key)
+	}
+	g.mu.Unlock()
+	close(pc.done)
+}
+
+// detach removes key's peek, if any, so that later calls send one of
+// their own; it still answers its callers (see Cache.detach).
+func (g *peeks) detach(key string) {
+	g.mu.Lock()
+	delete(g.m, key)
+	g.mu.Unlock()
+}
+
 // startPeek returns key's peek under way, or a new one with o, its read,
 // for the caller to send (store.send, or the pipeline with others).
 func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
-	c.peekMu.Lock()
-	defer c.peekMu.Unlock()
-	if pc = c.peeks[key]; pc != nil {
+	pc, mine := c.peeks.join(key)
+	if !mine {
 		return pc, nil
 	}
-	pc = &peekCall{done: make(chan struct{})}
 	if c.near != nil {
 		pc.seq, pc.sent = c.near.Snapshot(), near.Clock()
 	}
-	c.peeks[key] = pc
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	name := wire.EntryName(c.opts.Prefix, key)
 	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
@@ -51,14 +89,7 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
 			c.foreignKey(key, name)
 			r, err = peekReply{now: r.now}, nil
 		}
-		r.sent = pc.sent
-		pc.r, pc.err = r, err
-		c.peekMu.Lock()
-		if c.peeks[key] == pc {
-			delete(c.peeks, key)
-		}
-		c.peekMu.Unlock()
-		close(pc.done)
+		c.peeks.end(key, pc, r, err)
 	})
 	return pc, o
 }
