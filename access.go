@@ -34,7 +34,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if c.queue.has(key) {
+	if c.queue.Has(key) {
 		return nil, ErrMiss // invalidated here, and Redis has not heard yet (queue.go)
 	}
 	v, kind, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))

@@ -298,7 +298,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 		} else if ok {
 			c.flights.leave(f)
 		}
-		if c.queue.has(k.key) {
+		if c.queue.Has(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/replay"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -46,7 +47,7 @@ type Cache struct {
 	peeks        peeks          // the peek under way of each key (peek.go)
 	opens        openLoads      // the fail-open load under way of each key (failsafe.go)
 	refreshSlots chan struct{}  // semaphore: background refreshes running (refresh.go)
-	queue        *invalidations // invalidations Redis is yet to get (queue.go)
+	queue        *replay.Queue  // invalidations Redis is yet to get (queue.go)
 	warn         warnings       // what was warned of, and when (warn.go)
 	faults       faults         // for Health (health.go)
 }
@@ -115,9 +116,9 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		flights:      flights{m: make(map[string]*flight)},
 		peeks:        peeks{m: make(map[string]*peekCall)},
 		opens:        openLoads{m: make(map[string]*openLoad)},
-		queue:        newInvalidations(o.MaxPendingInvalidations),
 		warn:         warnings{log: o.Logger},
 	}
+	c.queue = c.newQueue() // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
 		recovered: c.recovered,
@@ -138,7 +139,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		c.held = near.NewHeld(o.FailSafe.Size, o.FailSafe.MaxBytes)
 	}
 	c.observing(o.Observer)
-	c.tasks.start(c.replayer)
+	c.tasks.start(func() { c.queue.Run(c.ctx) })
 	c.warmUp()
 	return c, nil
 }
@@ -149,7 +150,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 func (c *Cache) recovered(node string) {
 	ctx, cancel := context.WithTimeout(c.drain, c.opts.RedisTimeout)
 	defer cancel()
-	c.replay(ctx, node, true)
+	c.queue.Replay(ctx, node, true)
 }
 
 // nodeFailed is the Cache's reaction to a Redis node that may have failed:
@@ -189,7 +190,7 @@ func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
 	s.BreakerOpen = c.store.pipe.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
 	s.OutageTime = c.store.pipe.openFor()
-	s.InvalidationsPending = int(c.queue.n.Load())
+	s.InvalidationsPending = c.queue.Len()
 	return s
 }
 
@@ -212,13 +213,13 @@ func (c *Cache) Close() error {
 	stop := time.AfterFunc(c.opts.RedisTimeout, c.cancelDrain)
 	defer stop.Stop()
 	waitUntil(&c.tasks.wg, deadline)
-	if c.queue.n.Load() > 0 {
+	if c.queue.Len() > 0 {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
 		// not apply is lost with the process: dropped, and warned of.
 		c.store.pipe.recovering()
-		c.flushQueue()
-		c.queue.abandon(c)
+		c.queue.Flush(c.drain)
+		c.abandon()
 	}
 	c.cancelDrain()
 	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))

@@ -139,7 +139,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 	}
 	var pc *peekCall
 	var perr error
-	if c.queue.has(key) {
+	if c.queue.Has(key) {
 		perr = errPending // not from Redis until its invalidation lands there (queue.go)
 	} else if perr = c.skipped(key); perr == nil {
 		var a answer

@@ -29,6 +29,7 @@ type warnings struct {
 	release  everyMinute // leases not handed back
 	renew    everyMinute // renewals that failed
 	foreign  everyMinute // keys of another type at an entry's name
+	queue    everyMinute // invalidations the queue for Redis dropped (queue.go)
 
 	// Once per key or message, at most maxWarnedKeys remembered in all:
 	large  sync.Map // entry names of values over MaxValueBytes
