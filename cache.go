@@ -43,13 +43,13 @@ type Cache struct {
 	cancelDrain context.CancelFunc
 	tasks       tasks // the goroutines Close waits for
 
-	flights      flights        // the in-process flight of each key (flight.go)
-	peeks        peeks          // the peek under way of each key (peek.go)
-	opens        openLoads      // the fail-open load under way of each key (failsafe.go)
-	refreshSlots chan struct{}  // semaphore: background refreshes running (refresh.go)
-	queue        *replay.Queue  // invalidations Redis is yet to get (queue.go)
-	warn         warnings       // what was warned of, and when (warn.go)
-	faults       faults         // for Health (health.go)
+	flights      flights       // the in-process flight of each key (flight.go)
+	peeks        peeks         // the peek under way of each key (peek.go)
+	opens        openLoads     // the fail-open load under way of each key (failsafe.go)
+	refreshSlots chan struct{} // semaphore: background refreshes running (refresh.go)
+	queue        *replay.Queue // invalidations Redis is yet to get (queue.go)
+	warn         warnings      // what was warned of, and when (warn.go)
+	faults       faults        // for Health (health.go)
 }
 
 // tasks are the goroutines a Cache runs on its own: flights, background
