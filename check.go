@@ -2,19 +2,21 @@ package corral
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/redis/go-redis/v9"
 )
 
 // This file holds Check: what a Cache learns about its Redis at its first
-// use (rights.go, pubsub.go, eviction.go, tracking.go), asked all at once
-// and graded, for a service's start-up or `corral check`. The probes are in
-// check_probe.go.
+// use (rights.go, pubsub.go, eviction.go, internal/near), asked all at once
+// and graded, for a service's start-up or `corral check`. The steps are in
+// internal/diagnose.
 
 // Severity grades a Finding of Check.
 type Severity int
@@ -104,27 +106,6 @@ func (r *Report) Err() error {
 	return errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
 }
 
-func (r *Report) add(topic string, s Severity, format string, args ...any) {
-	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
-}
-
-func (r *Report) missing(rights ...string) {
-	for _, right := range rights {
-		if right != "" && !contains(r.Missing, right) {
-			r.Missing = append(r.Missing, right)
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Check asks Redis, as the user rdb logs in as, what a Cache made with
 // New(rdb, opts) would meet there (opts may be nil), and grades each
 // finding. A service can call it at start-up and refuse to start on
@@ -183,15 +164,29 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, true)
 	}
-	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
-	for _, step := range []func(context.Context) error{
-		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
-	} {
-		if err := step(ctx); err != nil {
-			return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
-		}
+	r, err := diagnose.Run(ctx, diagnose.Config{
+		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
+		NearCache: o.NearCache.Size > 0, Rights: rightsScript,
+		PubSub: func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error) {
+			m, err := detectPubsub(ctx, o.DisableShardedPubSub, publish)
+			return m.mark, err
+		},
+		Pings: CheckPings, ProbeAfter: probeAfter, InlineBound: inlineBound,
+	})
+	if err != nil {
+		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
 	}
-	return k.r, nil
+	return reportOf(r), nil
+}
+
+// reportOf is r as Check reports it.
+func reportOf(r *diagnose.Report) *Report {
+	out := &Report{Version: r.Version, Cluster: r.Cluster, Masters: r.Masters, PubSub: r.PubSub,
+		Policies: r.Policies, Missing: r.Missing, RTT: r.RTT, Findings: make([]Finding, len(r.Findings))}
+	for i, f := range r.Findings {
+		out.Findings[i] = Finding{Topic: f.Topic, Severity: Severity(f.Severity), Detail: f.Detail}
+	}
+	return out
 }
 
 // notChecked is Check's error when Redis could not be checked: err, from
@@ -215,48 +210,56 @@ func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Dur
 	return errorf("check: %w", err)
 }
 
-// checker runs Check's steps.
-type checker struct {
-	rdb   redis.UniversalClient
-	o     Options
-	probe string // Prefix's probe key and channel
-	r     *Report
-
-	masters map[string]checkNode // by address; "" for a single server
-	node    *redis.Client        // the server of probe; nil for a client of another kind
-	version version              // the oldest master's
-}
-
-// checkNode is what Check asks of a server's client.
-type checkNode interface {
-	redis.Cmdable
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}
-
-// nodes finds the masters, and the node that serves the probe key.
-func (k *checker) nodes(ctx context.Context) error {
-	switch c := k.rdb.(type) {
-	case *redis.ClusterClient:
-		k.r.Cluster = true
-		var mu sync.Mutex
-		k.masters = map[string]checkNode{}
-		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			mu.Lock()
-			defer mu.Unlock()
-			k.masters[m.Options().Addr] = m
-			return nil
-		})
+// refusalOf reads what a server of rdb says on a new connection, which
+// Check opens itself (with the client's dialer, bounded by timeout) and
+// writes a PING on: a server at maxclients refuses it with an error reply
+// before it closes it, and refusalOf returns that reply. A server that
+// answers the PING, or that cannot be reached, refuses nothing.
+func refusalOf(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, dial := range dialersOf(rdb) {
+		conn, err := dial(ctx)
 		if err != nil {
-			return errorf("the Cluster's masters: %w", err)
+			continue
 		}
-		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
-			return errorf("the master of %s: %w", k.probe, err)
+		deadline, _ := ctx.Deadline()
+		conn.SetDeadline(deadline)
+		conn.Write(ping) // a server at maxclients may have closed it already: its reply is read all the same
+		var buf [512]byte
+		n, _ := conn.Read(buf[:])
+		conn.Close()
+		if msg, ok := refusalReply(buf[:n]); ok {
+			return msg, true
 		}
-	case *redis.Client:
-		k.masters, k.node = map[string]checkNode{"": c}, c
-	default:
-		k.masters = map[string]checkNode{"": k.rdb}
 	}
-	k.r.Masters = len(k.masters)
+	return "", false
+}
+
+// dialersOf returns a way to connect to each server rdb is given: a single
+// server's (or a failover client's master), or each seed of a Cluster.
+func dialersOf(rdb redis.UniversalClient) []func(context.Context) (net.Conn, error) {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return []func(context.Context) (net.Conn, error){
+			func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) },
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		var dialers []func(context.Context) (net.Conn, error)
+		for _, addr := range o.Addrs {
+			dialers = append(dialers, func(ctx context.Context) (net.Conn, error) {
+				if o.Dialer != nil {
+					return o.Dialer(ctx, "tcp", addr)
+				}
+				if o.TLSConfig != nil {
+					return (&tls.Dialer{Config: o.TLSConfig}).DialContext(ctx, "tcp", addr)
+				}
+				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			})
+		}
+		return dialers
+	}
 	return nil
 }

@@ -5,9 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,18 +47,7 @@ func (c *Cache) checkRights(ctx context.Context) {
 	if err != nil {
 		return // Redis is failing: the calls say so
 	}
-	switch {
-	case mode.mark == wire.AnnounceNone:
-		right := rightOf(mode.refusal, c.opts.Prefix)
-		what := "publish on corral's channels"
-		if right != "" && !strings.HasPrefix(right, "channels ") {
-			what = "run " + right // the command, not the channels
-		}
-		c.opts.Logger.Warn("corral: the ACL user may not "+what+"; waiters re-check on their own (within 250 ms of a commit) instead of hearing notices",
-			"grant", grantFor(right, c.opts.Prefix))
-	case mode.mark == wire.AnnouncePlain && !c.opts.DisableShardedPubSub:
-		c.opts.Logger.Debug("corral: sharded pub/sub unavailable (Redis 6, or SPUBLISH denied); using PUBLISH")
-	}
+	diagnose.WarnPubSub(c.opts.Logger, mode.mark, mode.refusal, c.opts.Prefix, c.opts.DisableShardedPubSub)
 	// EVAL, not EVALSHA: it runs once. (A missing EVALSHA right shows on
 	// the first call that needs it.)
 	key := c.store.probeName
