@@ -27,7 +27,7 @@ type Cache struct {
 	tracer   Tracer                          // opts.Observer when it is a Tracer, else nil (observe.go)
 	outcomes bool                            // opts.Observer is told the outcomes of calls: set, and not a StatsReader
 
-	rdb         redis.UniversalClient // for checkEvictionPolicy, nodeFailed and foreignKey: every other command goes through store
+	rdb         redis.UniversalClient // for the notifier, the tracker and nodeFailed: every command goes through store (store.go)
 	foreignWarn everyMinute           // foreignKey's
 	onParked    func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 	policyNext  atomic.Int64          // when the eviction policy may be checked (eviction.go)
@@ -311,8 +311,8 @@ func (c *Cache) detach(key string) {
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
-	s.BreakerOpen = c.store.pipe.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
-	s.OutageTime = c.store.pipe.openFor()
+	s.BreakerOpen = c.store.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
+	s.OutageTime = c.store.openFor()
 	s.InvalidationsPending = int(c.queue.n.Load())
 	return s
 }
@@ -344,7 +344,7 @@ func (c *Cache) Close() error {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
 		// not apply is lost with the process: dropped, and warned of.
-		c.store.pipe.recovering()
+		c.store.recovering()
 		c.flushQueue()
 		c.queue.abandon(c)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -200,14 +201,14 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 // bounded by timeout: a server at maxclients says so before it closes
 // each new connection, and the error then names that, and the fix.
 func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, err error, ping bool) error {
-	msg, full := maxClientsReply(err.Error())
-	if !full && !isReplyError(err) && ctx.Err() == nil {
+	msg, full := transport.MaxClients(err.Error())
+	if !full && !transport.Says(err, transport.Reply) && ctx.Err() == nil {
 		msg, full = refusalOf(ctx, rdb, timeout)
 	}
 	switch {
 	case full:
-		return errorf("check: Redis refused the connection: %s: %s", msg, maxClientsFix)
-	case ping && isReplyError(err):
+		return errorf("check: Redis refused the connection: %s: %s", msg, transport.MaxClientsFix)
+	case ping && transport.Says(err, transport.Reply):
 		return errorf("check: Redis refused the connection: %w", err)
 	case ping:
 		return errorf("check: Redis unreachable: %w", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redisurl"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,12 +60,12 @@ func askServer(ctx context.Context, m checkNode) (serverInfo, error) {
 	if err == nil {
 		return serverInfo{redisurl.Field(hello, "version"), redisurl.Field(hello, "mode"), redisurl.Field(hello, "role")}, nil
 	}
-	if !isReplyError(err) {
+	if !transport.Says(err, transport.Reply) {
 		return serverInfo{}, err
 	}
 	info, err := m.Info(ctx).Result()
 	if err != nil {
-		if isReplyError(err) {
+		if transport.Says(err, transport.Reply) {
 			return serverInfo{}, nil
 		}
 		return serverInfo{}, err
@@ -160,7 +161,7 @@ func (k *checker) eviction(ctx context.Context) error {
 	for addr, m := range k.masters {
 		p, limit, err := memoryConfig(ctx, m)
 		switch {
-		case err != nil && !isReplyError(err) && !errors.Is(err, errNoPolicy):
+		case err != nil && !transport.Says(err, transport.Reply) && !errors.Is(err, errNoPolicy):
 			return errorf("CONFIG GET on %s: %w", addrName(addr), err)
 		case err != nil:
 			unread = err
@@ -269,8 +270,8 @@ func (k *checker) rtt(ctx context.Context) error {
 	switch {
 	case rtt >= k.o.RedisTimeout:
 		k.r.add("rtt", SeverityFailure, "%s: at least RedisTimeout (%v), so calls would fail as if Redis were silent, and Fetch fail open", ms, k.o.RedisTimeout)
-	case rtt >= probeAfter:
-		k.r.add("rtt", SeverityWarning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, inlineBound, probeAfter)
+	case rtt >= transport.ProbeAfter:
+		k.r.add("rtt", SeverityWarning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, transport.InlineBound, transport.ProbeAfter)
 	default:
 		k.r.add("rtt", SeverityOK, "%s", ms)
 	}
@@ -292,11 +293,11 @@ func refusalOf(ctx context.Context, rdb redis.UniversalClient, timeout time.Dura
 		}
 		deadline, _ := ctx.Deadline()
 		conn.SetDeadline(deadline)
-		conn.Write(ping) // a server at maxclients may have closed it already: its reply is read all the same
+		conn.Write(transport.Ping) // a server at maxclients may have closed it already: its reply is read all the same
 		var buf [512]byte
 		n, _ := conn.Read(buf[:])
 		conn.Close()
-		if msg, ok := refusalReply(buf[:n]); ok {
+		if msg, ok := transport.RefusalReply(buf[:n]); ok {
 			return msg, true
 		}
 	}

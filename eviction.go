@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -69,7 +68,7 @@ func (c *Cache) checkPolicySoon() {
 // nothing today, but CONFIG SET may set it at any time, so the policy
 // alone decides.
 func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
-	policies, err := c.evictionPoliciesWithin(ctx)
+	policies, err := c.evictionPolicies(ctx)
 	var reply redis.Error
 	switch {
 	case err != nil && !errors.As(err, &reply) && !errors.Is(err, errNoPolicy):
@@ -97,47 +96,23 @@ func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
 	return true
 }
 
-// evictionPoliciesWithin is evictionPolicies, returning when ctx ends: the
-// client honours context deadlines only with ContextTimeoutEnabled. A call
-// it keeps waiting on is left to it, as the pipeline leaves its calls: its
-// goroutine ends when the client gives up.
-func (c *Cache) evictionPoliciesWithin(ctx context.Context) (map[string]string, error) {
-	type result struct {
-		policies map[string]string
-		err      error
-	}
-	done := make(chan result, 1)
-	go func() {
-		p, err := c.evictionPolicies(ctx)
-		done <- result{p, err}
-	}()
-	select {
-	case r := <-done:
-		return r.policies, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // evictionPolicies returns the maxmemory-policy of each master of a
 // Cluster, by node address, or of the one server (any other client: a
-// Sentinel-managed master, for one), under the key "".
+// Sentinel-managed master, for one), under the key "" (store.configGet).
 func (c *Cache) evictionPolicies(ctx context.Context) (map[string]string, error) {
-	cluster, ok := c.rdb.(*redis.ClusterClient)
-	if !ok {
-		p, err := maxmemoryPolicy(ctx, c.rdb)
-		return map[string]string{"": p}, err
+	replies, err := c.store.configGet(ctx, "maxmemory-policy")
+	if err != nil {
+		return nil, err
 	}
-	var mu sync.Mutex
-	policies := map[string]string{}
-	err := cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		p, err := maxmemoryPolicy(ctx, m)
-		mu.Lock()
-		defer mu.Unlock()
-		policies[m.Options().Addr] = p
-		return err
-	})
-	return policies, err
+	policies := make(map[string]string, len(replies))
+	for node, conf := range replies {
+		p, ok := conf["maxmemory-policy"]
+		if !ok {
+			return nil, errNoPolicy
+		}
+		policies[node] = p
+	}
+	return policies, nil
 }
 
 // maxmemoryPolicy returns the server's maxmemory-policy, or errNoPolicy

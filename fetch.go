@@ -155,7 +155,7 @@ func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answ
 func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, err error, a answer, rescued bool) {
 	pc, o := c.startPeek(key)
 	if o != nil {
-		o.readBy, _ = ctx.Deadline()
+		o.ReadBy, _ = ctx.Deadline()
 		c.store.send(o)
 	}
 	select {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -231,7 +232,7 @@ func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 		case !redisFailed(err):
 			c.commitFailed(n, h.token, err)
 			return
-		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !unreachable(err):
+		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable):
 			broken++ // the connection failed under the commit, not before it
 		}
 		c.stats.redisErrors.Add(1)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -209,8 +210,7 @@ var pendingPeek = func() *peekCall {
 // silent, the breaker open), refused the write (a replica, out of memory),
 // or the caller left with the outcome unknown.
 func queueable(err error) bool {
-	var gone callerGone
-	return redisFailed(err) || errors.Is(err, ErrWriteRefused) || errors.As(err, &gone)
+	return redisFailed(err) || errors.Is(err, ErrWriteRefused) || transport.Says(err, transport.CallerGone)
 }
 
 // invalidateLater queues the invalidation of key that failed with err,
@@ -311,7 +311,7 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 	var applied, dropped []invalidation
 	for _, inv := range q.snapshot(true) {
 		n := wire.NewNames(c.opts.Prefix, inv.key)
-		at := c.store.pipe.nodeOf(n.Entry)
+		at := c.store.nodeOf(n.Entry)
 		if node != "" && at != node || failed[at] {
 			continue
 		}
@@ -345,15 +345,7 @@ func (c *Cache) replay(ctx context.Context, node string, recovery bool) {
 	}
 }
 
-// nodeOf is the address of the node that serves the Redis key name: ""
-// off a Cluster, where the pipeline's one node has no address.
-func (p *pipeline) nodeOf(name string) string {
-	if p.cluster == nil {
-		return ""
-	}
-	m, err := p.cluster.MasterForKey(context.Background(), name)
-	if err != nil {
-		return ""
-	}
-	return m.Options().Addr
+// spread returns d spread uniformly by ±f (a fraction of it).
+func spread(d time.Duration, f float64, rnd func() float64) time.Duration {
+	return time.Duration(float64(d) * (1 + f*(2*rnd()-1)))
 }
