@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 )
 
 // FetchMany is Fetch for many keys at once: it returns the value of each of
@@ -288,7 +289,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 // the others together: the pipeline takes them in one batch, one round trip
 // per node. A lone peek may be read inline, as Fetch's is.
 func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
-	var ops []*op
+	var ops []*transport.Op
 	for i := range calls {
 		k := &calls[i]
 		if f, ok := c.flights.joinRunning(k.key); ok && k.how.skip == 0 {
@@ -302,19 +303,17 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)
 			continue
 		}
-		var o *op
+		var o *transport.Op
 		if k.pc, o = c.startPeek(k.key); o != nil {
 			ops = append(ops, o)
 		}
 	}
 	switch {
 	case len(ops) == 1:
-		ops[0].readBy, _ = ctx.Deadline()
+		ops[0].ReadBy, _ = ctx.Deadline()
 		c.store.send(ops[0])
-	case len(ops) > 1 && !c.store.pipe.enqueueAll(ops):
-		for _, o := range ops {
-			o.finish(opResult{err: ErrClosed})
-		}
+	case len(ops) > 1:
+		c.store.sendAll(ops)
 	}
 }
 

@@ -31,7 +31,7 @@ type Cache struct {
 	tracer   Tracer      // opts.Observer when it is a Tracer, else nil (observe.go)
 	outcomes bool        // opts.Observer is told the outcomes of calls: set, and not a StatsReader
 
-	rdb      redis.UniversalClient // for checkEvictionPolicy, nodeFailed and foreignKey: every other command goes through store
+	rdb      redis.UniversalClient // for the notifier, the near cache's tracking and nodeFailed: every other command goes through store (store.go)
 	onParked func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 
 	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
@@ -188,8 +188,8 @@ func Must(c *Cache, err error) *Cache {
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
-	s.BreakerOpen = c.store.pipe.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
-	s.OutageTime = c.store.pipe.openFor()
+	s.BreakerOpen = c.store.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
+	s.OutageTime = c.store.openFor()
 	s.InvalidationsPending = c.queue.Len()
 	return s
 }
@@ -217,7 +217,7 @@ func (c *Cache) Close() error {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
 		// not apply is lost with the process: dropped, and warned of.
-		c.store.pipe.recovering()
+		c.store.recovering()
 		c.queue.Flush(c.drain)
 		c.abandon()
 	}

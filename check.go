@@ -2,9 +2,7 @@ package corral
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -162,7 +160,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 		return nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, true)
+		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, true)
 	}
 	r, err := diagnose.Run(ctx, diagnose.Config{
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
@@ -171,10 +169,10 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 			m, err := detectPubsub(ctx, o.DisableShardedPubSub, publish)
 			return m.mark, err
 		},
-		Pings: CheckPings, ProbeAfter: probeAfter, InlineBound: inlineBound,
+		Pings: CheckPings,
 	})
 	if err != nil {
-		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
+		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, false)
 	}
 	return reportOf(r), nil
 }
@@ -187,79 +185,4 @@ func reportOf(r *diagnose.Report) *Report {
 		out.Findings[i] = Finding{Topic: f.Topic, Severity: Severity(f.Severity), Detail: f.Detail}
 	}
 	return out
-}
-
-// notChecked is Check's error when Redis could not be checked: err, from
-// the first PING (ping) or a later step. A connection the server closed
-// (a broken pipe, a reset) is looked into on a connection of Check's own,
-// bounded by timeout: a server at maxclients says so before it closes
-// each new connection, and the error then names that, and the fix.
-func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, err error, ping bool) error {
-	msg, full := maxClientsReply(err.Error())
-	if !full && !isReplyError(err) && ctx.Err() == nil {
-		msg, full = refusalOf(ctx, rdb, timeout)
-	}
-	switch {
-	case full:
-		return errorf("check: Redis refused the connection: %s: %s", msg, maxClientsFix)
-	case ping && isReplyError(err):
-		return errorf("check: Redis refused the connection: %w", err)
-	case ping:
-		return errorf("check: Redis unreachable: %w", err)
-	}
-	return errorf("check: %w", err)
-}
-
-// refusalOf reads what a server of rdb says on a new connection, which
-// Check opens itself (with the client's dialer, bounded by timeout) and
-// writes a PING on: a server at maxclients refuses it with an error reply
-// before it closes it, and refusalOf returns that reply. A server that
-// answers the PING, or that cannot be reached, refuses nothing.
-func refusalOf(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration) (string, bool) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, dial := range dialersOf(rdb) {
-		conn, err := dial(ctx)
-		if err != nil {
-			continue
-		}
-		deadline, _ := ctx.Deadline()
-		conn.SetDeadline(deadline)
-		conn.Write(ping) // a server at maxclients may have closed it already: its reply is read all the same
-		var buf [512]byte
-		n, _ := conn.Read(buf[:])
-		conn.Close()
-		if msg, ok := refusalReply(buf[:n]); ok {
-			return msg, true
-		}
-	}
-	return "", false
-}
-
-// dialersOf returns a way to connect to each server rdb is given: a single
-// server's (or a failover client's master), or each seed of a Cluster.
-func dialersOf(rdb redis.UniversalClient) []func(context.Context) (net.Conn, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		o := c.Options()
-		return []func(context.Context) (net.Conn, error){
-			func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) },
-		}
-	case *redis.ClusterClient:
-		o := c.Options()
-		var dialers []func(context.Context) (net.Conn, error)
-		for _, addr := range o.Addrs {
-			dialers = append(dialers, func(ctx context.Context) (net.Conn, error) {
-				if o.Dialer != nil {
-					return o.Dialer(ctx, "tcp", addr)
-				}
-				if o.TLSConfig != nil {
-					return (&tls.Dialer{Config: o.TLSConfig}).DialContext(ctx, "tcp", addr)
-				}
-				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			})
-		}
-		return dialers
-	}
-	return nil
 }

@@ -156,10 +156,12 @@
 // adapt it; the core imports neither.
 //
 // The Lua scripts are in scripts/*.lua; internal/wire builds and parses
-// their messages; store.go runs them through the pipeline of pipeline.go
-// (and the breakers of breaker.go; down.go for nodes found down), and
-// inline.go reads hits outside it; failsafe.go, rescue.go and queue.go keep
-// the promise while Redis is down;
+// their messages; store.go is the one door to Redis: it sends them
+// (scripts.go) and every other command through internal/transport, which
+// batches them, watches each node's liveness, retries, keeps a circuit
+// breaker per node, trips and recovers nodes found down, and reads hits
+// inline; failsafe.go, rescue.go and queue.go keep the promise while Redis
+// is down;
 // batch.go and batchload.go hold FetchMany, entry.go FetchEntry;
 // internal/notify holds the subscriptions, tracking.go the near cache's
 // invalidations, rights.go and eviction.go the first-use checks of ACL

@@ -2,11 +2,9 @@ package corral
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/diagnose"
-	"github.com/redis/go-redis/v9"
 )
 
 // This file holds the check of the server's eviction policy, made once per
@@ -41,49 +39,25 @@ func (c *Cache) diagnoseSoon() {
 // keys (diagnose.WarnPolicies). It reports false when Redis did not answer,
 // so the check is tried again later.
 func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
-	policies, err := c.evictionPoliciesWithin(ctx)
+	policies, err := c.evictionPolicies(ctx)
 	return diagnose.WarnPolicies(c.opts.Logger, policies, err)
-}
-
-// evictionPoliciesWithin is evictionPolicies, returning when ctx ends: the
-// client honours context deadlines only with ContextTimeoutEnabled. A call
-// it keeps waiting on is left to it, as the pipeline leaves its calls: its
-// goroutine ends when the client gives up.
-func (c *Cache) evictionPoliciesWithin(ctx context.Context) (map[string]string, error) {
-	type result struct {
-		policies map[string]string
-		err      error
-	}
-	done := make(chan result, 1)
-	go func() {
-		p, err := c.evictionPolicies(ctx)
-		done <- result{p, err}
-	}()
-	select {
-	case r := <-done:
-		return r.policies, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // evictionPolicies returns the maxmemory-policy of each master of a
 // Cluster, by node address, or of the one server (any other client: a
-// Sentinel-managed master, for one), under the key "".
+// Sentinel-managed master, for one), under the key "" (store.configGet).
 func (c *Cache) evictionPolicies(ctx context.Context) (map[string]string, error) {
-	cluster, ok := c.rdb.(*redis.ClusterClient)
-	if !ok {
-		p, err := diagnose.MaxmemoryPolicy(ctx, c.rdb)
-		return map[string]string{"": p}, err
+	replies, err := c.store.configGet(ctx, "maxmemory-policy")
+	if err != nil {
+		return nil, err
 	}
-	var mu sync.Mutex
-	policies := map[string]string{}
-	err := cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		p, err := diagnose.MaxmemoryPolicy(ctx, m)
-		mu.Lock()
-		defer mu.Unlock()
-		policies[m.Options().Addr] = p
-		return err
-	})
-	return policies, err
+	policies := make(map[string]string, len(replies))
+	for node, conf := range replies {
+		p, ok := conf["maxmemory-policy"]
+		if !ok {
+			return nil, diagnose.ErrNoPolicy
+		}
+		policies[node] = p
+	}
+	return policies, nil
 }

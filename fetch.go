@@ -168,7 +168,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, a answer, rescued bool, err error) {
 	pc, o := c.startPeek(key)
 	if o != nil {
-		o.readBy, _ = ctx.Deadline()
+		o.ReadBy, _ = ctx.Deadline()
 		c.store.send(o)
 	}
 	select {

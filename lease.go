@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -238,7 +239,7 @@ func (r recommit) run(c *Cache, f *flight) {
 		case !redisFailed(err):
 			c.commitFailed(n, h.token, err)
 			return
-		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !unreachable(err):
+		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable):
 			broken++ // the connection failed under the commit, not before it
 		}
 		c.stats.redisErrors.Add(1)

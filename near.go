@@ -1,7 +1,6 @@
 package corral
 
 import (
-	"errors"
 	"reflect"
 	"time"
 
@@ -88,10 +87,4 @@ func (c *Cache) keepNear(key string, typ reflect.Type, keep *peekCopy, val any, 
 		c.near.Use(typ)
 	}
 	c.near.Put(near.Key{Key: key, Type: typ}, keep.entry(val, err, size), keep.seq)
-}
-
-// isTimeout reports whether err is a read timing out (no message yet).
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
 }

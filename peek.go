@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
-	"github.com/redis/go-redis/v9"
 )
 
 // The hit path. Most calls find a fresh entry, and need neither a lease nor
@@ -20,7 +20,7 @@ import (
 // fetch.lua. Concurrent peeks of one key share one read. With a client
 // that bounds its I/O by the context's deadline, a peek is read in the
 // caller's goroutine, as a single HMGET decided on an estimate of the
-// server's clock (inline.go).
+// server's clock (internal/transport's inline.go).
 
 // peekCall is one peek, shared by the callers that ask for the key while it
 // is under way.
@@ -74,7 +74,7 @@ func (g *peeks) detach(key string) {
 
 // startPeek returns key's peek under way, or a new one with o, its read,
 // for the caller to send (store.send, or the pipeline with others).
-func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
+func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op) {
 	pc, mine := c.peeks.join(key)
 	if !mine {
 		return pc, nil
@@ -155,52 +155,6 @@ type peekReply struct {
 	now     int64   // the server's clock, ms
 	sent    int64   // near.Clock before the peek was sent (near cache on)
 	version int     // the codec version it was written with (0 when absent)
-}
-
-// peekOp is the read of an entry's fields and the server's clock in one
-// round trip, without the script and without writing (the hit path):
-// finish gets the reply, in the calling goroutine when the read goes inline
-// (inline.go), otherwise from a pipeline goroutine. ctx ends the op only if
-// it has not been sent yet. Set its readBy (the caller's deadline) before
-// sending it, for an inline read to end by then and go on through the
-// pipeline.
-func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply, error)) *op {
-	args := make([]any, len(wire.PeekFields)+2)
-	args[0], args[1] = "hmget", entry
-	copy(args[2:], wire.PeekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args, readOnly: true,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.Do(ctx, args...)
-		},
-	}
-	o.finish = func(r opResult) {
-		if r.err == nil {
-			r.err = r.cmd.Err()
-		}
-		if r.err != nil {
-			finish(peekReply{}, errorf("peek: %w", denied(r.err)))
-			return
-		}
-		e, err := wire.ParsePeek(r.cmd.(*redis.Cmd).Val())
-		if err != nil {
-			finish(peekReply{}, errorf("peek: %w", err))
-			return
-		}
-		pr, err := s.peeked(e, r.now)
-		finish(pr, err)
-	}
-	return o
-}
-
-// send sends the read o inline when it may (inline.go), otherwise through
-// the pipeline.
-func (s *store) send(o *op) {
-	if s.pipe.inline(o) {
-		return
-	}
-	if !s.pipe.enqueue(o) {
-		o.finish(opResult{err: ErrClosed})
-	}
 }
 
 // peeked is what a peek found (e), with its payload decoded, and the

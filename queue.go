@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/corralhq/corral/internal/replay"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -37,7 +38,7 @@ func (c *Cache) newQueue() *replay.Queue {
 		Delete: func(ctx context.Context, key string, recovery bool) error {
 			return c.store.deleteAs(ctx, wire.NewNames(c.opts.Prefix, key), recovery)
 		},
-		NodeOf: func(key string) string { return c.store.pipe.nodeOf(wire.EntryName(c.opts.Prefix, key)) },
+		NodeOf: func(key string) string { return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key)) },
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
 		Applied: func(key string) {
 			c.stats.replayed.Add(1)
@@ -70,8 +71,7 @@ var pendingPeek = func() *peekCall {
 // silent, the breaker open), refused the write (a replica, out of memory),
 // or the caller left with the outcome unknown.
 func queueable(err error) bool {
-	var gone callerGone
-	return redisFailed(err) || errors.Is(err, ErrWriteRefused) || errors.As(err, &gone)
+	return redisFailed(err) || errors.Is(err, ErrWriteRefused) || transport.Says(err, transport.CallerGone)
 }
 
 // invalidateLater queues the invalidation of key that failed with err,
@@ -121,17 +121,4 @@ func (c *Cache) abandon() {
 		c.opts.Logger.Warn("corral: Close could not apply the invalidations queued for Redis; Redis may serve the old values until their TTL",
 			"count", len(keys), "first", keys[0])
 	}
-}
-
-// nodeOf is the address of the node that serves the Redis key name: ""
-// off a Cluster, where the pipeline's one node has no address.
-func (p *pipeline) nodeOf(name string) string {
-	if p.cluster == nil {
-		return ""
-	}
-	m, err := p.cluster.MasterForKey(context.Background(), name)
-	if err != nil {
-		return ""
-	}
-	return m.Options().Addr
 }

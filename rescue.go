@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -54,7 +55,7 @@ func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) res
 	}
 	now := time.Now()
 	left := deadline.Sub(now)
-	if left >= c.opts.RedisTimeout+monitorTick || left <= 2*rescueMin {
+	if left >= c.opts.RedisTimeout+transport.MonitorTick || left <= 2*rescueMin {
 		return rescue{}
 	}
 	at := deadline.Add(-left / 2)
@@ -89,7 +90,7 @@ func (r *rescue) timer() (<-chan time.Time, func() bool) {
 // due reports whether r's caller is to be rescued now: nothing heard from
 // the key's node since its attempt began.
 func (c *Cache) due(r *rescue) bool {
-	return !c.store.pipe.heardSince(r.name, r.began)
+	return !c.store.heardSince(r.name, r.began)
 }
 
 // rescued answers a caller of key rescued (see the top of this file): from
@@ -155,13 +156,6 @@ func (c *Cache) lastLoad(key string) (time.Duration, bool) {
 	return time.Duration(took * float64(time.Millisecond)), true
 }
 
-// heardSince reports whether the node that serves the Redis key name
-// answered anything since t.
-func (p *pipeline) heardSince(name string, t time.Time) bool {
-	l := p.liveness(p.nodeOf(name))
-	return l.heard.Load() >= t.UnixNano()
-}
-
 // A FetchMany is rescued the same way, once for the whole call: its keys
 // whose peek or flight still waits on a node that said nothing since the
 // call began are answered from memory, or by one call of its loadMany for
@@ -177,7 +171,7 @@ func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
 
 // silentFor reports whether the node of key said nothing since r began.
 func (c *Cache) silentFor(r *rescue, key string) bool {
-	return !c.store.pipe.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
+	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
 }
 
 // waitAll waits, in turn, for the channel done gives each of calls (nil:

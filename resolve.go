@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -273,8 +274,8 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 // not left to the lease's expiry. A commit that finds the lease not held by
 // token changes nothing.
 func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, followUp) {
-	sent := token != "" && !unreachable(redisErr) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
-	copies := !errors.Is(redisErr, ErrWriteRefused)                                       // Redis answered: no entry
+	sent := token != "" && !transport.Says(redisErr, transport.Unreachable) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
+	copies := !errors.Is(redisErr, ErrWriteRefused)                                                                 // Redis answered: no entry
 	if redisFailed(redisErr) {
 		if a, ok := c.failSafeFrom(f.key, copies); ok {
 			if sent {

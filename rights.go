@@ -2,12 +2,9 @@ package corral
 
 import (
 	"context"
-	_ "embed"
 	"errors"
-	"fmt"
 
 	"github.com/corralhq/corral/internal/diagnose"
-	"github.com/redis/go-redis/v9"
 )
 
 // This file holds the check corral makes of its rights, once per Cache, once
@@ -16,12 +13,6 @@ import (
 // Nothing here fails a call: a missing right is logged once here, and the
 // calls that need it return ErrPermission (or, for channels, waiters
 // re-check on their own).
-
-var (
-	//go:embed scripts/rights.lua
-	rightsSrc    string
-	rightsScript = redis.NewScript(rightsSrc)
-)
 
 // firstUse starts the checks in the background the first time it is called
 // (after the first reply from Redis: a Redis that is down is not checked).
@@ -48,25 +39,13 @@ func (c *Cache) checkRights(ctx context.Context) {
 		return // Redis is failing: the calls say so
 	}
 	diagnose.WarnPubSub(c.opts.Logger, mode.mark, mode.refusal, c.opts.Prefix, c.opts.DisableShardedPubSub)
-	// EVAL, not EVALSHA: it runs once. (A missing EVALSHA right shows on
-	// the first call that needs it.)
-	key := c.store.probeName
-	r := c.store.pipe.do(&op{ctx: ctx, key: key,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return rightsScript.Eval(ctx, p, []string{key})
-		},
-	})
-	err = r.err
-	if err == nil {
-		err = r.cmd.Err()
-	}
+	refused, err := c.store.rights(ctx)
 	if err != nil {
-		c.rightMissing(denied(err))
+		c.rightMissing(err)
 		return
 	}
-	refused, _ := r.cmd.(*redis.Cmd).Val().([]any)
 	for _, msg := range refused {
-		c.rightDenied(fmt.Sprint(msg))
+		c.rightDenied(msg)
 	}
 }
 

@@ -140,7 +140,7 @@ func (c *Cache) foreignKey(key, name string) {
 	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		kind, err := c.rdb.Type(ctx, name).Result()
+		kind, err := c.store.keyType(ctx, name)
 		switch {
 		case err != nil:
 			kind = "unknown (" + err.Error() + ")"

@@ -8,7 +8,6 @@ package diagnose
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,10 +30,8 @@ type Config struct {
 	// publish (SPUBLISH, then PUBLISH): it returns the mode's mark
 	// (wire.AnnounceSharded, AnnouncePlain or AnnounceNone).
 	PubSub func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error)
-	// Pings is how many PINGs time the round trip; ProbeAfter and
-	// InlineBound are the transport's bounds a slow one meets.
-	Pings                   int
-	ProbeAfter, InlineBound time.Duration
+	// Pings is how many PINGs time the round trip.
+	Pings int
 }
 
 // Severity grades a Finding.
@@ -154,11 +151,4 @@ const errPrefix = "corral: "
 // errorf is fmt.Errorf for corral's errors (see corral's errorf).
 func errorf(format string, args ...any) error {
 	return errprefix.Errorf(errPrefix, format, args...)
-}
-
-// isReply reports whether err is an error reply of Redis to one command,
-// rather than a failure of the exchange.
-func isReply(err error) bool {
-	var reply redis.Error
-	return errors.As(err, &reply)
 }

@@ -77,7 +77,7 @@ func TestRunOnAPlainServer(t *testing.T) {
 		PubSub: func(ctx context.Context, publish func(context.Context, string) error) (byte, error) {
 			return wire.AnnounceSharded, publish(ctx, "SPUBLISH")
 		},
-		Pings: 3, ProbeAfter: time.Second, InlineBound: time.Second})
+		Pings: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

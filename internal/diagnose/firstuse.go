@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/internal/errprefix"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -63,7 +64,7 @@ func evicts(p string) bool { return p != "noeviction" }
 // time, so the policy alone decides.
 func WarnPolicies(log *slog.Logger, policies map[string]string, err error) (answered bool) {
 	switch {
-	case err != nil && !isReply(err) && !errors.Is(err, ErrNoPolicy):
+	case err != nil && !transport.Says(err, transport.Reply) && !errors.Is(err, ErrNoPolicy):
 		return false // unreachable, or silent: the calls say so
 	case err != nil:
 		log.Info("corral: could not read Redis's maxmemory-policy (CONFIG GET) to learn whether it evicts keys; "+

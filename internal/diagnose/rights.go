@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,7 +41,7 @@ func (k *checker) rights(ctx context.Context) error {
 		for _, msg := range list {
 			refused(fmt.Sprint(msg), errors.New(fmt.Sprint(msg))) // Redis's words
 		}
-	case isReply(err):
+	case transport.Says(err, transport.Reply):
 		scripted = false
 		refused(err.Error(), err)
 	default:
@@ -50,9 +51,9 @@ func (k *checker) rights(ctx context.Context) error {
 	// means the right to EVALSHA is there).
 	err = k.cfg.Rights.EvalSha(ctx, k.rdb, []string{k.probe}).Err()
 	switch {
-	case err != nil && !isReply(err):
+	case err != nil && !transport.Says(err, transport.Reply):
 		return errorf("EVALSHA rights.lua: %w", err)
-	case err != nil && !strings.HasPrefix(err.Error(), "NOSCRIPT"):
+	case err != nil && !transport.Says(err, transport.NoScript):
 		refused(err.Error(), err)
 	}
 	missing = compact(missing)
@@ -158,7 +159,7 @@ func (k *checker) pubsub(ctx context.Context) error {
 	}
 	used := fmt.Sprintf("%s (%s, %s)", k.r.PubSub, publish, subscribe)
 	if err := k.subscribe(ctx, subscribe == "SSUBSCRIBE", k.probe); err != nil {
-		if !isReply(err) {
+		if !transport.Says(err, transport.Reply) {
 			return errorf("%s: %w", subscribe, err)
 		}
 		k.r.missing(RightOf(err.Error(), k.cfg.Prefix))
@@ -242,7 +243,7 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 	refused := func(what string, err error) error {
 		switch {
 		case err == nil:
-		case !isReply(err):
+		case !transport.Says(err, transport.Reply):
 			return errorf("%s: %w", what, err)
 		case strings.Contains(err.Error(), "channel"):
 			missing = append(missing, "channel "+near.InvalidationChannel)

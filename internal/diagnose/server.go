@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/corralhq/corral/internal/redisurl"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,12 +59,12 @@ func askServer(ctx context.Context, m checkNode) (serverInfo, error) {
 	if err == nil {
 		return serverInfo{redisurl.Field(hello, "version"), redisurl.Field(hello, "mode"), redisurl.Field(hello, "role")}, nil
 	}
-	if !isReply(err) {
+	if !transport.Says(err, transport.Reply) {
 		return serverInfo{}, err
 	}
 	info, err := m.Info(ctx).Result()
 	if err != nil {
-		if isReply(err) {
+		if transport.Says(err, transport.Reply) {
 			return serverInfo{}, nil
 		}
 		return serverInfo{}, err
@@ -159,7 +160,7 @@ func (k *checker) eviction(ctx context.Context) error {
 	for addr, m := range k.masters {
 		p, limit, err := memoryConfig(ctx, m)
 		switch {
-		case err != nil && !isReply(err) && !errors.Is(err, ErrNoPolicy):
+		case err != nil && !transport.Says(err, transport.Reply) && !errors.Is(err, ErrNoPolicy):
 			return errorf("CONFIG GET on %s: %w", addrName(addr), err)
 		case err != nil:
 			unread = err
@@ -267,8 +268,8 @@ func (k *checker) rtt(ctx context.Context) error {
 	switch {
 	case rtt >= k.cfg.Timeout:
 		k.r.add("rtt", Failure, "%s: at least RedisTimeout (%v), so calls would fail as if Redis were silent, and Fetch fail open", ms, k.cfg.Timeout)
-	case rtt >= k.cfg.ProbeAfter:
-		k.r.add("rtt", Warning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, k.cfg.InlineBound, k.cfg.ProbeAfter)
+	case rtt >= transport.ProbeAfter:
+		k.r.add("rtt", Warning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, transport.InlineBound, transport.ProbeAfter)
 	default:
 		k.r.add("rtt", OK, "%s", ms)
 	}

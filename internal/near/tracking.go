@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -214,7 +215,7 @@ func (t *tracker) listen(ctx context.Context, ps *redis.PubSub, conn *redis.Conn
 		m, err := ps.ReceiveTimeout(ctx, trackCheck)
 		switch {
 		case err == nil:
-		case isTimeout(err):
+		case transport.Says(err, transport.Timeout):
 		case strings.Contains(err.Error(), "unsupported pubsub message payload"):
 			t.near.purge() // a flush: its invalidation names no key
 			continue
@@ -289,10 +290,4 @@ func (t *tracker) close(deadline time.Time) {
 	case <-done:
 	case <-timer.C:
 	}
-}
-
-// isTimeout reports whether err is a read timing out (no message yet).
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
 }
