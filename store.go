@@ -17,7 +17,7 @@ import (
 // which applies RedisTimeout, the node's circuit breaker and one error
 // classification (transport.Classify): a rule added there holds for every
 // command. They are the protocol's scripts (scripts/*.lua, run by
-// scripts.go) and the plain commands of this file: the peek's HMGET (hit.go;
+// scripts.go) and the plain commands of this file: the peek's HMGET (peek.go;
 // read in the caller's goroutine when it may), the read of a payload too
 // large to come with its reply, the pub/sub mode's probe (PUBLISH or
 // SPUBLISH, pubsub.go), the rights check (rights.lua, rights.go), the
@@ -28,13 +28,14 @@ import (
 //
 //   - internal/notify's subscriptions: long-lived pub/sub connections,
 //     which go-redis keeps subscribed across reconnects;
-//   - tracking.go's invalidation stream: CLIENT TRACKING redirects a
-//     connection's invalidations to another one's ID, so both are
-//     dedicated connections, held for the Cache's life;
-//   - Check (check*.go), which has no Cache: it reports what the client
-//     itself meets, node by node, and through a pipeline its round trips
-//     would be timed with the batching, its "not now" replies retried and
-//     its refusals turned into a breaker's ErrCircuitOpen;
+//   - the near cache's invalidation stream (internal/near): CLIENT
+//     TRACKING redirects a connection's invalidations to another one's
+//     ID, so both are dedicated connections, held for the Cache's life;
+//   - Check (check.go, internal/diagnose), which has no Cache: it reports
+//     what the client itself meets, node by node, and through a pipeline
+//     its round trips would be timed with the batching, its "not now"
+//     replies retried and its refusals turned into a breaker's
+//     ErrCircuitOpen;
 //   - the slot map go-redis reloads on a Cluster when a node fails
 //     (Cache.nodeFailed): go-redis's own command, in its own time.
 
