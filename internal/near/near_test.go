@@ -179,10 +179,12 @@ func TestTrackingInvalidates(t *testing.T) {
 	}
 	put := func(key string) {
 		t.Helper()
-		n.Put(Key{Key: key}, copyOf("v", time.Minute), n.Snapshot())
-		if !held(key) {
-			t.Fatalf("no copy of %s", key)
-		}
+		// Any invalidation that arrives during a Put (one of an earlier
+		// write) keeps it from storing: try until one stores.
+		testkit.Eventually(t, 5*time.Second, "a copy of "+key, func() bool {
+			n.Put(Key{Key: key}, copyOf("v", time.Minute), n.Snapshot())
+			return held(key)
+		})
 	}
 	write := func(name string) {
 		t.Helper()
