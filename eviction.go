@@ -16,7 +16,7 @@ import (
 // may try again.
 const policyRetry = time.Minute
 
-// diagnoseSoon starts checkEvictionPolicy in the background, bounded by
+// diagnoseSoon starts diagnosePolicy in the background, bounded by
 // RedisTimeout, at the first call, or at the first call a minute after a
 // check Redis did not answer. warn.policyNext is when a check may start
 // (Unix ns), or -1 while one runs and once one got an answer.
@@ -28,17 +28,17 @@ func (c *Cache) diagnoseSoon() {
 	c.tasks.start(func() { // Close waits for it, up to RedisTimeout
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		if !c.checkEvictionPolicy(ctx) {
+		if !c.diagnosePolicy(ctx) {
 			c.warn.policyNext.Store(time.Now().Add(policyRetry).UnixNano())
 		}
 	})
 }
 
-// checkEvictionPolicy reads the maxmemory-policy of the server (CONFIG GET),
+// diagnosePolicy reads the maxmemory-policy of the server (CONFIG GET),
 // or of each master of a Cluster, and warns once when it may evict corral's
 // keys (diagnose.WarnPolicies). It reports false when Redis did not answer,
 // so the check is tried again later.
-func (c *Cache) checkEvictionPolicy(ctx context.Context) (answered bool) {
+func (c *Cache) diagnosePolicy(ctx context.Context) (answered bool) {
 	policies, err := c.evictionPolicies(ctx)
 	return diagnose.WarnPolicies(c.opts.Logger, policies, err)
 }

@@ -23,17 +23,17 @@ func (c *Cache) firstUse() {
 	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		c.checkRights(ctx)
+		c.diagnoseRights(ctx)
 	})
 }
 
-// checkRights learns the pub/sub mode (store.pubsub), then tries, in one
+// diagnoseRights learns the pub/sub mode (store.pubsub), then tries, in one
 // script on a key under Prefix, each command corral's scripts and hit path
 // run (ACL rules apply inside scripts as outside). It logs each right the
 // ACL user lacks once. (A user that may publish but not subscribe is not
 // caught here: its waiters' subscriptions are never confirmed, and they
 // re-check on their own.)
-func (c *Cache) checkRights(ctx context.Context) {
+func (c *Cache) diagnoseRights(ctx context.Context) {
 	mode, err := c.store.pubsub(ctx)
 	if err != nil {
 		return // Redis is failing: the calls say so
