@@ -128,7 +128,7 @@ func noFailOpen(t *testing.T, caches []*corral.Cache) {
 // key in each: every key is loaded, and nobody fails open although the
 // calls far outnumber each client's connections (a pool of 10 per CPU).
 // 16,000 goroutines under -race, beside the other packages' tests, starve
-// the clients of CPU for seconds: that too is slow, not down (probe.go).
+// the clients of CPU for seconds: that too is slow, not down (internal/transport/probe.go).
 // What the product guarantees under that starvation is one load per key
 // while its lease holds: a holder starved past its LeaseTTL loses the lease
 // (counted in LeasesLost) and another process may then load the key again,

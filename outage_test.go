@@ -21,7 +21,7 @@ import (
 )
 
 // Outages: Redis refusing connections, silent, or gone for a while, as a
-// normal day (failsafe.go, down.go). The faults come from a killed server
+// normal day (failsafe.go, internal/transport/down.go). The faults come from a killed server
 // or a TCP proxy that refuses, cuts or swallows connections; origin loads
 // are counted.
 

@@ -23,7 +23,7 @@ import (
 // of each process's client learns its reply 250 ms late (RedisTimeout is
 // 100 ms), as a goroutine that gets the CPU late would. Every key is still
 // loaded once, across 8 processes, and nobody fails open: the probe that
-// tells slow from silent reads its answer off the socket (probe.go).
+// tells slow from silent reads its answer off the socket (internal/transport/probe.go).
 func TestLoad_ClientReadsLate(t *testing.T) {
 	const procs, keysN, perKey, lag = 8, 10, 2, 250 * time.Millisecond
 	srv := redistest.Start(t)

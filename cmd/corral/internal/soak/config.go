@@ -51,8 +51,8 @@ const (
 	FailOpenPerRestart = 2
 	// RecoveryGrace (650ms) is how long after Redis answers again (a
 	// restart's Up) a worker may still be unable to use it, its breaker
-	// tripped until its recovery probe sees Redis (corral's down.go): the
-	// probe that follows Up starts within recoverPause (150ms); its PING
+	// tripped until its recovery probe sees Redis (corral's
+	// internal/transport/down.go): the probe that follows Up starts within recoverPause (150ms); its PING
 	// on a connection of its own and its PING through the client are each
 	// bounded by RedisTimeout (2 x 200ms), which they take only on a busy
 	// machine (on loopback they take a millisecond); and busySlack (100ms)
@@ -62,7 +62,7 @@ const (
 	// invariant 2 forgives a stale value answered from memory up to then
 	// (see checkOutages, checkStale). The breaker that BreakerThreshold
 	// failures in a row open is closed by the trip's end too (corral's
-	// breaker.go: the failures were the same outage's); opened without a
+	// internal/transport/breaker.go: the failures were the same outage's); opened without a
 	// trip (a stall made Redis look silent), it stays open for
 	// BreakerCooldown ±25%, whatever Redis does.
 	RecoveryGrace = recoverPause + 2*RedisTimeout + busySlack
@@ -72,8 +72,9 @@ const (
 	Jitter = 0.1
 
 	// recoverPause is the longest pause between the recovery probes of a
-	// node found down (corral's down.go: recoverMax, 100ms, spread by
-	// +50%): a worker's probe asks Redis again within it of its answering.
+	// node found down (corral's internal/transport/down.go: recoverMax,
+	// 100ms, spread by +50%): a worker's probe asks Redis again within it
+	// of its answering.
 	recoverPause = 150 * time.Millisecond
 
 	// busySlack is what the checks allow a busy 2-core machine for a

@@ -1,11 +1,9 @@
-package corral
+package transport
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -14,24 +12,24 @@ import (
 // is gone, or a partition resets connections), a silence past the stall
 // bound (liveness.go), or the client's connections refused at AUTH (a wrong
 // or rotated password). Such evidence trips the node's breaker at once
-// (breaker.go) and fails the node's batches in flight, so that every call
+// (breaker.go) and fails the node's batches in flight, so that every op
 // fails within a millisecond or two, whatever the client's own retries
-// (go-redis's defaults retry a refused dial for seconds): Fetch then answers
-// from this process's memory, or fails open (failsafe.go). A node that
-// accepts connections and closes them unanswered (a proxy or load balancer
-// in front of a dead Redis, maxclients reached) is refusing too. With
-// DisableBreaker nothing trips, but the batches in flight still fail at
-// once on such evidence.
+// (go-redis's defaults retry a refused dial for seconds): the Cache then
+// answers from its memory, or fails open. A node that accepts connections
+// and closes them unanswered (a proxy or load balancer in front of a dead
+// Redis, maxclients reached) is refusing too. With Config.Breaker.Disable
+// nothing trips, but the batches in flight still fail at once on such
+// evidence.
 //
 // A tripped node has one recovery probe, a goroutine that asks it, after a
 // pause spread at random so that a fleet's instances do not come back
 // together, whether it answers: a PING on a connection of its own (dialled
 // with the client's dialer, without retries), then a PING through the
-// client, which proves its credentials too. Only once both answer are the
-// process's queued invalidations applied (recovered, the Cache's replay),
-// and only then does the breaker close for the callers: what this process
-// forgot while Redis was away reaches Redis before this process reads from
-// it again.
+// client, which proves its credentials too. Only once both answer is
+// Config.Recovered called, whose ops (Op.Recovery: the Cache's queued
+// invalidations) go through, and only then does the breaker close for the
+// other ops: what the process forgot while Redis was away reaches Redis
+// before it reads from it again.
 
 const (
 	recoverFirst = 25 * time.Millisecond  // the first recovery probe, spread ±50%
@@ -41,13 +39,9 @@ const (
 	quickLook    = 20 * time.Millisecond  // a batch unanswered this long has its node's probe connection looked at
 )
 
-// errTripped marks an exchange the trip kept from Redis after gobreaker let
-// it through: not counted by gobreaker.
-var errTripped = errors.New("corral: not sent: the node's breaker tripped")
-
 // trip trips node's breaker for cause, fails the node's batches in flight
 // with it, and starts the node's recovery probe unless one runs.
-func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
+func (p *Pipeline) trip(node nodeRef, l *liveness, cause error) {
 	tripped := l.breaker.trip(cause)
 	if t := l.breaker.trip0(); t != nil {
 		cause = t.err()
@@ -74,7 +68,7 @@ func (p *pipeline) trip(node nodeRef, l *liveness, cause error) {
 }
 
 // failInflight gives up every batch in flight to the node of l.
-func (p *pipeline) failInflight(l *liveness, err error) {
+func (p *Pipeline) failInflight(l *liveness, err error) {
 	var failed []*batch
 	p.flyMu.Lock()
 	for b := range p.inflight {
@@ -89,17 +83,10 @@ func (p *pipeline) failInflight(l *liveness, err error) {
 	}
 }
 
-// tripErr is the error of a batch a trip failed: err, which callers see,
-// marked errTripped for gobreaker, which does not count it.
-type tripErr struct{ err error }
-
-func (e tripErr) Error() string   { return e.err.Error() }
-func (e tripErr) Unwrap() []error { return []error{e.err, errTripped} }
-
 // admit answers the ops of g that the node's trip keeps from Redis with its
 // error, and returns the others: all of them when the node is not tripped,
 // the recovery's own once its probe answered, none before.
-func (p *pipeline) admit(g group, live *liveness) []*op {
+func (p *Pipeline) admit(g group, live *liveness) []*Op {
 	t := live.breaker.trip0()
 	if t == nil {
 		return g.ops
@@ -107,11 +94,11 @@ func (p *pipeline) admit(g group, live *liveness) []*op {
 	keep := g.ops[:0]
 	err := t.err()
 	for _, o := range g.ops {
-		if o.recovery && t.recovering.Load() {
+		if o.Recovery && t.recovering.Load() {
 			keep = append(keep, o)
 			continue
 		}
-		o.finish(opResult{err: err})
+		o.Finish(Result{Err: err})
 	}
 	if len(keep) < len(g.ops) {
 		p.failed(err) // on a Cluster: its slots may have a new master by now
@@ -119,29 +106,16 @@ func (p *pipeline) admit(g group, live *liveness) []*op {
 	return keep
 }
 
-// recovering lets the recovery's ops through every tripped breaker, as if
-// each node had answered its probe: for Close's last replay.
-func (p *pipeline) recovering() {
+// Recovering lets the ops marked Op.Recovery through every tripped
+// breaker, as if each node had answered its probe: for a last replay
+// before Close.
+func (p *Pipeline) Recovering() {
 	p.nodes.Range(func(_, l any) bool {
 		if t := l.(*liveness).breaker.trip0(); t != nil {
 			t.recovering.Store(true)
 		}
 		return true
 	})
-}
-
-// skipped returns the error of a call of key while its node is tripped, so
-// that the call skips Redis without a round through the pipeline; nil
-// otherwise (when no node is tripped, at the cost of one atomic load).
-func (c *Cache) skipped(key string) error {
-	p := c.store.pipe
-	if p.trips.Load() == 0 {
-		return nil
-	}
-	if t := p.liveness(p.nodeOf(wire.EntryName(c.opts.Prefix, key))).breaker.trip0(); t != nil {
-		return t.err()
-	}
-	return nil
 }
 
 // trip0 returns b's trip, or nil when it is not tripped (or b is nil).
@@ -154,11 +128,11 @@ func (b *breaker) trip0() *trip {
 
 // recoverNode is a tripped node's recovery probe (see the top of this file).
 // It ends when the node answers, or when the pipeline closes.
-func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
+func (p *Pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 	defer p.probers.Done()
 	pause := recoverFirst
 	for {
-		timer := time.NewTimer(spread(pause, 0.5, p.rand))
+		timer := time.NewTimer(spread(pause, 0.5, p.cfg.Rand))
 		select {
 		case <-timer.C:
 		case <-p.stop:
@@ -168,8 +142,8 @@ func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 		err := p.answers(node, l)
 		if err == nil {
 			t.recovering.Store(true)
-			if p.recovered != nil {
-				p.recovered(node.addr) // the queued invalidations, first
+			if p.cfg.Recovered != nil {
+				p.cfg.Recovered(node.addr) // the caller's recovery ops (queued invalidations), first
 			}
 			l.breaker.untrip(t)
 			p.trips.Add(-1)
@@ -178,7 +152,7 @@ func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 		t.latest.Store(&failedCall{err})
 		t.errv.Store(nil) // the calls' error names the latest cause
 		pause = min(2*pause, recoverMax)
-		if authRefused(err) {
+		if Says(err, AuthRefused) {
 			pause = recoverAuth // a password is not fixed in milliseconds
 		}
 	}
@@ -187,7 +161,7 @@ func (p *pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 // answers asks node whether it can be used again: a PING on a connection
 // of its own (not for nodes probed through the client), then a PING
 // through the client. It returns why not, or nil.
-func (p *pipeline) answers(node nodeRef, l *liveness) error {
+func (p *Pipeline) answers(node nodeRef, l *liveness) error {
 	if c, ok := node.client.(*redis.Client); ok && !l.plain.Load() {
 		if err := p.pingOwn(c, min(p.timeout, recoverBound)); err != nil {
 			return err
@@ -196,7 +170,7 @@ func (p *pipeline) answers(node nodeRef, l *liveness) error {
 	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	err := node.client.Ping(ctx).Err()
-	if err != nil && (!isReplyError(err) || redisFailed(err)) {
+	if c := Classify(err); err != nil && (c&Reply == 0 || c&Unavailable != 0) {
 		return err // no answer, or one that says no (a refused AUTH, LOADING, ...)
 	}
 	now := time.Now().UnixNano()
@@ -209,7 +183,7 @@ func (p *pipeline) answers(node nodeRef, l *liveness) error {
 // looks for any answer (one that wants AUTH answers with an error: it is
 // there) for up to bound, reading the socket directly, so that a process
 // starved of CPU does not miss an answer that came.
-func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
+func (p *Pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(p.ctx, bound)
 	defer cancel()
 	o := c.Options()
@@ -221,7 +195,7 @@ func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 		return unreachableError{err}
 	}
 	defer conn.Close()
-	if _, err := conn.Write(ping); err != nil {
+	if _, err := conn.Write(Ping); err != nil {
 		return unreachableError{err}
 	}
 	var buf [64]byte
@@ -250,7 +224,7 @@ func (p *pipeline) pingOwn(c *redis.Client, bound time.Duration) error {
 // before it answered a PING trips it at once. So a killed or restarted
 // Redis is known within a monitor tick of the first call it leaves
 // unanswered, not after the client's retries.
-func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
+func (p *Pipeline) lookSoon(node nodeRef, l *liveness) {
 	c, ok := node.client.(*redis.Client)
 	if !ok {
 		return
@@ -278,7 +252,7 @@ func (p *pipeline) lookSoon(node nodeRef, l *liveness) {
 // (TLS, a dialer that wraps them), which the monitor cannot read directly:
 // a dial of its own with the client's dialer, without retries, unless one
 // is under way. A refusal trips the node; a connection made is closed.
-func (p *pipeline) dialCheck(node nodeRef, l *liveness, c *redis.Client) {
+func (p *Pipeline) dialCheck(node nodeRef, l *liveness, c *redis.Client) {
 	if !l.dialing.CompareAndSwap(false, true) {
 		return
 	}
@@ -291,7 +265,7 @@ func (p *pipeline) dialCheck(node nodeRef, l *liveness, c *redis.Client) {
 		switch {
 		case err == nil:
 			conn.Close()
-		case ctx.Err() == nil && !isTimeout(err):
+		case ctx.Err() == nil && !Says(err, Timeout):
 			l.refused.Store(&refusal{err: err, at: time.Now()})
 			p.note(err)
 			p.trip(node, l, unreachableError{err})

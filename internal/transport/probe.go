@@ -1,4 +1,4 @@
-package corral
+package transport
 
 import (
 	"context"
@@ -30,10 +30,11 @@ import (
 // Clients whose node is not a *redis.Client, or whose connections are not
 // plain sockets (TLS), are probed with a PING through the client instead.
 
-// ping is the probe: PING as a RESP array, which every server speaking
+// Ping is the probe: PING as a RESP array, which every server speaking
 // Redis's protocol reads (an embedded one such as miniredis closes the
 // connection on an inline command, which would look like a refusal).
-var ping = []byte("*1\r\n$4\r\nPING\r\n")
+// Check writes it too, on a connection of its own.
+var Ping = []byte("*1\r\n$4\r\nPING\r\n")
 
 // prober is a node's probe connection.
 type prober struct {
@@ -51,7 +52,7 @@ type prober struct {
 // dial opens the probe connection of node in the background, unless it is
 // open or being opened. A refusal is recorded on l. mark says the dial is
 // itself a probe, whose silence counts from now.
-func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bool) {
+func (p *Pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bool) {
 	if mark {
 		// Counted from now even when a dial begun earlier is still under
 		// way: a node that never completes a connection is silent too.
@@ -82,7 +83,7 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 		pr.dialing = false
 		switch {
 		case err != nil:
-			refused := !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, errNotProbeable) && !isTimeout(err)
+			refused := !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !errors.Is(err, errNotProbeable) && !Says(err, Timeout)
 			if refused {
 				l.refused.Store(&refusal{err: err, at: time.Now()})
 				p.note(err)
@@ -101,45 +102,35 @@ func (p *pipeline) dialProbe(node nodeRef, l *liveness, c *redis.Client, mark bo
 			// Redis, maxclients reached) is found out at the next look.
 			pr.conn, pr.answered = conn, false
 			conn.SetWriteDeadline(time.Now().Add(p.timeout))
-			if _, err := conn.Write(ping); err == nil {
+			if _, err := conn.Write(Ping); err == nil {
 				pr.pinged, pr.sentAt = true, time.Now()
 			}
 		}
 	}()
 }
 
-// refusalReply reports whether b, the first bytes a new connection read,
+// RefusalReply reports whether b, the first bytes a new connection read,
 // is the error a server sends on a connection it refuses before closing it
 // (maxclients reached), and returns its text. Other error replies (NOAUTH
 // to a PING without AUTH, say) are a server that answers.
-func refusalReply(b []byte) (string, bool) {
+func RefusalReply(b []byte) (string, bool) {
 	line, _, _ := strings.Cut(string(b), "\r\n")
 	if strings.HasPrefix(line, "-") {
-		return maxClientsReply(line[1:])
+		return MaxClients(line[1:])
 	}
 	return "", false
 }
 
-// maxClientsReply reports whether msg, an error's text, is the one a
-// server at maxclients refuses a connection with, and returns it.
-func maxClientsReply(msg string) (string, bool) {
+// MaxClients reports whether msg, an error's text, is the one a server at
+// maxclients refuses a connection with, and returns it.
+func MaxClients(msg string) (string, bool) {
 	return msg, strings.Contains(msg, "max number of clients reached")
 }
 
-// maxClientsFix is what to do about a server at maxclients.
-const maxClientsFix = "every connection it allows is taken (maxclients): raise maxclients " +
+// MaxClientsFix is what to do about a server at maxclients.
+const MaxClientsFix = "every connection it allows is taken (maxclients): raise maxclients " +
 	"(CONFIG SET maxclients, or redis.conf), or lower the clients' pool sizes (go-redis PoolSize, " +
 	"10 per CPU by default) or the number of clients"
-
-// serverRefused is the error of a connection the server refused with msg.
-type serverRefused string
-
-func (e serverRefused) Error() string {
-	if _, full := maxClientsReply(string(e)); full {
-		return "Redis refused the connection: " + string(e) + ": " + maxClientsFix
-	}
-	return "Redis refused the connection: " + string(e)
-}
 
 // errProbeStuck says a probe connection left its PING unanswered while
 // the node answered other calls.
@@ -151,7 +142,7 @@ var errNotProbeable = errors.New("corral: probe connection is not a socket")
 // probe asks node whether it is there (see the top of this file), at most
 // once per call: a PING is written, or the answer to the one out is looked
 // for, or the connection is dialled again.
-func (p *pipeline) probe(node nodeRef, l *liveness) {
+func (p *Pipeline) probe(node nodeRef, l *liveness) {
 	c, ok := node.client.(*redis.Client)
 	if !ok || l.plain.Load() {
 		p.pingProbe(node, l)
@@ -169,7 +160,7 @@ func (p *pipeline) probe(node nodeRef, l *liveness) {
 	if !pr.pinged {
 		now := time.Now()
 		conn.SetWriteDeadline(now.Add(p.timeout))
-		if _, err = conn.Write(ping); err == nil {
+		if _, err = conn.Write(Ping); err == nil {
 			pr.pinged, pr.sentAt = true, now
 			l.unheard.CompareAndSwap(0, now.UnixNano())
 		}
@@ -188,7 +179,7 @@ func (pr *prober) look(l *liveness, silence bool) error {
 	n, err := readNow(pr.conn, buf[:])
 	if n == 0 && err == nil && pr.pinged && silence {
 		sent := pr.sentAt.UnixNano()
-		if l.heard.Load() > sent && time.Since(pr.sentAt) >= probeAfter {
+		if l.heard.Load() > sent && time.Since(pr.sentAt) >= ProbeAfter {
 			// The node answered other calls since this PING went out,
 			// but not the PING: the probe's own connection is stuck.
 			// A new one is dialled at the next probe.
@@ -199,7 +190,7 @@ func (pr *prober) look(l *liveness, silence bool) error {
 		l.unheard.CompareAndSwap(0, sent)
 	}
 	if n > 0 && pr.pinged && !pr.answered {
-		if msg, ok := refusalReply(buf[:n]); ok {
+		if msg, ok := RefusalReply(buf[:n]); ok {
 			// The server's reason for refusing the connection (it closes
 			// it next): not an answer, and what the trip will say.
 			return serverRefused(msg)
@@ -229,9 +220,9 @@ func (pr *prober) look(l *liveness, silence bool) error {
 // probeEnded closes the probe connection when err says it failed or ended
 // (a new one is dialled at the next probe), and unlocks pr.mu. A connection
 // the node closed before answering any PING is a refusal: the node trips.
-func (p *pipeline) probeEnded(node nodeRef, l *liveness, err error) {
+func (p *Pipeline) probeEnded(node nodeRef, l *liveness, err error) {
 	pr := &l.prober
-	refused := err != nil && !pr.answered && !errors.Is(err, errProbeStuck) && !isTimeout(err)
+	refused := err != nil && !pr.answered && !errors.Is(err, errProbeStuck) && !Says(err, Timeout)
 	if err != nil {
 		pr.conn.Close()
 		pr.conn, pr.pinged = nil, false
@@ -245,7 +236,7 @@ func (p *pipeline) probeEnded(node nodeRef, l *liveness, err error) {
 
 // pingProbe probes node with a PING through its client, unless such a
 // probe is under way, bounded by RedisTimeout.
-func (p *pipeline) pingProbe(node nodeRef, l *liveness) {
+func (p *Pipeline) pingProbe(node nodeRef, l *liveness) {
 	if !l.probing.CompareAndSwap(false, true) {
 		return
 	}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package corral
+package transport
 
 import "net"
 

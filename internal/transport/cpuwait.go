@@ -1,4 +1,4 @@
-package corral
+package transport
 
 import (
 	"runtime/metrics"

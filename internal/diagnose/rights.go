@@ -1,4 +1,4 @@
-package corral
+package diagnose
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
-// The steps of Check that try the user's rights: the commands corral's
-// scripts run (rights.lua, as rights.go runs it), pub/sub (as pubsub.go
-// learns its mode), and the near cache's tracking (tracking.go).
+// The steps of Run that try the user's rights: the commands corral's
+// scripts run (rights.lua, as a Cache runs it at its first use), pub/sub (as
+// a Cache learns its mode), and the near cache's tracking (internal/near).
 
 // subscribeWait bounds the wait for a subscription's confirmation.
 const subscribeWait = 5 * time.Second
@@ -26,20 +28,20 @@ func (k *checker) rights(ctx context.Context) error {
 	var other error  // a refusal that is not about rights (MOVED, say)
 	scripted := true // the commands inside the scripts were tried
 	refused := func(msg string, err error) {
-		if right := rightOf(msg, k.o.Prefix); right != "" {
+		if right := RightOf(msg, k.cfg.Prefix); right != "" {
 			missing = append(missing, right)
 		} else if other == nil {
 			other = err
 		}
 	}
-	res, err := rightsScript.Eval(ctx, k.rdb, []string{k.probe}).Result()
+	res, err := k.cfg.Rights.Eval(ctx, k.rdb, []string{k.probe}).Result()
 	switch {
 	case err == nil:
 		list, _ := res.([]any)
 		for _, msg := range list {
 			refused(fmt.Sprint(msg), errors.New(fmt.Sprint(msg))) // Redis's words
 		}
-	case isReplyError(err):
+	case transport.Says(err, transport.Reply):
 		scripted = false
 		refused(err.Error(), err)
 	default:
@@ -47,32 +49,32 @@ func (k *checker) rights(ctx context.Context) error {
 	}
 	// Loaded by the EVAL (or not, if that was refused: NOSCRIPT then
 	// means the right to EVALSHA is there).
-	err = rightsScript.EvalSha(ctx, k.rdb, []string{k.probe}).Err()
+	err = k.cfg.Rights.EvalSha(ctx, k.rdb, []string{k.probe}).Err()
 	switch {
-	case err != nil && !isReplyError(err):
+	case err != nil && !transport.Says(err, transport.Reply):
 		return errorf("EVALSHA rights.lua: %w", err)
-	case err != nil && !strings.HasPrefix(err.Error(), "NOSCRIPT"):
+	case err != nil && !transport.Says(err, transport.NoScript):
 		refused(err.Error(), err)
 	}
 	missing = compact(missing)
 	k.r.missing(missing...)
 	switch {
 	case len(missing) > 0 && !scripted:
-		k.r.add("rights", SeverityFailure, "missing: %s: every call needs them (ErrPermission); the commands inside the scripts could not be tried", strings.Join(missing, ", "))
+		k.r.add("rights", Failure, "missing: %s: every call needs them (ErrPermission); the commands inside the scripts could not be tried", strings.Join(missing, ", "))
 	case len(missing) > 0:
-		k.r.add("rights", SeverityFailure, "missing: %s: the calls that need them return ErrPermission, and nothing is cached for them", strings.Join(missing, ", "))
+		k.r.add("rights", Failure, "missing: %s: the calls that need them return ErrPermission, and nothing is cached for them", strings.Join(missing, ", "))
 	case other != nil:
-		k.r.add("rights", SeverityWarning, "not tried: Redis answered %v", other)
+		k.r.add("rights", Warning, "not tried: Redis answered %v", other)
 	default:
-		k.r.add("rights", SeverityOK, "EVAL, EVALSHA and the commands of corral's scripts, on keys %s:*", k.o.Prefix)
+		k.r.add("rights", OK, "EVAL, EVALSHA and the commands of corral's scripts, on keys %s:*", k.cfg.Prefix)
 	}
 	return nil
 }
 
-// rightOf names the right that Redis's error message msg says is missing:
+// RightOf names the right that Redis's error message msg says is missing:
 // a command ("EVALSHA", "CONFIG GET"), or "keys P:*" or "channels P:*" for
 // prefix P. It returns "" for a message that is not about rights.
-func rightOf(msg, prefix string) string {
+func RightOf(msg, prefix string) string {
 	var command string // rights.lua's "... (SET)"
 	if i := strings.LastIndex(msg, " ("); i >= 0 && strings.HasSuffix(msg, ")") {
 		msg, command = msg[:i], msg[i+2:len(msg)-1]
@@ -97,10 +99,10 @@ func rightOf(msg, prefix string) string {
 	return strings.TrimSpace(msg)
 }
 
-// grantFor is the ACL rule that grants right (rightOf's): "+publish" for
+// GrantFor is the ACL rule that grants right (RightOf's): "+publish" for
 // the command PUBLISH, "&P:*" for the channels P:*, "~P:*" for the keys;
 // the channels when right is unknown ("").
-func grantFor(right, prefix string) string {
+func GrantFor(right, prefix string) string {
 	switch {
 	case right == "" || strings.HasPrefix(right, "channels "):
 		return "&" + prefix + ":*"
@@ -128,7 +130,7 @@ func compact(names []string) []string {
 // works, its waiters re-checking on their own: a warning.
 func (k *checker) pubsub(ctx context.Context) error {
 	refused := map[string]error{}
-	mode, err := detectPubsub(ctx, k.o.DisableShardedPubSub, func(ctx context.Context, command string) error {
+	mark, err := k.cfg.PubSub(ctx, func(ctx context.Context, command string) error {
 		var err error
 		if command == "SPUBLISH" {
 			err = k.rdb.SPublish(ctx, k.probe, "").Err()
@@ -142,42 +144,42 @@ func (k *checker) pubsub(ctx context.Context) error {
 		return err
 	}
 	const poll = "waiters re-check on their own (within 250 ms of a commit) instead of hearing notices"
-	if mode.mark == wire.AnnounceNone {
+	if mark == wire.AnnounceNone {
 		k.r.PubSub = "none"
-		k.r.missing(rightOf(refused["PUBLISH"].Error(), k.o.Prefix))
-		k.r.add("pubsub", SeverityWarning, "none: PUBLISH refused (%v): %s; grant %s", refused["PUBLISH"], poll,
-			grantFor(rightOf(refused["PUBLISH"].Error(), k.o.Prefix), k.o.Prefix))
+		k.r.missing(RightOf(refused["PUBLISH"].Error(), k.cfg.Prefix))
+		k.r.add("pubsub", Warning, "none: PUBLISH refused (%v): %s; grant %s", refused["PUBLISH"], poll,
+			GrantFor(RightOf(refused["PUBLISH"].Error(), k.cfg.Prefix), k.cfg.Prefix))
 		return nil
 	}
 	publish, subscribe := "SPUBLISH", "SSUBSCRIBE"
 	k.r.PubSub = "sharded"
-	if mode.mark == wire.AnnouncePlain {
+	if mark == wire.AnnouncePlain {
 		publish, subscribe = "PUBLISH", "SUBSCRIBE"
 		k.r.PubSub = "plain"
 	}
 	used := fmt.Sprintf("%s (%s, %s)", k.r.PubSub, publish, subscribe)
 	if err := k.subscribe(ctx, subscribe == "SSUBSCRIBE", k.probe); err != nil {
-		if !isReplyError(err) {
+		if !transport.Says(err, transport.Reply) {
 			return errorf("%s: %w", subscribe, err)
 		}
-		k.r.missing(rightOf(err.Error(), k.o.Prefix))
-		k.r.add("pubsub", SeverityWarning, "%s: %s refused (%v): %s", used, subscribe, err, poll)
+		k.r.missing(RightOf(err.Error(), k.cfg.Prefix))
+		k.r.add("pubsub", Warning, "%s: %s refused (%v): %s", used, subscribe, err, poll)
 		return nil
 	}
 	switch sharded := refused["SPUBLISH"]; {
-	case mode.mark == wire.AnnounceSharded:
-		k.r.add("pubsub", SeverityOK, "%s", used)
-	case k.o.DisableShardedPubSub:
-		k.r.add("pubsub", SeverityOK, "%s: DisableShardedPubSub", used)
+	case mark == wire.AnnounceSharded:
+		k.r.add("pubsub", OK, "%s", used)
+	case k.cfg.NoShard:
+		k.r.add("pubsub", OK, "%s: DisableShardedPubSub", used)
 	case k.version.text != "" && k.version.before(7, 0):
-		k.r.add("pubsub", SeverityOK, "%s: Redis %s has no sharded pub/sub", used, k.version.text)
+		k.r.add("pubsub", OK, "%s: Redis %s has no sharded pub/sub", used, k.version.text)
 	default:
-		k.r.missing(rightOf(sharded.Error(), k.o.Prefix))
+		k.r.missing(RightOf(sharded.Error(), k.cfg.Prefix))
 		cost := ""
 		if k.r.Cluster {
 			cost = "; a Cluster sends every notice to every node"
 		}
-		k.r.add("pubsub", SeverityWarning, "%s: SPUBLISH refused (%v)%s", used, sharded, cost)
+		k.r.add("pubsub", Warning, "%s: SPUBLISH refused (%v)%s", used, sharded, cost)
 	}
 	return nil
 }
@@ -202,12 +204,12 @@ func (k *checker) subscribe(ctx context.Context, sharded bool, channel string) e
 // tracking tries what the near cache needs: CLIENT ID, CLIENT TRACKING in
 // broadcasting mode on the entries' prefix (turned off again), and a
 // subscription to __redis__:invalidate. Without them the near cache
-// serves nothing: a warning when Options.NearCache is on.
+// serves nothing: a warning when the near cache is on.
 func (k *checker) tracking(ctx context.Context) error {
-	near := k.o.NearCache.Size > 0
-	level := SeverityOK
-	if near {
-		level = SeverityWarning
+	nearOn := k.cfg.NearCache
+	level := OK
+	if nearOn {
+		level = Warning
 	}
 	switch {
 	case k.node == nil:
@@ -223,14 +225,14 @@ func (k *checker) tracking(ctx context.Context) error {
 	}
 	k.r.missing(missing...)
 	switch {
-	case len(missing) == 0 && near:
-		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: the near cache is kept coherent", invalidationChannel)
+	case len(missing) == 0 && nearOn:
+		k.r.add("tracking", OK, "CLIENT TRACKING, CLIENT ID and %s: the near cache is kept coherent", near.InvalidationChannel)
 	case len(missing) == 0:
-		k.r.add("tracking", SeverityOK, "CLIENT TRACKING, CLIENT ID and %s: a near cache could be used", invalidationChannel)
-	case near:
-		k.r.add("tracking", SeverityWarning, "missing: %s: the near cache would serve nothing (calls go to Redis)", strings.Join(missing, ", "))
+		k.r.add("tracking", OK, "CLIENT TRACKING, CLIENT ID and %s: a near cache could be used", near.InvalidationChannel)
+	case nearOn:
+		k.r.add("tracking", Warning, "missing: %s: the near cache would serve nothing (calls go to Redis)", strings.Join(missing, ", "))
 	default:
-		k.r.add("tracking", SeverityOK, "missing: %s, needed only by the near cache (off)", strings.Join(missing, ", "))
+		k.r.add("tracking", OK, "missing: %s, needed only by the near cache (off)", strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -241,12 +243,12 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 	refused := func(what string, err error) error {
 		switch {
 		case err == nil:
-		case !isReplyError(err):
+		case !transport.Says(err, transport.Reply):
 			return errorf("%s: %w", what, err)
 		case strings.Contains(err.Error(), "channel"):
-			missing = append(missing, "channel "+invalidationChannel)
+			missing = append(missing, "channel "+near.InvalidationChannel)
 		default:
-			missing = append(missing, rightOf(err.Error(), k.o.Prefix))
+			missing = append(missing, RightOf(err.Error(), k.cfg.Prefix))
 		}
 		return nil
 	}
@@ -255,14 +257,14 @@ func (k *checker) trackingRights(ctx context.Context) ([]string, error) {
 	if err := refused("CLIENT ID", conn.ClientID(ctx).Err()); err != nil {
 		return nil, err
 	}
-	err := conn.Do(ctx, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", k.o.Prefix+":e:").Err()
+	err := conn.Do(ctx, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", k.cfg.Prefix+":e:").Err()
 	if err == nil {
 		err = conn.Do(ctx, "CLIENT", "TRACKING", "OFF").Err()
 	}
 	if err := refused("CLIENT TRACKING", err); err != nil {
 		return nil, err
 	}
-	if err := refused("SUBSCRIBE "+invalidationChannel, k.subscribe(ctx, false, invalidationChannel)); err != nil {
+	if err := refused("SUBSCRIBE "+near.InvalidationChannel, k.subscribe(ctx, false, near.InvalidationChannel)); err != nil {
 		return nil, err
 	}
 	return compact(missing), nil

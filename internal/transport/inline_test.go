@@ -1,4 +1,4 @@
-package corral
+package transport
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// With a client that bounds its I/O by the context's deadline, hits are
-// read in the caller's goroutine: the pipeline's senders send nothing for
+// With a client that bounds its I/O by the context's deadline, reads are
+// run in the caller's goroutine: the pipeline's senders send nothing for
 // them. With go-redis's default client, they go through the pipeline.
 func TestInline_HitsInTheCallersGoroutine(t *testing.T) {
 	t.Parallel()
@@ -27,47 +27,44 @@ func TestInline_HitsInTheCallersGoroutine(t *testing.T) {
 		{"ContextTimeoutEnabled, reads never time out", func(o *redis.Options) { o.ContextTimeoutEnabled, o.ReadTimeout = true, -2 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(srv.Client(tc.opts), &Options{Prefix: "inline" + strconv.Itoa(len(tc.name))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			rdb := srv.Client(tc.opts)
+			p := newPipeline(t, rdb, Config{})
 			ctx := context.Background()
-			load := func(context.Context) ([]byte, error) { return []byte("v"), nil }
-			for i := range 10 { // loads, commits: through the pipeline
-				if _, err := c.Fetch(ctx, "k"+strconv.Itoa(i), time.Hour, load); err != nil {
+			prefix := "inline" + strconv.Itoa(len(tc.name)) + ":"
+			for i := range 10 { // writes: through the pipeline
+				k := prefix + strconv.Itoa(i)
+				set := &Op{Ctx: ctx, Key: k, Build: func(ctx context.Context, pp redis.Pipeliner) redis.Cmder { return pp.Set(ctx, k, "v", 0) }}
+				if err := resultErr(p.Do(set)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// A read slower than its bound, or a probe still unanswered,
-			// sends the hits of the next second through the pipeline (the
+			// sends the reads of the next second through the pipeline (the
 			// rules of inline.go): on a machine starved of CPU that can
-			// happen to any round of hits. So the inline client gets up to
+			// happen to any round of reads. So the inline client gets up to
 			// 10 rounds, and passes on the first that sent no batch; the
 			// others must send batches in every round.
-			p := c.store.pipe
 			rounds := 1
 			if tc.inline {
 				rounds = 10
 			}
 			var sent []int64
 			for range rounds {
-				before := p.batches.Load()
-				for i := range 300 { // hits (the first syncs the server's clock)
-					if v, err := c.Fetch(ctx, "k"+strconv.Itoa(i%10), time.Hour, load); err != nil || string(v) != "v" {
-						t.Fatalf("hit %d = %q, %v", i, v, err)
+				before := p.Batches()
+				for i := range 300 { // clock reads (the first syncs the server's clock)
+					o := get(ctx, prefix+strconv.Itoa(i%10))
+					o.Clock = true
+					if v, err := value(sendWait(p, o)); err != nil || v != "v" {
+						t.Fatalf("read %d = %q, %v", i, v, err)
 					}
 				}
-				sent = append(sent, p.batches.Load()-before)
+				sent = append(sent, p.Batches()-before)
 				if (sent[len(sent)-1] == 0) == tc.inline {
 					break
 				}
 			}
 			if last := sent[len(sent)-1]; (last == 0) != tc.inline {
-				t.Fatalf("the pipeline sent %v batches in rounds of 300 hits; inline reads expected: %v", sent, tc.inline)
-			}
-			if st := c.Stats(); st.Hits < 300 || st.Loads != 10 {
-				t.Fatalf("stats %+v; want 300 hits, 10 loads", st)
+				t.Fatalf("the pipeline sent %v batches in rounds of 300 reads; inline reads expected: %v", sent, tc.inline)
 			}
 		})
 	}
@@ -125,41 +122,39 @@ func TestInline_ServerClockEstimate(t *testing.T) {
 func TestInline_Cluster(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
-	c, err := New(cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p := newPipeline(t, cl.Client(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true }), Config{})
 	ctx := context.Background()
 	keys := make([]string, 30) // over the three masters
 	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
-		if _, err := c.Fetch(ctx, keys[i], time.Hour, func(context.Context) ([]byte, error) { return []byte(keys[i]), nil }); err != nil {
+		k := "k" + strconv.Itoa(i)
+		keys[i] = k
+		set := &Op{Ctx: ctx, Key: k, Clock: true, Build: func(ctx context.Context, pp redis.Pipeliner) redis.Cmder { return pp.Set(ctx, k, k, 0) }}
+		if err := resultErr(p.Do(set)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// As in TestInline_HitsInTheCallersGoroutine, a slow read or a probe
-	// still out sends hits through the pipeline for a while, by design: on
-	// a starved machine, up to 10 rounds of 150 hits, one of which must be
+	// still out sends reads through the pipeline for a while, by design: on
+	// a starved machine, up to 10 rounds of 150 reads, one of which must be
 	// read inline throughout.
-	p := c.store.pipe
 	var sent []int64
 	for range 10 {
-		before := p.batches.Load()
+		before := p.Batches()
 		for range 5 {
 			for _, k := range keys {
-				v, err := c.Fetch(ctx, k, time.Hour, func(context.Context) ([]byte, error) { return nil, errors.New("loaded again") })
-				if err != nil || string(v) != k {
-					t.Fatalf("hit %s = %q, %v", k, v, err)
+				o := get(ctx, k)
+				o.Clock = true
+				if v, err := value(sendWait(p, o)); err != nil || v != k {
+					t.Fatalf("read %s = %q, %v", k, v, err)
 				}
 			}
 		}
-		if sent = append(sent, p.batches.Load()-before); sent[len(sent)-1] == 0 {
+		if sent = append(sent, p.Batches()-before); sent[len(sent)-1] == 0 {
 			break
 		}
 	}
 	if last := sent[len(sent)-1]; last != 0 {
-		t.Fatalf("the pipeline sent %v batches in rounds of 150 hits; want every hit of a round read inline", sent)
+		t.Fatalf("the pipeline sent %v batches in rounds of 150 reads; want every read of a round read inline", sent)
 	}
 	synced := 0
 	p.nodes.Range(func(addr, l any) bool {
@@ -174,25 +169,21 @@ func TestInline_Cluster(t *testing.T) {
 }
 
 // An inline read runs in its caller's goroutine, so it ends by the caller's
-// deadline, whatever its own bound: a caller with a short deadline is not
-// held by a stalled Redis.
+// deadline (Op.ReadBy), whatever its own bound: a caller with a short
+// deadline is not held by a stalled Redis.
 func TestInline_EndsByTheCallersDeadline(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	c, err := New(srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p := newPipeline(t, srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), Config{})
 	ctx := context.Background()
-	load := func(context.Context) ([]byte, error) { return []byte("v"), nil }
-	for range 2 { // a load, then a hit: the node's clock is synced
-		if _, err := c.Fetch(ctx, "k", time.Hour, load); err != nil {
+	for range 2 { // through the pipeline, then inline: the node's clock is synced
+		o := get(ctx, "k")
+		o.Clock = true
+		if _, err := value(sendWait(p, o)); !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
 	}
-	p := c.store.pipe
 	p.inliner.bound = time.Minute // only the caller's deadline can end the read
 	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
 		t.Fatal(err)
@@ -200,9 +191,23 @@ func TestInline_EndsByTheCallersDeadline(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
-	_, err = c.Fetch(cctx, "k", time.Hour, load)
+	// As the Cache's peek: the op is the Cache's (its context is not the
+	// caller's, others may share it), the caller waits until its deadline.
+	o := get(ctx, "k")
+	o.Clock = true
+	o.ReadBy, _ = cctx.Deadline()
+	done := make(chan Result, 1)
+	o.Finish = func(r Result) { done <- r }
+	p.Send(o)
+	var err error
+	select {
+	case r := <-done:
+		_, err = value(r)
+	case <-cctx.Done():
+		err = cctx.Err()
+	}
 	if took := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
-		t.Fatalf("Fetch with a 50ms deadline while Redis is paused for 1.5s = %v after %v; want the deadline's error soon after 50ms", err, took)
+		t.Fatalf("a read with a 50ms deadline while Redis is paused for 1.5s = %v after %v; want the deadline's error soon after 50ms", err, took)
 	}
 	if p.inliner.restTo.Load() != 0 {
 		t.Fatal("inline reads rest after a read cut short by its caller's deadline")

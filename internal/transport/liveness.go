@@ -1,9 +1,7 @@
-package corral
+package transport
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +10,7 @@ import (
 )
 
 // Slow is not down. A batch in flight is watched by the pipeline's monitor.
-// A batch unanswered after a short while (probeAfter), when its node has
+// A batch unanswered after a short while (ProbeAfter), when its node has
 // said nothing in the current window, has the node probed (probe.go): a
 // PING on a connection of the monitor's own, whose answer the monitor reads
 // straight off the socket, so that a client starved of CPU is not taken for
@@ -26,13 +24,17 @@ import (
 // silent: that fails the batch. A failed batch's ops are answered at once;
 // the sender still waiting on the client for it retires, and another may
 // start in its place. A batch the client could not send because its new
-// connection did not open in time is sent again (pipeline.go): that too is
+// connection did not open in time is sent again (retry.go): that too is
 // what a client starved of CPU sees.
 
 const (
-	maxStalls   = 10 // a batch whose node stays alive waits at most this many bounds (not counting starved time: cpuwait.go)
-	probeAfter  = 100 * time.Millisecond
-	monitorTick = 25 * time.Millisecond // the monitor's tick while batches fly, at most RedisTimeout/4
+	maxStalls = 10 // a batch whose node stays alive waits at most this many bounds (not counting starved time: cpuwait.go)
+	// ProbeAfter: a batch unanswered this long (at most the timeout/2),
+	// its node silent as long, has the node probed.
+	ProbeAfter = 100 * time.Millisecond
+	// MonitorTick is the monitor's tick while batches fly (at most the
+	// timeout/4): a verdict comes at most this late.
+	MonitorTick = 25 * time.Millisecond
 )
 
 // transferRate is the slowest rate, in bytes per second, at which corral
@@ -114,7 +116,7 @@ type lastError struct {
 
 // batch is a group of ops in flight to one node.
 type batch struct {
-	ops     []*op
+	ops     []*Op
 	node    nodeRef
 	live    *liveness
 	done    func(error) // reports the outcome to the node's breaker
@@ -131,14 +133,14 @@ type batch struct {
 
 // begin puts g in flight: through its node's breaker (an open breaker
 // fails it at once with ErrCircuitOpen) and under the monitor's watch.
-func (p *pipeline) begin(g group, sender bool) (*batch, error) {
+func (p *Pipeline) begin(g group, sender bool) (*batch, error) {
 	live := p.liveness(g.node.addr)
 	if c, ok := g.node.client.(*redis.Client); ok && !live.plain.Load() && !live.prober.started.Load() {
 		p.dialProbe(g.node, live, c, false) // before it is needed
 	}
 	recovery := true
 	for _, o := range g.ops {
-		recovery = recovery && o.recovery
+		recovery = recovery && o.Recovery
 	}
 	done, err := live.breaker.allow(recovery)
 	if err != nil {
@@ -147,7 +149,7 @@ func (p *pipeline) begin(g group, sender bool) (*batch, error) {
 	}
 	size := 0
 	for _, o := range g.ops {
-		size += o.size
+		size += o.Size
 	}
 	b := &batch{ops: g.ops, node: g.node, live: live, done: done, sent: time.Now(), sender: sender,
 		bound: p.timeout + time.Duration(float64(size)/transferRate*float64(time.Second))}
@@ -193,8 +195,8 @@ func (b *batch) settle(err error) bool {
 
 // monitor watches the batches in flight (see the top of this file), ticking
 // only while there are some.
-func (p *pipeline) monitor() {
-	tick := min(monitorTick, p.timeout/4)
+func (p *Pipeline) monitor() {
+	tick := min(MonitorTick, p.timeout/4)
 	for {
 		select {
 		case <-p.busy:
@@ -215,7 +217,7 @@ func (p *pipeline) monitor() {
 }
 
 // watch checks every batch in flight once, and reports whether any is left.
-func (p *pipeline) watch() bool {
+func (p *Pipeline) watch() bool {
 	now := time.Now()
 	starved := p.cpu.starved()
 	var failed []*batch
@@ -248,7 +250,7 @@ func (p *pipeline) watch() bool {
 // silence), not merely a batch that never got its answer. starved says this
 // process's goroutines waited long for the CPU since the last check: that
 // time does not count toward the cap. Called with flyMu held.
-func (p *pipeline) check(b *batch, now time.Time, starved bool) (err error, trip bool) {
+func (p *Pipeline) check(b *batch, now time.Time, starved bool) (err error, trip bool) {
 	if !starved {
 		b.counted += now.Sub(b.seen)
 	}
@@ -294,17 +296,17 @@ func (l *liveness) silent(timeout time.Duration) bool {
 
 // giveUp fails b's ops with err, unless the client answered first, and
 // counts out the sender still waiting on the client.
-func (p *pipeline) giveUp(b *batch, err error) {
+func (p *Pipeline) giveUp(b *batch, err error) {
 	if !b.settled.CompareAndSwap(false, true) {
 		return
 	}
 	b.live.breaker.failed(err)
 	b.done(err)
-	if redisFailed(err) {
+	if Says(err, Unavailable) {
 		p.failed(err)
 	}
 	for _, o := range b.ops {
-		o.finish(opResult{err: err})
+		o.Finish(Result{Err: err})
 	}
 	if b.sender {
 		p.released()
@@ -312,98 +314,10 @@ func (p *pipeline) giveUp(b *batch, err error) {
 }
 
 // liveness returns what is known of node's health.
-func (p *pipeline) liveness(addr string) *liveness {
+func (p *Pipeline) liveness(addr string) *liveness {
 	if l, ok := p.nodes.Load(addr); ok {
 		return l.(*liveness)
 	}
-	l, _ := p.nodes.LoadOrStore(addr, &liveness{breaker: p.newBreaker(addr)})
+	l, _ := p.nodes.LoadOrStore(addr, &liveness{breaker: p.breakerFor(addr)})
 	return l.(*liveness)
-}
-
-// breakerOpen reports whether the breaker of any node is open or half-open.
-func (p *pipeline) breakerOpen() bool {
-	open := false
-	p.nodes.Range(func(_, l any) bool {
-		open = l.(*liveness).breaker.open()
-		return !open
-	})
-	return open
-}
-
-// openFor is how long the nodes' breakers have been open now, summed.
-func (p *pipeline) openFor() time.Duration {
-	var d time.Duration
-	p.nodes.Range(func(_, l any) bool {
-		d += l.(*liveness).breaker.openFor()
-		return true
-	})
-	return d
-}
-
-// noteLate records the client's late answer to a batch given up on.
-func (l *liveness) noteLate(err error) {
-	if refusedDial(err) {
-		l.refused.Store(&refusal{err: err, at: time.Now()})
-	}
-}
-
-// note remembers err as the latest error from Redis.
-func (h *health) note(err error) {
-	var gone callerGone
-	if errors.As(err, &gone) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrRedisTimeout) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return
-	}
-	h.lastMu.Lock()
-	h.last = lastError{err: err, at: time.Now()}
-	h.lastMu.Unlock()
-}
-
-// timeoutError is the error of a batch that got no reply in waited. It
-// names the latest error Redis calls got (lastError): a refused connection
-// explains a silence better than the silence itself.
-func (h *health) timeoutError(waited time.Duration) error {
-	if last := h.lastError(); last != nil {
-		return errorf("%w (no reply %v after the call was sent; %w)", ErrRedisTimeout, waited, last)
-	}
-	return errorf("%w (no reply %v after the call was sent)", ErrRedisTimeout, waited)
-}
-
-// lastError describes the latest error Redis calls got, if one came in the
-// last minute, or returns nil.
-func (h *health) lastError() error {
-	h.lastMu.Lock()
-	last := h.last
-	h.lastMu.Unlock()
-	if last.err == nil || time.Since(last.at) > time.Minute {
-		return nil
-	}
-	return errorf("latest error from Redis %v ago: %w", time.Since(last.at).Round(time.Millisecond), last.err)
-}
-
-// unreachableError is the error of a batch sent to a node that refuses
-// connections.
-type unreachableError struct{ err error }
-
-func (e unreachableError) Error() string {
-	return errPrefix + "Redis unreachable: " + bare(e.err).Error()
-}
-func (e unreachableError) Unwrap() error { return e.err }
-
-// refusedDial reports whether err is a connection the server refused (or
-// reset) as it was made: not one that timed out, nor one this process
-// cancelled (a trip's cutOff, Close), whose late report says nothing of the
-// server now.
-func refusedDial(err error) bool {
-	return unreachable(err) && !dialTimedOut(err) &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// unreachable reports whether err says Redis could not be reached at all
-// (a connection refused or not made), rather than failing after a command
-// was sent.
-func unreachable(err error) bool {
-	var u unreachableError
-	var op *net.OpError
-	return errors.As(err, &u) || errors.As(err, &op) && op.Op == "dial"
 }

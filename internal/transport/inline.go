@@ -1,4 +1,4 @@
-package corral
+package transport
 
 import (
 	"context"
@@ -10,36 +10,38 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Inline reads. A hit is a read (the peek of hit.go), and handing it to a
-// sender goroutine and back costs two goroutine switches, a quarter of a
-// hit's time on a loopback Redis. So a peek may run in the caller's own
-// goroutine, as a plain GET would: a single HMGET on the client's main pool,
-// decided on the server's clock as estimated from the latest TIME read from
-// that node (below; when that is older than clockFresh, the peek reads TIME
-// with it, which syncs the clock again). It does so when that cannot leave
-// the caller stuck past corral's bounds:
+// Inline reads. A read op (one with Op.Read: the Cache's peek of a hit),
+// handed to a sender goroutine and back, costs two goroutine switches, a
+// quarter of a hit's time on a loopback Redis. So Send may run it in the
+// caller's own goroutine, as a plain GET would: the one command on the
+// client's main pool, with Result.Now the server's clock as estimated from
+// the latest TIME read from that node (below; when that is older than
+// clockFresh, the read goes after TIME in a pipeline, which syncs the clock
+// again). It does so when that cannot leave the caller stuck past corral's
+// bounds:
 //
 //   - the client bounds its socket reads and writes by the context's
 //     deadline (go-redis's ContextTimeoutEnabled, with ReadTimeout and
-//     WriteTimeout not -2): the read is given inlineBound, or until the
-//     caller's deadline if that comes first;
+//     WriteTimeout not -2): the read is given InlineBound, or until the
+//     caller's deadline (Op.ReadBy) if that comes first;
 //   - the node's circuit breaker is closed, no probe of it is unanswered,
 //     and no inline read failed in the last inlineRest;
 //   - fewer than GOMAXPROCS inline reads are under way: under a burst the
 //     pipeline's shared round trips serve more calls than the pool has
 //     connections.
 //
-// A read that fails or gets no answer within inlineBound is not a verdict on
+// A read that fails or gets no answer within InlineBound is not a verdict on
 // Redis: the op goes on through the pipeline, whose monitor tells slow from
 // down (liveness.go), and inline reads rest for inlineRest. A call that was
-// reading inline when Redis stalled thus waits at most inlineBound more than
+// reading inline when Redis stalled thus waits at most InlineBound more than
 // a pipelined one, and never past its own deadline; a cancellation without
 // a deadline is seen once the read ends (go-redis does not watch the
 // context's Done during a read). Only reads go inline, so sending one again
 // is harmless.
 
 const (
-	inlineBound = probeAfter // capped at RedisTimeout
+	// InlineBound is an inline read's time limit, capped at the timeout.
+	InlineBound = ProbeAfter
 	inlineRest  = time.Second
 )
 
@@ -55,7 +57,7 @@ type inliner struct {
 
 func (in *inliner) init(rdb redis.UniversalClient, timeout time.Duration) {
 	in.enabled = boundsByContext(rdb)
-	in.bound = min(inlineBound, timeout)
+	in.bound = min(InlineBound, timeout)
 	in.limit = int32(runtime.GOMAXPROCS(0))
 }
 
@@ -76,7 +78,7 @@ func boundsByContext(rdb redis.UniversalClient) bool {
 // inline runs the read o in the calling goroutine, answering it, when the
 // rules above allow; it reports false, leaving o unanswered, when o is to go
 // through the pipeline.
-func (p *pipeline) inline(o *op) bool {
+func (p *Pipeline) inline(o *Op) bool {
 	in := &p.inliner
 	if !in.enabled || p.ctx.Err() != nil {
 		return false
@@ -90,7 +92,7 @@ func (p *pipeline) inline(o *op) bool {
 		return false
 	}
 	defer in.running.Add(-1)
-	g := group{ops: []*op{o}, node: nodeRef{client: p.rdb}}
+	g := group{ops: []*Op{o}, node: nodeRef{client: p.rdb}}
 	if p.cluster != nil {
 		g = p.byNode(g.ops)[0]
 	}
@@ -103,17 +105,17 @@ func (p *pipeline) inline(o *op) bool {
 		return false
 	}
 	at, short := t.Add(in.bound), false
-	if !o.readBy.IsZero() && o.readBy.Before(at) {
-		at, short = o.readBy, true // the caller's deadline: it must not wait past it
+	if !o.ReadBy.IsZero() && o.ReadBy.Before(at) {
+		at, short = o.ReadBy, true // the caller's deadline: it must not wait past it
 	}
 	ctx := &deadlineCtx{Context: p.ctx, at: at, done: in.doneBy(t)}
 	cmd, now, err := p.inlineRead(g, live, ctx, t)
-	if err == nil && notNow(cmd.Err()) {
+	if err == nil && Says(cmd.Err(), NotNow) {
 		err = cmd.Err()
 	}
 	if err != nil {
 		switch {
-		case refusedDial(err), authRefused(err):
+		case Says(err, RefusedDial|AuthRefused):
 			p.trip(g.node, live, err) // refused by the server: the node cannot be used
 		case !short && errors.Is(err, context.DeadlineExceeded):
 			p.lookSoon(g.node, live) // the client waited past inlineWait: is the server gone?
@@ -124,16 +126,16 @@ func (p *pipeline) inline(o *op) bool {
 		}
 		return false
 	}
-	o.finish(opResult{cmd: cmd, now: now})
+	o.Finish(Result{Cmd: cmd, Now: now})
 	return true
 }
 
 // inlineRead sends g's one op: alone when the node's clock is synced (see
 // below), otherwise after TIME in a pipeline, which syncs it. err is set
 // only when no reply came.
-func (p *pipeline) inlineRead(g group, live *liveness, ctx context.Context, t time.Time) (cmd redis.Cmder, now int64, err error) {
+func (p *Pipeline) inlineRead(g group, live *liveness, ctx context.Context, t time.Time) (cmd redis.Cmder, now int64, err error) {
 	o := g.ops[0]
-	if _, synced := live.serverNow(t); !synced || o.read == nil {
+	if _, synced := live.serverNow(t); !synced || o.Read == nil {
 		cmds, now, err := p.exec(g, ctx)
 		if err != nil {
 			return nil, 0, err
@@ -141,8 +143,8 @@ func (p *pipeline) inlineRead(g group, live *liveness, ctx context.Context, t ti
 		live.heard.Store(time.Now().UnixNano())
 		return cmds[0], now, nil
 	}
-	cmd = g.node.client.Do(ctx, o.read...)
-	if err = cmd.Err(); err != nil && !isReplyError(err) {
+	cmd = g.node.client.Do(ctx, o.Read...)
+	if err = cmd.Err(); err != nil && !Says(err, Reply) {
 		return nil, 0, err
 	}
 	t = time.Now()
@@ -214,9 +216,10 @@ func (in *inliner) doneBy(t time.Time) chan struct{} {
 // the server's time now is taken as the server's time then plus the local
 // time elapsed since the batch was sent, rounded up. That is never earlier
 // than the server's real time (the server read its clock after the batch
-// was sent; the clocks' rates differ by parts per million), so an entry may
-// be taken as expired up to a round trip early (fetch.lua then decides on
-// the server's own clock), never as fresh once it has expired.
+// was sent; the clocks' rates differ by parts per million), so an expiry
+// read with it may be taken as passed up to a round trip early (the
+// caller's script then decides on the server's own clock), never as not
+// passed once it has.
 const clockFresh = time.Second
 
 // clockSync is a node's clock read by a batch.

@@ -1,8 +1,8 @@
-package corral
+package transport
 
 import (
 	"errors"
-	"strings"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +15,12 @@ import (
 // or one Cluster master: a master failing over does not cut the others off).
 // It opens in two ways:
 //
-//   - After BreakerThreshold consecutive failed exchanges
-//     (github.com/sony/gobreaker): for BreakerCooldown, spread by ±25% per
-//     breaker so that a fleet's instances do not try again together, every
-//     call fails at once with ErrCircuitOpen, so Fetch answers from memory or
-//     fails open without paying RedisTimeout on each call. Then it lets one
-//     call through (half-open): a success closes it, a failure opens it
+//   - After Threshold consecutive failed exchanges
+//     (github.com/sony/gobreaker): for Cooldown, spread by ±25% per breaker
+//     so that a fleet's instances do not try again together, every op
+//     fails at once with ErrCircuitOpen, so the Cache answers from memory or
+//     fails open without paying the timeout on each call. Then it lets one
+//     exchange through (half-open): a success closes it, a failure opens it
 //     again.
 //   - At once, tripped, on evidence that the node cannot be used at all: its
 //     probe connection refused (down.go), a silence past the stall bound, or
@@ -35,16 +35,33 @@ type breaker struct {
 	tripped    atomic.Pointer[trip]       // set while tripped (see above)
 
 	node   string
-	o      Options
-	stats  *counters
+	cfg    BreakerConfig
+	log    *slog.Logger
+	stats  Stats       // nil for none
 	cbOpen atomic.Bool // gobreaker's state is not closed
 
 	mu        sync.Mutex    // guards openSince, wasOpen and frozen, the open-or-closed state as told
 	openSince time.Time     // when the breaker last opened, either way; zero while closed
 	wasOpen   time.Duration // the time it was open before, in all
-	frozen    bool          // the Cache closed: the time open stops counting
-	warn      everyMinute
+	frozen    bool          // the Pipeline closed: the time open stops counting
+	warned    atomic.Int64  // when an opening was last warned of (Unix ns)
 }
+
+// BreakerConfig is how a Pipeline's circuit breakers open.
+type BreakerConfig struct {
+	Disable   bool          // no breaker opens, either way
+	Threshold int           // failed exchanges in a row that open a node's breaker
+	Cooldown  time.Duration // how long it stays open, then, before one exchange goes through
+}
+
+// BreakerState is a breaker's state, as Stats is told it.
+type BreakerState int
+
+const (
+	BreakerClosed BreakerState = iota
+	BreakerHalfOpen
+	BreakerOpen
+)
 
 // trip is a breaker opened by evidence, and why.
 type trip struct {
@@ -60,29 +77,33 @@ type trip struct {
 // failedCall is an error that a call through the breaker failed with.
 type failedCall struct{ err error }
 
-func newBreaker(o Options, stats *counters, node string, cause func() error) *breaker {
-	if o.DisableBreaker {
+// breakerFor makes the circuit breaker of the node at addr (nil when
+// disabled).
+func (p *Pipeline) breakerFor(addr string) *breaker {
+	cfg := p.cfg.Breaker
+	if cfg.Disable {
 		return nil
 	}
-	b := &breaker{cause: cause, node: node, o: o, stats: stats}
+	node := addr
+	if c, ok := p.rdb.(*redis.Client); ok && node == "" {
+		node = c.Options().Addr // off a Cluster: the server's address, for the warnings
+	}
+	b := &breaker{cause: p.lastError, node: node, cfg: cfg, log: p.cfg.Logger, stats: p.cfg.Stats}
 	b.settings = gobreaker.Settings{
 		Name:        "corral " + node,
 		MaxRequests: 1,
-		Timeout:     spread(o.BreakerCooldown, 0.25, o.Rand),
+		Timeout:     spread(cfg.Cooldown, 0.25, p.cfg.Rand),
 		ReadyToTrip: func(c gobreaker.Counts) bool {
-			return c.ConsecutiveFailures >= uint32(o.BreakerThreshold)
+			return c.ConsecutiveFailures >= uint32(cfg.Threshold)
 		},
-		IsSuccessful: func(err error) bool { return !redisFailed(err) },
-		IsExcluded: func(err error) bool {
-			var gone callerGone
-			// Sent again (pipeline.go), or failed by a trip, which acted on
-			// the evidence already (down.go).
-			return errors.As(err, &gone) || dialTimedOut(err) || errors.Is(err, errTripped)
-		},
+		IsSuccessful: func(err error) bool { return !Says(err, Unavailable) },
+		// Sent again (retry.go), or failed by a trip, which acted on the
+		// evidence already (down.go).
+		IsExcluded: func(err error) bool { return Says(err, CallerGone|DialTimeout) || errors.Is(err, errTripped) },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			// Called with gobreaker's lock held: its State may not be asked.
 			if to == gobreaker.StateHalfOpen {
-				observeBreaker(o, node, to) // opening and closing: changed, for both ways
+				b.tell(BreakerHalfOpen) // opening and closing: changed, for both ways
 			}
 			b.cbOpen.Store(to != gobreaker.StateClosed)
 			if to == gobreaker.StateOpen {
@@ -93,6 +114,13 @@ func newBreaker(o Options, stats *counters, node string, cause func() error) *br
 	}
 	b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[any](b.settings))
 	return b
+}
+
+// tell tells Stats of a change of state.
+func (b *breaker) tell(to BreakerState) {
+	if b.stats != nil {
+		b.stats.BreakerChanged(b.node, to)
+	}
 }
 
 // spread returns d spread uniformly by ±f (a fraction of it).
@@ -171,10 +199,11 @@ func (b *breaker) untrip(t *trip) {
 // opened counts and warns of an opening (at most once a minute per node;
 // at debug level otherwise: a flapping node must not flood the log).
 func (b *breaker) opened(msg string, cause error) {
-	if b.warn.allow() {
-		b.o.Logger.Warn(msg, "node", b.node, "cooldown", b.o.BreakerCooldown, errAttr(cause))
+	now := time.Now().UnixNano()
+	if last := b.warned.Load(); now-last >= int64(time.Minute) && b.warned.CompareAndSwap(last, now) {
+		b.log.Warn(msg, "node", b.node, "cooldown", b.cfg.Cooldown, errAttr(cause))
 	} else {
-		b.o.Logger.Debug(msg, "node", b.node, errAttr(cause))
+		b.log.Debug(msg, "node", b.node, errAttr(cause))
 	}
 }
 
@@ -187,15 +216,14 @@ func (b *breaker) changed() {
 	switch {
 	case open && b.openSince.IsZero():
 		b.openSince = time.Now()
-		b.stats.breakerOpens.Add(1)
-		observeBreaker(b.o, b.node, gobreaker.StateOpen)
+		b.tell(BreakerOpen)
 	case !open && !b.openSince.IsZero():
 		b.wasOpen += time.Since(b.openSince)
 		b.openSince = time.Time{}
 		if b.tripped.Load() == nil {
-			b.o.Logger.Info("corral: Redis answers again; circuit breaker closed", "node", b.node)
+			b.log.Info("corral: Redis answers again; circuit breaker closed", "node", b.node)
 		}
-		observeBreaker(b.o, b.node, gobreaker.StateClosed)
+		b.tell(BreakerClosed)
 	}
 }
 
@@ -213,7 +241,7 @@ func (b *breaker) openFor() time.Duration {
 	return b.wasOpen + time.Since(b.openSince)
 }
 
-// freeze stops the time open from counting: the Cache closed, and a
+// freeze stops the time open from counting: the Pipeline closed, and a
 // breaker left open by an outage is no longer anybody's outage.
 func (b *breaker) freeze() {
 	if b == nil {
@@ -238,7 +266,7 @@ func (b *breaker) down() bool {
 // a call through b: the warning names it when nothing else is known (a
 // silent Redis). Called before the call's done.
 func (b *breaker) failed(err error) {
-	if b != nil && redisFailed(err) {
+	if b != nil && Says(err, Unavailable) {
 		b.lastFailed.Store(&failedCall{err})
 	}
 }
@@ -259,51 +287,4 @@ func (b *breaker) why() error {
 // open reports whether the breaker is open or half-open now.
 func (b *breaker) open() bool {
 	return b != nil && (b.cbOpen.Load() || b.tripped.Load() != nil)
-}
-
-// callerGone wraps the error of a call abandoned because its caller's
-// context ended: not a failure of Redis.
-type callerGone struct{ err error }
-
-func (e callerGone) Error() string { return e.err.Error() }
-func (e callerGone) Unwrap() error { return e.err }
-
-// redisFailed reports whether err says Redis is unavailable: a network
-// error, a timeout, a reply that means "not now" (loading, cluster down,
-// failing over, busy), or a refused AUTH (the client's credentials are not,
-// or no longer, Redis's). Other error replies mean Redis is up and
-// answering: among them a refused write (OOM, READONLY), with which Redis
-// still serves reads; the caller leaving is nobody's failure.
-func redisFailed(err error) bool {
-	if err == nil {
-		return false
-	}
-	var gone callerGone
-	if errors.As(err, &gone) || errors.Is(err, errBadEntry) {
-		return false // the caller left, or Redis answered with an entry that does not decode
-	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return true
-	}
-	msg := reply.Error()
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return authRefused(err)
-}
-
-// authRefused reports whether err is Redis refusing the client's
-// credentials: a wrong password or user (WRONGPASS; "invalid password" from
-// Redis before 6), or none given where one is needed (NOAUTH).
-func authRefused(err error) bool {
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return false
-	}
-	msg := reply.Error()
-	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
-		strings.HasPrefix(msg, "ERR invalid password") || strings.HasPrefix(msg, "ERR invalid username-password")
 }

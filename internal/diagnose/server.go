@@ -1,24 +1,24 @@
-package corral
+package diagnose
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/corralhq/corral/internal/redisurl"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
-// The steps of Check that read the server: its version, mode and role,
-// its eviction policy, and the round-trip time. The rights are tried in
-// check_rights.go.
+// The steps of Run that read the server: its version, mode and role, its
+// eviction policy, and the round-trip time. The rights are tried in
+// rights.go.
 
 // version is a redis_version, compared by its numbers.
 type version struct {
@@ -59,12 +59,12 @@ func askServer(ctx context.Context, m checkNode) (serverInfo, error) {
 	if err == nil {
 		return serverInfo{redisurl.Field(hello, "version"), redisurl.Field(hello, "mode"), redisurl.Field(hello, "role")}, nil
 	}
-	if !isReplyError(err) {
+	if !transport.Says(err, transport.Reply) {
 		return serverInfo{}, err
 	}
 	info, err := m.Info(ctx).Result()
 	if err != nil {
-		if isReplyError(err) {
+		if transport.Says(err, transport.Reply) {
 			return serverInfo{}, nil
 		}
 		return serverInfo{}, err
@@ -120,16 +120,16 @@ func (k *checker) versionFinding(infos map[string]serverInfo) {
 	v := k.version
 	switch {
 	case !known || v.text == "":
-		k.r.add("redis", SeverityWarning, "version unknown: the user may send neither HELLO nor INFO")
+		k.r.add("redis", Warning, "version unknown: the user may send neither HELLO nor INFO")
 	case v.before(5, 0):
-		k.r.add("redis", SeverityFailure, "%s: corral's scripts need Redis 5.0 or later (they write after TIME, which needs effects replication)", v.text)
+		k.r.add("redis", Failure, "%s: corral's scripts need Redis 5.0 or later (they write after TIME, which needs effects replication)", v.text)
 	case len(seen) > 1:
 		sort.Strings(seen)
-		k.r.add("redis", SeverityWarning, "%s, the oldest: the masters run different versions (%s); sharded pub/sub and the near cache need every master to have them", v.text, strings.Join(seen, ", "))
+		k.r.add("redis", Warning, "%s, the oldest: the masters run different versions (%s); sharded pub/sub and the near cache need every master to have them", v.text, strings.Join(seen, ", "))
 	case v.before(6, 0):
-		k.r.add("redis", SeverityWarning, "%s: the near cache needs Redis 6 (CLIENT TRACKING), and sharded pub/sub Redis 7", v.text)
+		k.r.add("redis", Warning, "%s: the near cache needs Redis 6 (CLIENT TRACKING), and sharded pub/sub Redis 7", v.text)
 	default:
-		k.r.add("redis", SeverityOK, "%s", v.text)
+		k.r.add("redis", OK, "%s", v.text)
 	}
 }
 
@@ -137,17 +137,17 @@ func (k *checker) modeFinding(infos map[string]serverInfo) {
 	s := infos[""]
 	switch {
 	case k.r.Cluster:
-		k.r.add("mode", SeverityOK, "cluster (%d masters)", k.r.Masters)
+		k.r.add("mode", OK, "cluster (%d masters)", k.r.Masters)
 	case s.mode == "cluster":
-		k.r.add("mode", SeverityFailure, "a Cluster node, reached with a client for one server: calls for keys of other nodes' slots would get MOVED; use a Cluster client (redis.NewClusterClient)")
+		k.r.add("mode", Failure, "a Cluster node, reached with a client for one server: calls for keys of other nodes' slots would get MOVED; use a Cluster client (redis.NewClusterClient)")
 	case s.mode == "sentinel":
-		k.r.add("mode", SeverityFailure, "a Sentinel, not a data node: reach the master through it with redis.NewFailoverClient")
+		k.r.add("mode", Failure, "a Sentinel, not a data node: reach the master through it with redis.NewFailoverClient")
 	case s.role == "replica":
-		k.r.add("mode", SeverityFailure, "a replica: it refuses writes (READONLY), so nothing would be cached and every miss would load in each process; use the master")
+		k.r.add("mode", Failure, "a replica: it refuses writes (READONLY), so nothing would be cached and every miss would load in each process; use the master")
 	case s.mode == "":
-		k.r.add("mode", SeverityWarning, "unknown: the user may send neither HELLO nor INFO")
+		k.r.add("mode", Warning, "unknown: the user may send neither HELLO nor INFO")
 	default:
-		k.r.add("mode", SeverityOK, "%s", s.mode)
+		k.r.add("mode", OK, "%s", s.mode)
 	}
 }
 
@@ -160,7 +160,7 @@ func (k *checker) eviction(ctx context.Context) error {
 	for addr, m := range k.masters {
 		p, limit, err := memoryConfig(ctx, m)
 		switch {
-		case err != nil && !isReplyError(err) && !errors.Is(err, errNoPolicy):
+		case err != nil && !transport.Says(err, transport.Reply) && !errors.Is(err, ErrNoPolicy):
 			return errorf("CONFIG GET on %s: %w", addrName(addr), err)
 		case err != nil:
 			unread = err
@@ -185,19 +185,19 @@ func (k *checker) eviction(ctx context.Context) error {
 	}
 	sort.Strings(full)
 	sort.Strings(idle)
-	const risk = evictionRisk
+	const risk = policyRisk
 	switch {
 	case len(full) > 0: // a warning, as the Cache's: corral works, with the costs risk says
-		k.r.add("eviction", SeverityWarning, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
+		k.r.add("eviction", Warning, "%s: when full, Redis evicts corral's keys: %s", strings.Join(full, ", "), risk)
 	case unread != nil:
-		k.r.missing(rightOf(unread.Error(), k.o.Prefix))
-		k.r.add("eviction", SeverityWarning, "unknown: %v; with a policy that evicts, %s", bare(unread), risk)
+		k.r.missing(RightOf(unread.Error(), k.cfg.Prefix))
+		k.r.add("eviction", Warning, "unknown: %v; with a policy that evicts, %s", errprefix.Trim(errPrefix, unread), risk)
 	case len(idle) > 0:
-		k.r.add("eviction", SeverityWarning, "%s with maxmemory 0: nothing is evicted until a maxmemory is set; then %s", strings.Join(idle, ", "), risk)
+		k.r.add("eviction", Warning, "%s with maxmemory 0: nothing is evicted until a maxmemory is set; then %s", strings.Join(idle, ", "), risk)
 	case k.r.Cluster:
-		k.r.add("eviction", SeverityOK, "noeviction on every master")
+		k.r.add("eviction", OK, "noeviction on every master")
 	default:
-		k.r.add("eviction", SeverityOK, "noeviction")
+		k.r.add("eviction", OK, "noeviction")
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func (k *checker) eviction(ctx context.Context) error {
 // memoryConfig reads a server's maxmemory-policy and maxmemory (bytes, 0
 // for none).
 func memoryConfig(ctx context.Context, m redis.Cmdable) (policy string, maxmemory int64, err error) {
-	if policy, err = maxmemoryPolicy(ctx, m); err != nil {
+	if policy, err = MaxmemoryPolicy(ctx, m); err != nil {
 		return "", 0, err
 	}
 	conf, err := m.ConfigGet(ctx, "maxmemory").Result()
@@ -247,14 +247,13 @@ func addrName(addr string) string {
 	return addr
 }
 
-// rtt reports the median round trip of CheckPings PINGs to the probe's
-// node.
+// rtt reports the median round trip of Pings PINGs to the probe's node.
 func (k *checker) rtt(ctx context.Context) error {
 	var node redis.Cmdable = k.rdb
 	if k.node != nil {
 		node = k.node
 	}
-	samples := make([]time.Duration, CheckPings)
+	samples := make([]time.Duration, k.cfg.Pings)
 	for i := range samples {
 		start := time.Now()
 		if err := node.Ping(ctx).Err(); err != nil {
@@ -265,68 +264,14 @@ func (k *checker) rtt(ctx context.Context) error {
 	slices.Sort(samples)
 	rtt := samples[len(samples)/2]
 	k.r.RTT = rtt
-	ms := fmt.Sprintf("%.2f ms (median of %d PINGs)", float64(rtt)/float64(time.Millisecond), CheckPings)
+	ms := fmt.Sprintf("%.2f ms (median of %d PINGs)", float64(rtt)/float64(time.Millisecond), k.cfg.Pings)
 	switch {
-	case rtt >= k.o.RedisTimeout:
-		k.r.add("rtt", SeverityFailure, "%s: at least RedisTimeout (%v), so calls would fail as if Redis were silent, and Fetch fail open", ms, k.o.RedisTimeout)
-	case rtt >= probeAfter:
-		k.r.add("rtt", SeverityWarning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, inlineBound, probeAfter)
+	case rtt >= k.cfg.Timeout:
+		k.r.add("rtt", Failure, "%s: at least RedisTimeout (%v), so calls would fail as if Redis were silent, and Fetch fail open", ms, k.cfg.Timeout)
+	case rtt >= transport.ProbeAfter:
+		k.r.add("rtt", Warning, "%s: hits read inline give up after %v and go through the pipeline, and calls unanswered after %v have their node probed", ms, transport.InlineBound, transport.ProbeAfter)
 	default:
-		k.r.add("rtt", SeverityOK, "%s", ms)
-	}
-	return nil
-}
-
-// refusalOf reads what a server of rdb says on a new connection, which
-// Check opens itself (with the client's dialer, bounded by timeout) and
-// writes a PING on: a server at maxclients refuses it with an error reply
-// before it closes it, and refusalOf returns that reply. A server that
-// answers the PING, or that cannot be reached, refuses nothing.
-func refusalOf(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration) (string, bool) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, dial := range dialersOf(rdb) {
-		conn, err := dial(ctx)
-		if err != nil {
-			continue
-		}
-		deadline, _ := ctx.Deadline()
-		conn.SetDeadline(deadline)
-		conn.Write(ping) // a server at maxclients may have closed it already: its reply is read all the same
-		var buf [512]byte
-		n, _ := conn.Read(buf[:])
-		conn.Close()
-		if msg, ok := refusalReply(buf[:n]); ok {
-			return msg, true
-		}
-	}
-	return "", false
-}
-
-// dialersOf returns a way to connect to each server rdb is given: a single
-// server's (or a failover client's master), or each seed of a Cluster.
-func dialersOf(rdb redis.UniversalClient) []func(context.Context) (net.Conn, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		o := c.Options()
-		return []func(context.Context) (net.Conn, error){
-			func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) },
-		}
-	case *redis.ClusterClient:
-		o := c.Options()
-		var dialers []func(context.Context) (net.Conn, error)
-		for _, addr := range o.Addrs {
-			dialers = append(dialers, func(ctx context.Context) (net.Conn, error) {
-				if o.Dialer != nil {
-					return o.Dialer(ctx, "tcp", addr)
-				}
-				if o.TLSConfig != nil {
-					return (&tls.Dialer{Config: o.TLSConfig}).DialContext(ctx, "tcp", addr)
-				}
-				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			})
-		}
-		return dialers
+		k.r.add("rtt", OK, "%s", ms)
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package corral
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
-	"github.com/redis/go-redis/v9"
 )
 
 // The hit path. Most calls find a fresh entry, and need neither a lease nor
@@ -18,31 +20,68 @@ import (
 // fetch.lua. Concurrent peeks of one key share one read. With a client
 // that bounds its I/O by the context's deadline, a peek is read in the
 // caller's goroutine, as a single HMGET decided on an estimate of the
-// server's clock (inline.go).
+// server's clock (internal/transport's inline.go).
 
 // peekCall is one peek, shared by the callers that ask for the key while it
 // is under way.
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
-	seq  nearSnap      // the near cache before the peek was sent
-	sent int64         // nearClock before the peek was sent (near cache on)
+	seq  near.Snap     // the near cache before the peek was sent
+	sent int64         // near.Clock before the peek was sent (near cache on)
 	r    peekReply
 	err  error
 }
 
-// startPeek returns key's peek under way, or a new one with o, its read,
-// for the caller to send (store.send, or the pipeline with others).
-func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
-	c.peekMu.Lock()
-	defer c.peekMu.Unlock()
-	if pc = c.peeks[key]; pc != nil {
-		return pc, nil
+// peeks are the peeks under way in a process, one per key at most.
+type peeks struct {
+	mu sync.Mutex           // guards m
+	m  map[string]*peekCall // the peek under way of each key
+}
+
+// join returns key's peek under way, or else a new one, which the caller
+// sends (mine).
+func (g *peeks) join(key string) (pc *peekCall, mine bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pc = g.m[key]; pc != nil {
+		return pc, false
 	}
 	pc = &peekCall{done: make(chan struct{})}
-	if c.near != nil {
-		pc.seq, pc.sent = c.near.snapshot(), nearClock()
+	g.m[key] = pc
+	return pc, true
+}
+
+// end sets pc's reply and answers its callers; key's next peek is a new
+// one.
+func (g *peeks) end(key string, pc *peekCall, r peekReply, err error) {
+	r.sent = pc.sent
+	pc.r, pc.err = r, err
+	g.mu.Lock()
+	if g.m[key] == pc {
+		delete(g.m, key)
 	}
-	c.peeks[key] = pc
+	g.mu.Unlock()
+	close(pc.done)
+}
+
+// detach removes key's peek, if any, so that later calls send one of
+// their own; it still answers its callers (see Cache.detach).
+func (g *peeks) detach(key string) {
+	g.mu.Lock()
+	delete(g.m, key)
+	g.mu.Unlock()
+}
+
+// startPeek returns key's peek under way, or a new one with o, its read,
+// for the caller to send (store.send, or the pipeline with others).
+func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op) {
+	pc, mine := c.peeks.join(key)
+	if !mine {
+		return pc, nil
+	}
+	if c.near != nil {
+		pc.seq, pc.sent = c.near.Snapshot(), near.Clock()
+	}
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	name := wire.EntryName(c.opts.Prefix, key)
 	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
@@ -50,14 +89,7 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *op) {
 			c.foreignKey(key, name)
 			r, err = peekReply{now: r.now}, nil
 		}
-		r.sent = pc.sent
-		pc.r, pc.err = r, err
-		c.peekMu.Lock()
-		if c.peeks[key] == pc {
-			delete(c.peeks, key)
-		}
-		c.peekMu.Unlock()
-		close(pc.done)
+		c.peeks.end(key, pc, r, err)
 	})
 	return pc, o
 }
@@ -75,16 +107,16 @@ func (c *Cache) awaitPeek(ctx context.Context, pc *peekCall) (*peekCall, error) 
 // peekCopy is what the near cache may keep of an answer from a peek.
 type peekCopy struct {
 	reply peekReply
-	seq   nearSnap // the near cache before the peek was sent
+	seq   near.Snap // the near cache before the peek was sent
 }
 
 // entry is the near cache's copy of the answer (val, err), of size bytes as
 // stored: it expires when the entry's soft TTL ends, on the local clock
 // (the server's remaining time, counted from before the peek was sent, so
 // never later than the entry: a token is not served past its TTL).
-func (p *peekCopy) entry(val any, err error, size int) *nearEntry {
+func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
 	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
-	return &nearEntry{val: val, err: err, soft: p.reply.sent + int64(left), took: p.reply.took, size: uint32(size)}
+	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size)}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
@@ -121,54 +153,8 @@ type peekReply struct {
 	soft    int64   // soft expiry, server ms
 	took    float64 // the last load's duration, ms (XFetch)
 	now     int64   // the server's clock, ms
-	sent    int64   // nearClock before the peek was sent (near cache on)
+	sent    int64   // near.Clock before the peek was sent (near cache on)
 	version int     // the codec version it was written with (0 when absent)
-}
-
-// peekOp is the read of an entry's fields and the server's clock in one
-// round trip, without the script and without writing (the hit path):
-// finish gets the reply, in the calling goroutine when the read goes inline
-// (inline.go), otherwise from a pipeline goroutine. ctx ends the op only if
-// it has not been sent yet. Set its readBy (the caller's deadline) before
-// sending it, for an inline read to end by then and go on through the
-// pipeline.
-func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply, error)) *op {
-	args := make([]any, len(wire.PeekFields)+2)
-	args[0], args[1] = "hmget", entry
-	copy(args[2:], wire.PeekFields)
-	o := &op{ctx: ctx, key: entry, clock: true, read: args, readOnly: true,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.Do(ctx, args...)
-		},
-	}
-	o.finish = func(r opResult) {
-		if r.err == nil {
-			r.err = r.cmd.Err()
-		}
-		if r.err != nil {
-			finish(peekReply{}, errorf("peek: %w", denied(r.err)))
-			return
-		}
-		e, err := wire.ParsePeek(r.cmd.(*redis.Cmd).Val())
-		if err != nil {
-			finish(peekReply{}, errorf("peek: %w", err))
-			return
-		}
-		pr, err := s.peeked(e, r.now)
-		finish(pr, err)
-	}
-	return o
-}
-
-// send sends the read o inline when it may (inline.go), otherwise through
-// the pipeline.
-func (s *store) send(o *op) {
-	if s.pipe.inline(o) {
-		return
-	}
-	if !s.pipe.enqueue(o) {
-		o.finish(opResult{err: ErrClosed})
-	}
 }
 
 // peeked is what a peek found (e), with its payload decoded, and the

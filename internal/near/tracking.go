@@ -1,14 +1,14 @@
-package corral
+package near
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -24,30 +24,31 @@ import (
 // it. While every stream is up, the near cache serves copies; when one
 // breaks (a dropped connection, a restart, a failover, a new master), every
 // copy is dropped, and none is served or stored until the streams are back.
-// A copy is never served past NearCacheOptions.TTL either way.
+// A copy is never served past Config.TTL either way.
 
-// invalidationChannel is the channel Redis announces tracked changes on.
-const invalidationChannel = "__redis__:invalidate"
+// InvalidationChannel is the channel Redis announces tracked changes on.
+const InvalidationChannel = "__redis__:invalidate"
 
 // trackCheck is how often a stream's connections are checked (PING).
 const trackCheck = 250 * time.Millisecond
 
-// tracker keeps the streams of a Cache's near cache.
+// tracker keeps the streams of a near cache.
 type tracker struct {
-	near   *nearCache
+	near   *Cache
 	rdb    redis.UniversalClient
-	prefix string // entries' prefix: "P:e:"
-	log    *slog.Logger
+	prefix string                       // entries' prefix: "P:e:"
+	failed func(node string, err error) // Config.StreamFailed
 
 	up     atomic.Int32 // streams up
 	want   atomic.Int32 // streams wanted
 	stop   chan struct{}
 	wg     sync.WaitGroup
-	warned atomic.Bool // the failure to track was logged
+	warned atomic.Bool // the failure to track was told (Config.StreamFailed)
 }
 
-func newTracker(near *nearCache, rdb redis.UniversalClient, prefix string, log *slog.Logger) *tracker {
-	t := &tracker{near: near, rdb: rdb, prefix: prefix + ":e:", log: log, stop: make(chan struct{})}
+// track starts keeping n coherent, as o says.
+func track(n *Cache, o Config) *tracker {
+	t := &tracker{near: n, rdb: o.Client, prefix: o.Prefix, failed: o.StreamFailed, stop: make(chan struct{})}
 	t.wg.Add(1)
 	go t.run()
 	return t
@@ -132,9 +133,9 @@ func (t *tracker) watchNodes(ctx context.Context, nodes []*redis.Options) bool {
 // every break.
 func (t *tracker) stream(ctx context.Context, base *redis.Options) {
 	for pause := 50 * time.Millisecond; ctx.Err() == nil; pause = min(2*pause, 2*time.Second) {
-		if err := denied(t.track(ctx, base)); err != nil && ctx.Err() == nil {
-			if t.warned.CompareAndSwap(false, true) {
-				t.log.Warn("corral: the near cache's invalidation stream failed; copies are not hits until it is back (they answer only calls Redis fails)", "node", base.Addr, errAttr(err))
+		if err := t.track(ctx, base); err != nil && ctx.Err() == nil {
+			if t.warned.CompareAndSwap(false, true) && t.failed != nil {
+				t.failed(base.Addr, err)
 			}
 		}
 		select {
@@ -179,7 +180,7 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 	trk := redis.NewClient(&trkOpts)
 	defer trk.Close()
 
-	ps := sub.Subscribe(ctx, invalidationChannel)
+	ps := sub.Subscribe(ctx, InvalidationChannel)
 	defer ps.Close()
 	if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmation
 		return err
@@ -191,7 +192,7 @@ func (t *tracker) track(ctx context.Context, base *redis.Options) error {
 		return err
 	}
 	// Copies read before the stream was up may have missed invalidations:
-	// they are no longer hits (kept for fail-safe use, near.go).
+	// they are no longer hits (kept for fail-safe use).
 	t.near.streamChanged()
 	t.up.Add(1)
 	t.setHealthy()
@@ -214,7 +215,7 @@ func (t *tracker) listen(ctx context.Context, ps *redis.PubSub, conn *redis.Conn
 		m, err := ps.ReceiveTimeout(ctx, trackCheck)
 		switch {
 		case err == nil:
-		case isTimeout(err):
+		case transport.Says(err, transport.Timeout):
 		case strings.Contains(err.Error(), "unsupported pubsub message payload"):
 			t.near.purge() // a flush: its invalidation names no key
 			continue
@@ -224,7 +225,7 @@ func (t *tracker) listen(ctx context.Context, ps *redis.PubSub, conn *redis.Conn
 		if reconnected() {
 			return errors.New("corral: the invalidation connection reconnected")
 		}
-		if msg, ok := m.(*redis.Message); ok && msg.Channel == invalidationChannel {
+		if msg, ok := m.(*redis.Message); ok && msg.Channel == InvalidationChannel {
 			t.invalidate(msg)
 		}
 		if time.Since(last) >= trackCheck {
@@ -248,7 +249,7 @@ func (t *tracker) invalidate(msg *redis.Message) {
 	}
 	for _, name := range names {
 		if key, ok := t.keyOf(name); ok {
-			t.near.invalidate(key)
+			t.near.Invalidate(key)
 		}
 	}
 }
@@ -278,11 +279,15 @@ func (t *tracker) setHealthy() {
 func (t *tracker) close(deadline time.Time) {
 	t.near.healthy.Store(false)
 	close(t.stop)
-	waitUntil(&t.wg, deadline)
-}
-
-// isTimeout reports whether err is a read timing out (no message yet).
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
+	done := make(chan struct{})
+	go func() {
+		t.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
 }
