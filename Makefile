@@ -73,7 +73,7 @@ bench-check:
 # make serve-bench load-tests `corral serve` on loopback (bench/serveload):
 # one origin with 50 ms latency, a private redis-server and 3 sidecars,
 # against the origin directly; about half a minute. It prints a Markdown
-# table (README.md, "corral serve"). SERVEFLAGS adds flags, e.g.
+# table (docs/benchmarks.md keeps one run's). SERVEFLAGS adds flags, e.g.
 # SERVEFLAGS='-workers 128 -duration 30s'.
 SERVEFLAGS ?=
 serve-bench: redis-server
