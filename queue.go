@@ -17,12 +17,13 @@ import (
 // process's own copies at once; but the invalidation is also queued, and
 // applied in the background, in order, as soon as Redis answers again
 // (auto-recovery): by the node's recovery probe before the node's breaker
-// closes (down.go), and otherwise by the Cache's replayer, which tries every
-// replayEvery while invalidations wait. A Set is applied as a Delete of its
-// key: a newer value may have been written meanwhile. Until a key's
-// invalidation has landed, this process does not read that key from Redis
-// (pending): its calls are answered as while Redis is down (fail-safe, or
-// fail-open), never with what Redis held before the invalidation.
+// closes (internal/transport/down.go), and otherwise by the Cache's
+// replayer, which tries every replayEvery while invalidations wait. A Set
+// is applied as a Delete of its key: a newer value may have been written
+// meanwhile. Until a key's invalidation has landed, this process does not
+// read that key from Redis (pending): its calls are answered as while Redis
+// is down (fail-safe, or fail-open), never with what Redis held before the
+// invalidation.
 //
 // The queue holds at most Options.MaxPendingInvalidations; past that, a new
 // invalidation is dropped, counted (Stats.InvalidationsDropped) and warned
