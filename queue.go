@@ -15,7 +15,7 @@ import (
 // process's own copies at once; but the invalidation is also queued, and
 // applied in the background, in order, as soon as Redis answers again
 // (auto-recovery): by the node's recovery probe before the node's breaker
-// closes (down.go), and otherwise by the queue's own loop, which tries
+// closes (internal/transport/down.go), and otherwise by the queue's own loop, which tries
 // every 250 ms while invalidations wait (internal/replay). A Set is applied
 // as a Delete of its key: a newer value may have been written meanwhile.
 // Until a key's invalidation has landed, this process does not read that

@@ -68,7 +68,7 @@ type trip struct {
 	cause error
 	since time.Time
 	// recovering is set once the node's probe answered: only the
-	// recovery's own ops (op.recovery) go through, before any caller's.
+	// recovery's own ops (Op.Recovery) go through, before any caller's.
 	recovering atomic.Bool
 	latest     atomic.Pointer[failedCall] // why the latest recovery probe failed
 	errv       atomic.Pointer[failedCall] // err's value, made once per cause

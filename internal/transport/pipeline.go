@@ -173,7 +173,7 @@ func (p *Pipeline) SendAll(ops []*Op) {
 	}
 }
 
-// DoEach sends an op made by op to every master of a Cluster, or to the one
+// DoEach sends an op made by op (one per node) to every master of a Cluster, or to the one
 // node of another client, and waits for their results, by node address (""
 // off a Cluster). err is the first error of any (the Cluster's slot map
 // that could not be read, say).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -185,6 +186,9 @@ func TestBlackholedNodeTripsAndRecovers(t *testing.T) {
 	if took := time.Since(t0); !errors.Is(err, ErrRedisTimeout) || took > 2*time.Second {
 		t.Fatalf("GET from a black hole = %v after %v; want ErrRedisTimeout about 200ms after it was sent", err, took)
 	}
+	// The trip follows the batch's failure, and counts the node tripped
+	// once its breaker has told Stats.
+	testkit.Eventually(t, 10*time.Second, "the node tripped", func() bool { return p.Tripped("k") != nil })
 	if err := p.Tripped("k"); !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, ErrRedisTimeout) {
 		t.Fatalf("Tripped after the silence = %v; want ErrCircuitOpen wrapping ErrRedisTimeout", err)
 	}
