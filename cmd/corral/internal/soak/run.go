@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/internal/redisproc"
 	"github.com/corralhq/corral/cmd/corral/internal/termbar"
+	"github.com/corralhq/corral/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/redisproc"
 	"github.com/corralhq/corral/cmd/corral/internal/soak"
+	"github.com/corralhq/corral/internal/redisproc"
 )
 
 // config is a soak whose workers are this test binary, re-executed: its
