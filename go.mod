@@ -5,11 +5,11 @@ go 1.26.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/creack/pty v1.1.24
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/jedib0t/go-pretty/v6 v6.8.3
 	github.com/klauspost/compress v1.20.4
 	github.com/lib/pq v1.12.3
 	github.com/maypok86/otter/v2 v2.4.0
-	github.com/pquerna/cachecontrol v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/pterm/pterm v0.12.84

@@ -63,6 +63,14 @@ type Options struct {
 	// Default none.
 	ForwardHeaders []string
 
+	// TargetedCacheControl names a response header that this cache follows
+	// ahead of CDN-Cache-Control and Cache-Control (RFC 9213), so that the
+	// origin can speak to it alone: "Corral-Cache-Control", say. It holds
+	// cache directives as a Structured Fields Dictionary ("max-age=60,
+	// stale-while-revalidate=30"); an invalid or empty one is ignored.
+	// Default none: CDN-Cache-Control, then Cache-Control.
+	TargetedCacheControl string
+
 	// CacheSetCookie stores responses that carry Set-Cookie (with it).
 	// Default false: they are passed to their own request only.
 	CacheSetCookie bool
@@ -165,6 +173,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Origin %q has no host", ErrInvalidOptions, o.Origin.Redacted())
 	case o.Origin.RawQuery != "" || o.Origin.Fragment != "":
 		return o, fmt.Errorf("%w: Origin %q: a query or fragment has no place there", ErrInvalidOptions, o.Origin.Redacted())
+	case o.TargetedCacheControl != "" && !isToken(o.TargetedCacheControl):
+		return o, fmt.Errorf("%w: TargetedCacheControl %q is not a header name", ErrInvalidOptions, o.TargetedCacheControl)
 	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0:
 		return o, fmt.Errorf("%w: durations and sizes may not be negative", ErrInvalidOptions)
 	}

@@ -17,7 +17,7 @@ import (
 // served.
 const (
 	Hit       = "HIT"       // fresh, from the cache
-	Stale     = "STALE"     // stale, from the cache, while one request revalidates it (or the origin fails)
+	Stale     = "STALE"     // stale, from the cache, while one request revalidates it, or because the origin failed
 	Miss      = "MISS"      // fetched from the origin for this request
 	Coalesced = "COALESCED" // fetched for another request, in this process or another, that this one waited for
 	Pass      = "PASS"      // not through the cache: other methods, and responses that may not be shared
@@ -85,51 +85,79 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.fail(w, http.StatusBadRequest, "corral: a "+r.Method+" request may not have a body")
 	}
 	req := h.outgoing(r)
+	res := h.call(r.Context(), req)
+	if vr, ok := h.variantFor(r, req, &res); ok {
+		req, res = vr, h.call(r.Context(), vr)
+	}
+	return h.answer(w, r, req, res)
+}
+
+// result is what one fetch of a request's key gave it.
+type result struct {
+	label string    // the X-Cache value, from the call's outcome
+	now   time.Time // when the call returned
+	err   error
+	own   *stored // a response fetched for this request that may not be shared
+	big   *big    // this request's response, over MaxBodyBytes, to stream
+	v     value   // the value decoded, when the call returned one
+	derr  error   // the value's decoding error
+}
+
+// call fetches req's key through the Cache.
+func (h *Handler) call(ctx context.Context, req request) result {
 	st := new(state)
-	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	ctx = context.WithValue(ctx, stateKey{}, st)
 	val, err := h.cache.FetchEntry(ctx, req.key, func(ctx context.Context) (corral.Entry, error) {
 		return h.load(ctx, req, st)
 	})
-	now := time.Now()
+	res := result{now: time.Now(), err: err}
 	st.mu.Lock()
 	st.answered = true
-	label := st.label()
-	own, big, outcome := st.own, st.big, st.outcome
+	res.label = st.label()
+	res.own, res.big = st.own, st.big
+	outcome := st.outcome
 	st.mu.Unlock()
 	if outcome == corral.EventFailOpen || outcome == corral.EventFailSafe {
 		h.failedOpen(req.path)
 	}
-	if big != nil && (label != Miss || err != nil) {
-		big.close() // a refresh's, in the background
-		big = nil
+	if res.big != nil && (res.label != Miss || err != nil) {
+		res.big.close() // a refresh's, in the background
+		res.big = nil
 	}
-	if label != Miss {
-		own = nil
+	if res.label != Miss {
+		res.own = nil
 	}
+	if err == nil && res.own == nil && res.big == nil {
+		res.v, res.derr = decode(val)
+	}
+	return res
+}
+
+// answer answers r, for which req's key gave res, and returns its metrics
+// label.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req request, res result) string {
 	switch {
-	case err != nil:
-		return h.failed(w, r, err, label)
-	case own != nil:
-		h.write(w, r, own, Miss, now)
+	case res.err != nil:
+		return h.failed(w, r, res.err, res.label)
+	case res.own != nil:
+		h.write(w, r, res.own, Miss, res.now)
 		return Miss
-	case big != nil:
-		h.stream(w, r, big)
+	case res.big != nil:
+		h.stream(w, r, res.big)
 		return Pass
-	}
-	s, pass, err := decode(val)
-	switch {
-	case err != nil:
-		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, errAttr(err))
+	case res.derr != nil:
+		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, errAttr(res.derr))
 		h.pass(w, r)
 		return Pass
-	case pass, req.auth && !s.Auth && label != Miss:
-		h.pass(w, r)
+	case res.v.s == nil, req.auth && !res.v.s.Auth && res.label != Miss:
+		h.pass(w, r) // a pass marker, or a response not for requests with Authorization
 		return Pass
 	}
-	if label == Hit && !s.fresh(now) {
+	s, label := res.v.s, res.label
+	if s.OnError || label == Hit && !s.fresh(res.now) {
 		label = Stale
 	}
-	h.write(w, r, s, label, now)
+	h.write(w, r, s, label, res.now)
 	return label
 }
 
@@ -240,12 +268,12 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, s *stored, label
 // notModified reports whether r's If-None-Match matches s's ETag (weak
 // comparison, RFC 9110 section 13.1.2), so that it gets 304 Not Modified.
 func notModified(r *http.Request, s *stored) bool {
-	inm, etag := r.Header.Get("If-None-Match"), s.Header.Get("ETag")
+	inm, etag := strings.Join(r.Header.Values("If-None-Match"), ","), s.Header.Get("ETag")
 	if inm == "" || etag == "" || s.Status != http.StatusOK {
 		return false
 	}
-	for _, t := range splitTokens(inm) {
-		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(etag, "W/") {
+	for _, t := range entityTags(inm) {
+		if t == "*" || weakEqual(t, etag) {
 			return true
 		}
 	}
