@@ -31,6 +31,7 @@ const envPrefix = "CORRAL_SERVE_"
 // serveFlags are corral serve's flags.
 type serveFlags struct {
 	origin, redis, listen, adminListen, prefix, logLevel string
+	targetedCacheControl                                 string
 	defaultTTL, originTimeout, nearTTL, redisTimeout     time.Duration
 	shutdownTimeout, passTTL, revalidateKeep             time.Duration
 	maxBody                                              int64
@@ -50,12 +51,14 @@ Every sidecar sharing --redis (and --prefix) shares one cache: a response
 missing from it is asked of the origin once, however many requests for it
 arrive at once on however many sidecars; the others wait for that answer.
 
-It caches the answers to GET and HEAD as RFC 9111 and RFC 5861 say (the
-origin's Cache-Control: max-age, s-maxage, no-store, private, no-cache,
-stale-while-revalidate, stale-if-error), keyed by method, URL and the
-forwarded request headers (--forward-header: only those reach the origin,
-so no other header can vary a shared answer, and a Vary can only name
-headers in the key); --default-ttl for answers without freshness. Each
+It caches the answers to GET and HEAD as RFC 9111, RFC 5861 and RFC 9213
+say (the origin's CDN-Cache-Control, else Cache-Control: max-age, s-maxage,
+no-store, private, no-cache, stale-while-revalidate, stale-if-error; a
+--targeted-cache-control header ahead of both), keyed by method, URL and
+the forwarded request headers (--forward-header: only those reach the
+origin, so no other header can vary a shared answer, but for the headers
+a response's Vary names, which are then sent and keyed for that URL's
+variants); --default-ttl for answers without freshness. Each
 response says where it came from in X-Cache: HIT, STALE, MISS (this
 request asked the origin), COALESCED (served by another request's load, on
 this sidecar or another) or PASS (not served through the cache). Other
@@ -129,6 +132,7 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	f.StringSliceVar(&o.forwardHeaders, "forward-header", nil, "request header forwarded to the origin, and part of the cache key (each distinct value costs its own origin request); repeatable or comma-separated (default: none)")
 	f.DurationVar(&o.passTTL, "pass-ttl", corralhttp.DefaultPassTTL, "how long a URL whose response may not be shared goes straight to the origin before the cache is tried again")
 	f.DurationVar(&o.revalidateKeep, "revalidate-keep", corralhttp.DefaultRevalidateKeep, "how long an expired response with validators is kept to revalidate it with a conditional request (0: not kept)")
+	f.StringVar(&o.targetedCacheControl, "targeted-cache-control", "", "response header whose cache directives (an RFC 8941 dictionary, as CDN-Cache-Control) this cache follows ahead of CDN-Cache-Control and Cache-Control, e.g. Corral-Cache-Control (default: none)")
 	f.BoolVar(&o.cacheSetCookie, "cache-set-cookie", false, "store responses that carry Set-Cookie")
 	f.BoolVar(&o.cacheServerErrors, "cache-server-errors", false, "store 5xx responses when their headers allow it")
 	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "prefix of the cache's Redis keys (corral.Options.Prefix); sidecars share a cache when they share it")
@@ -215,6 +219,8 @@ func (o serveFlags) check() (serveConfig, error) {
 		{o.passTTL <= 0, fmt.Sprintf("--pass-ttl must be positive (got %v)", o.passTTL)},
 		{o.revalidateKeep < 0, fmt.Sprintf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)},
 		{o.shutdownTimeout <= 0, fmt.Sprintf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)},
+		{o.targetedCacheControl != "" && !isHeaderName(o.targetedCacheControl),
+			fmt.Sprintf("--targeted-cache-control must be a header name, such as Corral-Cache-Control (got %q)", o.targetedCacheControl)},
 	} {
 		if r.bad {
 			return c, errors.New(r.msg)
@@ -241,6 +247,13 @@ func (o serveFlags) check() (serveConfig, error) {
 		return c, errorf("--log-level: unknown level %q (debug, info, warn or error)", o.logLevel)
 	}
 	return c, nil
+}
+
+// isHeaderName reports whether name is a field name (an RFC 9110 token).
+func isHeaderName(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return r > '~' || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+	})
 }
 
 // redactURLError returns err without the URL net/url puts in its errors
@@ -292,6 +305,7 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 		MaxURLBytes:           o.maxURL,
 		OriginTimeout:         o.originTimeout,
 		ForwardHeaders:        o.forwardHeaders,
+		TargetedCacheControl:  o.targetedCacheControl,
 		CacheSetCookie:        o.cacheSetCookie,
 		CacheServerErrors:     o.cacheServerErrors,
 		PassTTL:               o.passTTL,
