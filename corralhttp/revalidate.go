@@ -141,6 +141,9 @@ func entityTags(v string) []string {
 			tag = "W/" + tag
 		}
 		tags, v = append(tags, tag), rest[end+2:]
+		if v != "" && v[0] != ',' && v[0] != ' ' && v[0] != '\t' {
+			return nil // something stuck to the tag's closing quote
+		}
 	}
 	return tags
 }

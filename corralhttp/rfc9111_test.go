@@ -167,13 +167,17 @@ func awaitExpiry(t *testing.T, srv *redistest.Server) {
 // TestNeverServesStaleWithoutPermission: RFC 5861 and RFC 9111 section
 // 4.2.4. Past its freshness and its stale-while-revalidate window, a
 // response is served stale only inside its stale-if-error window, and
-// only when the origin fails (500, 502, 503, 504, or no answer): never
+// only when the origin fails (500, 502, 503, 504, no answer, or none
+// within OriginTimeout): never
 // while the origin answers, never for another status, and never when
 // must-revalidate, proxy-revalidate, s-maxage or no-cache forbid stale
 // responses.
 func TestNeverServesStaleWithoutPermission(t *testing.T) {
 	srv := redistest.Start(t)
-	const closes = -1 // the origin closes the connection without an answer
+	const (
+		closes = -1 // the origin closes the connection without an answer
+		hangs  = -2 // the origin answers nothing within OriginTimeout
+	)
 	for _, tc := range []struct {
 		name  string
 		cc    string
@@ -185,6 +189,8 @@ func TestNeverServesStaleWithoutPermission(t *testing.T) {
 		{"5861-4 stale-if-error, 503", "max-age=1, stale-if-error=60", 503, true},
 		{"5861-4 stale-if-error, 500", "max-age=1, stale-if-error=60", 500, true},
 		{"5861-4 stale-if-error, no answer", "max-age=1, stale-if-error=60", closes, true},
+		{"5861-4 stale-if-error, no answer in time", "max-age=1, stale-if-error=60", hangs, true},
+		{"4.2.4 must-revalidate, no answer in time", "max-age=1, stale-if-error=60, must-revalidate", hangs, false},
 		{"5861-4 stale-if-error, 501 is no such error", "max-age=1, stale-if-error=60", 501, false},
 		{"5861-4 stale-if-error, 404 is no error", "max-age=1, stale-if-error=60", 404, false},
 		{"5861-4 past stale-while-revalidate, 503", "max-age=1, stale-while-revalidate=1, stale-if-error=60", 503, true},
@@ -197,17 +203,20 @@ func TestNeverServesStaleWithoutPermission(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var failing atomic.Bool
-			o := startOrigin(t, func(w http.ResponseWriter, _ *http.Request, n int64) {
+			o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
 				switch {
 				case failing.Load() && tc.fail == closes:
 					panic(http.ErrAbortHandler)
+				case failing.Load() && tc.fail == hangs:
+					<-r.Context().Done() // the Handler gives up at OriginTimeout
+					return
 				case failing.Load():
 					w.WriteHeader(tc.fail)
 				}
 				w.Header().Set("Cache-Control", tc.cc)
 				fmt.Fprintf(w, "#%d", n)
 			})
-			h := newHandler(t, srv, o, nil)
+			h := newHandler(t, srv, o, func(o *corralhttp.Options) { o.OriginTimeout = 500 * time.Millisecond })
 			expect(t, get(t, h, "/s"), corralhttp.Miss, 200, "#1")
 			awaitExpiry(t, srv)
 			failing.Store(tc.fail != 0)
@@ -219,7 +228,8 @@ func TestNeverServesStaleWithoutPermission(t *testing.T) {
 				t.Errorf("served stale: %d %q, X-Cache %s", w.Code, w.Body.String(), xc)
 			case tc.fail == 0:
 				expect(t, w, corralhttp.Miss, 200, "#2")
-			case tc.fail == closes && w.Code != http.StatusBadGateway, tc.fail > 0 && w.Code != tc.fail:
+			case tc.fail == closes && w.Code != http.StatusBadGateway, tc.fail == hangs && w.Code != http.StatusGatewayTimeout,
+				tc.fail > 0 && w.Code != tc.fail:
 				t.Errorf("status %d, want the origin's failure", w.Code)
 			}
 		})
