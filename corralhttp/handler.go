@@ -59,8 +59,9 @@ type Options struct {
 	// costs its own origin request: browsers send many different Accept
 	// and Accept-Language values, so list only headers the origin needs.
 	// Hop-by-hop and conditional headers (If-None-Match, Range...) are
-	// never forwarded; Authorization always is (see the package doc).
-	// Default none.
+	// never forwarded; Authorization always is; the headers a response's
+	// Vary names are, and are keyed, for that URL's variants (see the
+	// package doc). Default none.
 	ForwardHeaders []string
 
 	// TargetedCacheControl names a response header that this cache follows
@@ -87,16 +88,18 @@ type Options struct {
 	// through the cache again ("hit-for-pass"). Default 10s.
 	PassTTL time.Duration
 
-	// RevalidateKeep is how long past its freshness and stale window a
-	// copy of a response with validators (ETag, Last-Modified) is kept,
-	// when the response has no stale window or is no-cache, so that the
-	// next load asks the origin with If-None-Match / If-Modified-Since and
-	// a 304 refreshes it without the body. It costs a second copy in Redis
-	// for such responses. Default 10m.
+	// RevalidateKeep is how long past its freshness a copy of a response
+	// with validators (ETag, Last-Modified) is kept, when the response has
+	// no stale-while-revalidate window or is no-cache, so that the next
+	// load asks the origin with If-None-Match / If-Modified-Since and a 304
+	// refreshes it without the body. It costs a second copy in Redis for
+	// such responses. Default 10m. (A response whose stale-if-error window
+	// is longer than its stale-while-revalidate one is kept as that copy
+	// for its stale-if-error window, whatever RevalidateKeep.)
 	RevalidateKeep time.Duration
 
-	// DisableRevalidateKeep keeps no such copy: such responses are fetched
-	// whole once they expire.
+	// DisableRevalidateKeep keeps no copy for revalidation: such responses
+	// are fetched whole once they expire.
 	DisableRevalidateKeep bool
 
 	// Transport sends the requests to the origin. Default: a clone of

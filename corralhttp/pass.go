@@ -66,8 +66,8 @@ type invalidateKey struct{}
 
 // passUnsafe passes a request of another method than GET or HEAD, and
 // when the origin's answer is not an error, invalidates the stored
-// response of its URL (RFC 9111 section 4.4): the variant its forwarded
-// headers select.
+// response of its URL (RFC 9111 section 4.4): the one its forwarded
+// headers select, and with it that response's Vary variants (vary.go).
 func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	safe := r.Method == http.MethodOptions || r.Method == http.MethodTrace
 	if !safe {
@@ -76,7 +76,7 @@ func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	h.pass(w, r)
 }
 
-// invalidate deletes req's stored response and its validator copy. A
+// invalidate deletes req's stored response and its second copy. A
 // Redis fault is logged as the others are, once a minute (corral queues
 // the invalidation, and applies it once Redis answers).
 func (h *Handler) invalidate(ctx context.Context, req request) {
