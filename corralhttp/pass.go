@@ -13,8 +13,9 @@ import (
 // Passing a request: methods other than GET and HEAD, and URLs whose
 // responses may not be shared, go to the origin as they are, streamed by
 // net/http/httputil's ReverseProxy, with the same header rules as a load:
-// the forwarded headers, Authorization, and (for a request with a body)
-// Content-Type. Nothing is stored.
+// the forwarded headers, Authorization, (for a request with a body)
+// Content-Type, and for a request passed at its variant's key the
+// headers the variant is keyed on (vary.go). Nothing is stored.
 
 // newProxy returns the Handler's pass-through proxy.
 func (h *Handler) newProxy() *httputil.ReverseProxy {
@@ -23,7 +24,11 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 			pr.SetURL(h.origin)
 			in := pr.In.Header
 			out := make(http.Header, len(h.forward)+2)
-			for _, name := range append([]string{"Authorization", "Content-Type"}, h.forward...) {
+			names := append([]string{"Authorization", "Content-Type"}, h.forward...)
+			if vary, ok := pr.In.Context().Value(varyKey{}).([]string); ok {
+				names = append(names, vary...)
+			}
+			for _, name := range names {
 				if vs := in.Values(name); len(vs) > 0 {
 					out[name] = vs
 				}
@@ -63,6 +68,10 @@ func (h *Handler) pass(w http.ResponseWriter, r *http.Request) {
 }
 
 type invalidateKey struct{}
+
+// varyKey is the context key of the Vary'd headers a request passed at its
+// variant's key is sent with.
+type varyKey struct{}
 
 // passUnsafe passes a request of another method than GET or HEAD, and
 // when the origin's answer is not an error, invalidates the stored

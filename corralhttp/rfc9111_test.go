@@ -336,6 +336,21 @@ func TestNeverServesMismatchedVariant(t *testing.T) {
 			}
 		})
 	}
+	t.Run("4.1 a variant passed is sent its headers", func(t *testing.T) {
+		t.Parallel()
+		o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+			w.Header().Set("Cache-Control", "max-age=60")
+			if r.Header.Get("Foo") == "1" {
+				w.Header().Set("Cache-Control", "private") // that variant passes
+			}
+			w.Header().Set("Vary", "Foo")
+			fmt.Fprintf(w, "Foo=%s", seenAs(r.Header, "Foo"))
+		})
+		h := newHandler(t, srv, o, nil)
+		expect(t, get(t, h, "/pv", "Foo: 1"), corralhttp.Miss, 200, "Foo=[1]")
+		expect(t, get(t, h, "/pv", "Foo: 1"), corralhttp.Pass, 200, "Foo=[1]")
+		expect(t, get(t, h, "/pv"), corralhttp.Hit, 200, "Foo=(none)")
+	})
 	t.Run("4.3.1 revalidation sends the Vary'd header", func(t *testing.T) {
 		t.Parallel()
 		testVariantRevalidation(t, srv)
