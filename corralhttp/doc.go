@@ -16,8 +16,9 @@
 // non-empty targeted field among Options.TargetedCacheControl and
 // CDN-Cache-Control replaces Cache-Control and Expires; an invalid one is
 // ignored whole. Each response becomes a corral.Entry whose TTL is its
-// freshness lifetime (s-maxage, else max-age, else Expires minus Date,
-// less the Age it came with: the first member of an Age list) and whose
+// freshness lifetime (s-maxage, else max-age, else Expires minus Date)
+// less its age (the Age it came with, the first member of an Age list,
+// and the time since it was requested) and whose
 // stale window is its stale-while-revalidate (none with must-revalidate,
 // proxy-revalidate or s-maxage). A response whose freshness the RFCs call
 // invalid is stale: an Expires that does not parse or is given twice, a

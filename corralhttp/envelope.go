@@ -34,8 +34,9 @@ const (
 type meta struct {
 	Status int         `json:"s"`
 	Header http.Header `json:"h"`
-	// Received is when the response (or the 304 that last refreshed it)
-	// came from the origin, in Unix milliseconds.
+	// Received is when the request for the response (or for the 304 that
+	// last refreshed it) was sent to the origin, in Unix milliseconds: its
+	// age counts from then (RFC 9111 section 4.2.3).
 	Received int64 `json:"r"`
 	// Age is the response's age when it was received (its Age header), in
 	// seconds.

@@ -88,11 +88,24 @@ func (h *Handler) settle(ctx context.Context, req request, st *state, s *stored,
 	case !v.store:
 		return corral.Entry{Value: b}, nil // no-cache, stale: for the requests of this load only
 	}
-	swr := v.swr
-	if swr == 0 {
-		swr = -1 // none
+	return freshFor(b, v, time.UnixMilli(s.Received)), nil
+}
+
+// freshFor is the Entry storing b, the response received at received with
+// verdict v, for what is left of its freshness and stale-while-revalidate
+// window now that it has been read and kept: not stored when nothing is.
+func freshFor(b []byte, v verdict, received time.Time) corral.Entry {
+	left := v.fresh - time.Since(received)
+	end := left + v.swr // its stale window's end, from now
+	switch {
+	case end <= time.Millisecond:
+		return corral.Entry{Value: b} // expired while it was read: for the requests of this load only
+	case left <= 0:
+		return corral.Entry{Value: b, TTL: time.Millisecond, StaleTTL: end - time.Millisecond}
+	case v.swr == 0:
+		return corral.Entry{Value: b, TTL: left, StaleTTL: -1}
 	}
-	return corral.Entry{Value: b, TTL: max(v.fresh, time.Millisecond), StaleTTL: swr}, nil
+	return corral.Entry{Value: b, TTL: left, StaleTTL: v.swr}
 }
 
 // verdictFor is the policy's verdict on s, fetched for req, and the names
@@ -195,6 +208,7 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 		out.Header[k] = vs
 	}
 	conditional := prev != nil && setValidators(out.Header, prev)
+	sent := time.Now() // its age counts from here (RFC 9111 section 4.2.3: response_delay)
 	resp, err := h.client.Do(out)
 	if err != nil {
 		h.metrics.origin("error")
@@ -202,14 +216,13 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	}
 	code := strconv.Itoa(resp.StatusCode) // the metric's label, "error" if the body is cut short
 	defer func() { h.metrics.origin(code) }()
-	received := time.Now()
 	if resp.StatusCode == http.StatusNotModified && conditional {
 		resp.Body.Close()
 		if !selects(resp.Header, prev) {
 			h.log.Debug("corral: a 304 names another response; fetching it whole", "path", req.path)
 			return h.exchange(ctx, req, nil)
 		}
-		return refreshed(prev, resp.Header, received), nil, nil
+		return refreshed(prev, resp.Header, sent), nil, nil
 	}
 	if resp.ContentLength > h.opts.MaxBodyBytes {
 		return nil, &big{resp: resp}, nil
@@ -225,7 +238,7 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	}
 	resp.Body.Close()
 	s := &stored{body: body}
-	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), received.UnixMilli()
+	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), sent.UnixMilli()
 	s.Age = int64(ageOf(resp.Header) / time.Second)
 	return s, nil, nil
 }
