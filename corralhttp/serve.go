@@ -88,7 +88,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	res := h.call(r.Context(), req)
 	if vr, ok := h.variantFor(r, req, &res); ok {
 		req, res = vr, h.call(r.Context(), vr)
-		r = r.WithContext(context.WithValue(r.Context(), varyKey{}, vr.vary)) // should it pass
+		r = r.WithContext(context.WithValue(r.Context(), varyKey{}, vr.vary)) // sent with them if passed
 	}
 	return h.answer(w, r, req, res)
 }
