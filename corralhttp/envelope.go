@@ -61,6 +61,12 @@ type meta struct {
 	// (stale-if-error). Such a value is handed to the requests of one load
 	// and never stored.
 	OnError bool `json:"x,omitempty"`
+	// FailedStatus is, with OnError, the origin's status (500, 502, 503,
+	// 504); 0 when it gave none (no answer, a connection broken).
+	FailedStatus int `json:"xs,omitempty"`
+	// Proto is the protocol version the origin answered with, when it is
+	// not 1.1 ("2"), for Via.
+	Proto string `json:"p,omitempty"`
 }
 
 // varyMarker is what a vary marker holds.
@@ -73,6 +79,9 @@ type varyMarker struct {
 type stored struct {
 	meta
 	body []byte
+	// revalidated: the load that fetched it got a 304 that refreshed it
+	// (not stored: it says how this response was fetched, not what it is).
+	revalidated bool
 }
 
 // encode returns s as a stored value.

@@ -32,10 +32,33 @@ type Options struct {
 	Cache *corral.Options
 
 	// DefaultTTL is how long a response without explicit freshness (no
-	// max-age, s-maxage or Expires), but of a status RFC 9110 calls
-	// heuristically cacheable (200, 203, 204, 300, 301, 308, 404, 405,
-	// 410, 414, 501), is fresh. Default 0: such responses are not stored.
+	// max-age, s-maxage or Expires) nor heuristic freshness (see
+	// HeuristicMaxTTL), but of a status RFC 9110 calls heuristically
+	// cacheable (200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501)
+	// or public, is fresh. Default 0: such responses are not stored.
 	DefaultTTL time.Duration
+
+	// HeuristicMaxTTL caps the heuristic freshness (RFC 9111 section
+	// 4.2.2) of a response without explicit freshness but with a valid
+	// Last-Modified, of a heuristically cacheable status or public: 10% of
+	// the time from its Last-Modified to its Date, at most this. It ranks
+	// before DefaultTTL. Default 24h.
+	HeuristicMaxTTL time.Duration
+
+	// DisableHeuristicFreshness gives no response heuristic freshness:
+	// those without explicit freshness get DefaultTTL, or are not stored.
+	DisableHeuristicFreshness bool
+
+	// CacheName names this cache in the Cache-Status (RFC 9211) and Via
+	// (RFC 9110 section 7.6.3) headers it adds: a token starting with a
+	// letter. Default "corral".
+	CacheName string
+
+	// AccessLog, when set, receives one record per request, at level Info:
+	// its method, path (without the query, which may hold tokens), status,
+	// X-Cache value (or ERROR, GONE), bytes of body sent, duration and the
+	// client's address; never a header. Default none.
+	AccessLog *slog.Logger
 
 	// MaxBodyBytes is the largest body, in bytes, stored. A larger response
 	// is not stored: the load stops reading it at the limit and hands it to
@@ -116,11 +139,13 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxBodyBytes   = 8 << 20
-	DefaultMaxURLBytes    = 8 << 10
-	DefaultOriginTimeout  = 30 * time.Second
-	DefaultPassTTL        = 10 * time.Second
-	DefaultRevalidateKeep = 10 * time.Minute
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultMaxURLBytes     = 8 << 10
+	DefaultOriginTimeout   = 30 * time.Second
+	DefaultPassTTL         = 10 * time.Second
+	DefaultRevalidateKeep  = 10 * time.Minute
+	DefaultHeuristicMaxTTL = 24 * time.Hour
+	DefaultCacheName       = "corral"
 )
 
 // ErrInvalidOptions is wrapped by New's errors about its Options.
@@ -178,7 +203,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Origin %q: a query or fragment has no place there", ErrInvalidOptions, o.Origin.Redacted())
 	case o.TargetedCacheControl != "" && !isToken(o.TargetedCacheControl):
 		return o, fmt.Errorf("%w: TargetedCacheControl %q is not a header name", ErrInvalidOptions, o.TargetedCacheControl)
-	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0:
+	case o.CacheName != "" && !isCacheName(o.CacheName):
+		return o, fmt.Errorf("%w: CacheName %q is not a token starting with a letter", ErrInvalidOptions, o.CacheName)
+	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0 ||
+		o.HeuristicMaxTTL < 0:
 		return o, fmt.Errorf("%w: durations and sizes may not be negative", ErrInvalidOptions)
 	}
 	u := *o.Origin
@@ -191,8 +219,15 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.OriginTimeout, DefaultOriginTimeout)
 	def(&o.PassTTL, DefaultPassTTL)
 	def(&o.RevalidateKeep, DefaultRevalidateKeep)
+	def(&o.HeuristicMaxTTL, DefaultHeuristicMaxTTL)
 	if o.DisableRevalidateKeep {
 		o.RevalidateKeep = 0
+	}
+	if o.DisableHeuristicFreshness {
+		o.HeuristicMaxTTL = 0
+	}
+	if o.CacheName == "" {
+		o.CacheName = DefaultCacheName
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

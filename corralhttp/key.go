@@ -36,6 +36,7 @@ type request struct {
 	key    string      // the corral key of its response
 	vkey   string      // the corral key of its second copy (for revalidation, stale-if-error)
 	vary   []string    // for a variant: the Vary'd headers its key holds, beyond the URL's
+	proto  string      // the protocol version of the client's request, for Via (not keyed)
 	// noStore: the request says no-store (RFC 9111 section 5.2.1.5), so
 	// nothing its load fetches is stored.
 	noStore bool
@@ -61,7 +62,8 @@ func (h *Handler) outgoing(r *http.Request) request {
 			b.WriteString(v)
 		}
 	}
-	req := request{url: u, path: r.URL.Path, header: out, noStore: hasToken(r.Header.Values("Cache-Control"), "no-store")}
+	req := request{url: u, path: r.URL.Path, header: out, noStore: hasToken(r.Header.Values("Cache-Control"), "no-store"),
+		proto: protoVersion(r.ProtoMajor, r.ProtoMinor)}
 	if a := r.Header.Values("Authorization"); len(a) > 0 {
 		out["Authorization"] = slices.Clone(a)
 		req.auth = true

@@ -32,6 +32,9 @@ func (e *statusError) Error() string {
 func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entry, error) {
 	mine := st.loading()
 	prev, varyID := h.previous(ctx, req)
+	if mine {
+		ctx = st.forwardEarly(ctx)
+	}
 	s, big, err := h.fetch(ctx, req, prev)
 	switch {
 	case big != nil:
@@ -40,16 +43,34 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 		}
 		return h.passEntry(req), nil
 	case err != nil:
-		if e, ok := staleOnError(prev); ok {
+		if e, ok := staleOnError(prev, 0); ok {
 			return e, nil
 		}
 		return corral.Entry{}, err
 	case failing(s.Status):
-		if e, ok := staleOnError(prev); ok {
+		if e, ok := staleOnError(prev, s.Status); ok {
 			return e, nil
 		}
 	}
+	if mine {
+		st.forwarded(prev != nil, s.revalidated)
+	}
 	return h.settle(ctx, req, st, s, varyID, mine)
+}
+
+// forwarded records why st's own load asked the origin (fwdStale: it had
+// an expired response to revalidate or replace) and whether a 304
+// refreshed that response.
+func (st *state) forwarded(hadStale, revalidated bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fwd = fwdURIMiss
+	if hadStale {
+		st.fwd = fwdStale
+	}
+	if revalidated {
+		st.fwdStatus = http.StatusNotModified
+	}
 }
 
 // settle decides what becomes of s, fetched for req: stored, given to the
@@ -88,7 +109,13 @@ func (h *Handler) settle(ctx context.Context, req request, st *state, s *stored,
 	case !v.store:
 		return corral.Entry{Value: b}, nil // no-cache, stale: for the requests of this load only
 	}
-	return freshFor(b, v, time.UnixMilli(s.Received)), nil
+	e := freshFor(b, v, time.UnixMilli(s.Received))
+	if mine && e.TTL > 0 {
+		st.mu.Lock()
+		st.stored = true
+		st.mu.Unlock()
+	}
+	return e, nil
 }
 
 // freshFor is the Entry storing b, the response received at received with
@@ -126,14 +153,14 @@ func (h *Handler) verdictFor(req request, s *stored) (verdict, []string) {
 }
 
 // staleOnError returns the Entry serving prev stale, marked OnError, when
-// the origin failed and prev allows it; not stored, so that the next
-// request asks the origin again.
-func staleOnError(prev *stored) (corral.Entry, bool) {
+// the origin failed (with status, or 0 for no answer) and prev allows it;
+// not stored, so that the next request asks the origin again.
+func staleOnError(prev *stored, status int) (corral.Entry, bool) {
 	if prev == nil || !prev.servableOnError(time.Now()) {
 		return corral.Entry{}, false
 	}
 	s := *prev
-	s.OnError = true
+	s.OnError, s.FailedStatus = true, status
 	b, err := s.encode()
 	if err != nil {
 		return corral.Entry{}, false
@@ -207,6 +234,7 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	for k, vs := range req.header {
 		out.Header[k] = vs
 	}
+	appendMember(out.Header, "Via", h.via(req.proto))
 	conditional := prev != nil && setValidators(out.Header, prev)
 	sent := time.Now() // its age counts from here (RFC 9111 section 4.2.3: response_delay)
 	resp, err := h.client.Do(out)
@@ -222,7 +250,9 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 			h.log.Debug("corral: a 304 names another response; fetching it whole", "path", req.path)
 			return h.exchange(ctx, req, nil)
 		}
-		return refreshed(prev, resp.Header, sent), nil, nil
+		s := refreshed(prev, resp.Header, sent)
+		s.revalidated = true
+		return s, nil, nil
 	}
 	if resp.ContentLength > h.opts.MaxBodyBytes {
 		return nil, &big{resp: resp}, nil
@@ -240,6 +270,9 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	s := &stored{body: body}
 	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), sent.UnixMilli()
 	s.Age = int64(ageOf(resp.Header) / time.Second)
+	if p := protoVersion(resp.ProtoMajor, resp.ProtoMinor); p != "1.1" {
+		s.Proto = p
+	}
 	return s, nil, nil
 }
 

@@ -15,30 +15,19 @@ import (
 // net/http/httputil's ReverseProxy, with the same header rules as a load:
 // the forwarded headers, Authorization, (for a request with a body)
 // Content-Type, and for a request passed at its variant's key the
-// headers the variant is keyed on (vary.go). Nothing is stored.
+// headers the variant is keyed on (vary.go); and, since nothing is stored,
+// a GET's Range and If-Range, so that the origin answers them itself.
+// Each is sent with Via, and answered with Cache-Status: fwd=bypass, or
+// fwd=method for a method other than GET and HEAD.
 
 // newProxy returns the Handler's pass-through proxy.
 func (h *Handler) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(h.origin)
-			in := pr.In.Header
-			out := make(http.Header, len(h.forward)+2)
-			names := append([]string{"Authorization", "Content-Type"}, h.forward...)
-			if vary, ok := pr.In.Context().Value(varyKey{}).([]string); ok {
-				names = append(names, vary...)
-			}
-			for _, name := range names {
-				if vs := in.Values(name); len(vs) > 0 {
-					out[name] = vs
-				}
-			}
-			pr.Out.Header = out
-		},
+		Rewrite:   h.rewrite,
 		Transport: h.client.Transport,
 		ModifyResponse: func(resp *http.Response) error {
 			h.metrics.origin(strconv.Itoa(resp.StatusCode))
-			resp.Header.Set("X-Cache", Pass)
+			h.mark(resp.Header, passed(resp.Request.Method), protoVersion(resp.ProtoMajor, resp.ProtoMinor))
 			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
 				h.invalidate(resp.Request.Context(), inv)
 			}
@@ -55,6 +44,27 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 			}
 		},
 	}
+}
+
+// rewrite makes a passed request's pr.Out: see above.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(h.origin)
+	in := pr.In.Header
+	out := make(http.Header, len(h.forward)+3)
+	names := append([]string{"Authorization", "Content-Type"}, h.forward...)
+	if vary, ok := pr.In.Context().Value(varyKey{}).([]string); ok {
+		names = append(names, vary...)
+	}
+	if pr.In.Method == http.MethodGet {
+		names = append(names, "Range", "If-Range")
+	}
+	for _, name := range names {
+		if vs := in.Values(name); len(vs) > 0 {
+			out[name] = vs
+		}
+	}
+	appendMember(out, "Via", h.via(protoVersion(pr.In.ProtoMajor, pr.In.ProtoMinor)))
+	pr.Out.Header = out
 }
 
 var errPassTimeout = errors.New("corralhttp: OriginTimeout")

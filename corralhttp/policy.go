@@ -38,7 +38,7 @@ type verdict struct {
 
 // heuristic lists the status codes RFC 9110 section 15.1 calls
 // "heuristically cacheable": they may be stored without explicit
-// freshness (then for Options.DefaultTTL).
+// freshness (then for their heuristic freshness, or Options.DefaultTTL).
 var heuristic = map[int]bool{200: true, 203: true, 204: true, 300: true, 301: true, 308: true, 404: true, 405: true, 410: true, 414: true, 501: true}
 
 // decide applies the storage rules to a response (status, h) to a request
@@ -64,11 +64,11 @@ func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) ve
 		return v
 	}
 	life, explicit := lifetime(cc, h, now)
-	switch {
-	case !explicit && (!heuristic[status] || o.DefaultTTL <= 0):
-		return verdict{why: "no explicit freshness"}
-	case !explicit:
-		life = o.DefaultTTL
+	if !explicit {
+		var ok bool
+		if life, ok = o.heuristicLife(status, cc, h, now); !ok {
+			return verdict{why: "no explicit freshness"}
+		}
 	}
 	v.fresh = life - ageOf(h)
 	if !cc.mustRevalidate && !cc.proxyRevalidate && cc.sMaxAge < 0 {
@@ -130,6 +130,28 @@ func lifetime(cc directives, h http.Header, now time.Time) (life time.Duration, 
 		date = now
 	}
 	return exp.Sub(date), true
+}
+
+// heuristicLife is the freshness lifetime of a response without explicit
+// freshness, received at now, and whether it has one (RFC 9111 section
+// 4.2.2): only a heuristically cacheable or public one does (section 3);
+// with a valid Last-Modified no later than its Date (or now, without a
+// valid Date), a tenth of the time between them, at most HeuristicMaxTTL
+// (unless that is 0: off); otherwise DefaultTTL, unless that is 0.
+func (o *Options) heuristicLife(status int, cc directives, h http.Header, now time.Time) (time.Duration, bool) {
+	if !heuristic[status] && !cc.public {
+		return 0, false
+	}
+	if modified, ok := headerDate(h, "Last-Modified", now); ok && o.HeuristicMaxTTL > 0 {
+		date, ok := headerDate(h, "Date", now)
+		if !ok {
+			date = now
+		}
+		if since := date.Sub(modified); since >= 0 {
+			return min(since/10, o.HeuristicMaxTTL), true
+		}
+	}
+	return o.DefaultTTL, o.DefaultTTL > 0
 }
 
 // failing reports whether an origin's status is one of the errors for

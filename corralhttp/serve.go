@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +31,15 @@ type state struct {
 	own      *stored          // a response fetched for it that may not be shared
 	big      *big             // its response, over MaxBodyBytes, to stream
 	answered bool             // its call returned: a load after that is a background refresh
+	// What its own load did, for Cache-Status: why it went to the origin
+	// (fwdURIMiss, fwdStale), the origin's status when it is not the
+	// response's (a 304), and whether the response was stored.
+	fwd       string
+	fwdStatus int
+	stored    bool
+	// early receives the 1xx responses of its own load (informational.go);
+	// nil when the client may not be sent one.
+	early http.ResponseWriter
 }
 
 // loading records that the request's loader runs for it, unless the
@@ -68,7 +76,13 @@ func (outcomes) Observe(ctx context.Context, e corral.Event) {
 // passed to the origin.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	label := h.serve(w, r)
+	label := Pass // what an answer cut short (panic(http.ErrAbortHandler)) was: a pass, or a stream
+	if h.opts.AccessLog != nil {
+		lw := &logWriter{ResponseWriter: w}
+		defer func() { h.logAccess(r, lw, label, time.Since(start)) }()
+		w = lw
+	}
+	label = h.serve(w, r)
 	h.metrics.request(label, time.Since(start))
 }
 
@@ -85,9 +99,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.fail(w, http.StatusBadRequest, "corral: a "+r.Method+" request may not have a body")
 	}
 	req := h.outgoing(r)
-	res := h.call(r.Context(), req)
+	early := earlyTo(w, r)
+	res := h.call(r.Context(), req, early)
 	if vr, ok := h.variantFor(r, req, &res); ok {
-		req, res = vr, h.call(r.Context(), vr)
+		req, res = vr, h.call(r.Context(), vr, early)
 		r = r.WithContext(context.WithValue(r.Context(), varyKey{}, vr.vary)) // sent with them if passed
 	}
 	return h.answer(w, r, req, res)
@@ -102,11 +117,17 @@ type result struct {
 	big   *big    // this request's response, over MaxBodyBytes, to stream
 	v     value   // the value decoded, when the call returned one
 	derr  error   // the value's decoding error
+	// What this request's own load did (state's fields of the same
+	// names); stored only when the Cache stored it in Redis.
+	fwd       string
+	fwdStatus int
+	stored    bool
 }
 
-// call fetches req's key through the Cache.
-func (h *Handler) call(ctx context.Context, req request) result {
-	st := new(state)
+// call fetches req's key through the Cache; early, if not nil, is sent the
+// 1xx responses of the request's own load.
+func (h *Handler) call(ctx context.Context, req request, early http.ResponseWriter) result {
+	st := &state{early: early}
 	ctx = context.WithValue(ctx, stateKey{}, st)
 	val, err := h.cache.FetchEntry(ctx, req.key, func(ctx context.Context) (corral.Entry, error) {
 		return h.load(ctx, req, st)
@@ -117,6 +138,7 @@ func (h *Handler) call(ctx context.Context, req request) result {
 	res.label = st.label()
 	res.own, res.big = st.own, st.big
 	outcome := st.outcome
+	res.fwd, res.fwdStatus, res.stored = st.fwd, st.fwdStatus, st.stored && outcome == corral.EventMiss
 	st.mu.Unlock()
 	if outcome == corral.EventFailOpen || outcome == corral.EventFailSafe {
 		h.failedOpen(req.path)
@@ -139,9 +161,9 @@ func (h *Handler) call(ctx context.Context, req request) result {
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req request, res result) string {
 	switch {
 	case res.err != nil:
-		return h.failed(w, r, res.err, res.label)
+		return h.failed(w, r, res)
 	case res.own != nil:
-		h.write(w, r, res.own, Miss, res.now)
+		h.write(w, r, res.own, servedAs(res, Miss), res.now)
 		return Miss
 	case res.big != nil:
 		h.stream(w, r, res.big)
@@ -158,7 +180,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req request, re
 	if s.OnError || label == Hit && !s.fresh(res.now) {
 		label = Stale
 	}
-	h.write(w, r, s, label, res.now)
+	h.write(w, r, s, servedAs(res, label), res.now)
 	return label
 }
 
@@ -177,15 +199,16 @@ func (st *state) label() string {
 	return Coalesced // a flight of another request here, or a load in another process
 }
 
-// failed answers a request whose fetch failed with err: a Redis fault
+// failed answers a request whose fetch failed (res.err): a Redis fault
 // passes it to the origin; the origin's own failures get 502 or 504.
-func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, label string) string {
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, res result) string {
+	err := res.err
 	var se *statusError
 	f := faultOf(err)
 	switch {
 	case errors.As(err, &se):
-		h.write(w, r, se.s, label, time.Now())
-		return label
+		h.write(w, r, se.s, servedAs(res, res.label), time.Now())
+		return res.label
 	case r.Context().Err() != nil:
 		return labelGone // the client left: nobody to answer
 	case errors.Is(err, corral.ErrClosed):
@@ -221,7 +244,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *big) {
 	for k, vs := range storedHeader(b.resp.Header) {
 		hdr[k] = vs
 	}
-	hdr.Set("X-Cache", Pass)
+	h.mark(hdr, served{label: Pass, fwd: fwdURIMiss}, protoVersion(b.resp.ProtoMajor, b.resp.ProtoMinor))
 	w.WriteHeader(b.resp.StatusCode)
 	if r.Method == http.MethodHead {
 		return
@@ -240,43 +263,4 @@ func (h *Handler) fail(w http.ResponseWriter, status int, msg string) string {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, msg, status)
 	return labelError
-}
-
-// write answers r with s, served as label at now.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, s *stored, label string, now time.Time) {
-	hdr := w.Header()
-	for k, vs := range s.Header {
-		hdr[k] = vs
-	}
-	if label != Miss {
-		hdr.Set("Age", strconv.FormatInt(int64(max(s.age(now), 0)/time.Second), 10))
-	}
-	hdr.Set("X-Cache", label)
-	if notModified(r, s) {
-		hdr.Del("Content-Length")
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	if s.Status != http.StatusNoContent && s.Status != http.StatusNotModified {
-		hdr.Set("Content-Length", strconv.Itoa(len(s.body)))
-	}
-	w.WriteHeader(s.Status)
-	if r.Method != http.MethodHead {
-		w.Write(s.body) // the client's loss, if it fails
-	}
-}
-
-// notModified reports whether r's If-None-Match matches s's ETag (weak
-// comparison, RFC 9110 section 13.1.2), so that it gets 304 Not Modified.
-func notModified(r *http.Request, s *stored) bool {
-	inm, etag := strings.Join(r.Header.Values("If-None-Match"), ","), s.Header.Get("ETag")
-	if inm == "" || etag == "" || s.Status != http.StatusOK {
-		return false
-	}
-	for _, t := range entityTags(inm) {
-		if t == "*" || weakEqual(t, etag) {
-			return true
-		}
-	}
-	return false
 }
