@@ -489,3 +489,84 @@ func TestNeverServesBodyUnderAnotherETag(t *testing.T) {
 		}
 	}
 }
+
+// storedTTL returns how long Redis keeps the one stored response of t's
+// Handler (an entry's Redis TTL is its freshness plus its stale window).
+func storedTTL(t *testing.T, srv *redistest.Server) time.Duration {
+	t.Helper()
+	rdb := srv.Client()
+	keys, err := rdb.Keys(context.Background(), "t-"+strings.ReplaceAll(t.Name(), "/", "-")+":e:*:http:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("stored entries %q (%v), want 1", keys, err)
+	}
+	ttl, err := rdb.PTTL(context.Background(), keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttl
+}
+
+// TestHeuristicFreshness: RFC 9111 section 4.2.2 (and section 3, RFC
+// 9110 section 15.1). A response without explicit freshness, of a
+// heuristically cacheable status or public, with a valid Last-Modified, is
+// fresh for a tenth of the time from it to its Date, at most
+// HeuristicMaxTTL; DefaultTTL counts only without it.
+func TestHeuristicFreshness(t *testing.T) {
+	srv := redistest.Start(t)
+	now := time.Now().UTC()
+	ago := func(d time.Duration) string { return now.Add(-d).Format(http.TimeFormat) }
+	for _, tc := range []struct {
+		name   string
+		status int
+		header []string
+		adjust func(*corralhttp.Options)
+		fresh  time.Duration // 0: not stored
+	}{
+		{"4.2.2 10% of Date - Last-Modified", 200, []string{"Last-Modified", ago(10 * time.Hour)}, nil, time.Hour},
+		{"4.2.2 at most HeuristicMaxTTL, 24h by default", 200, []string{"Last-Modified", ago(1000 * time.Hour)}, nil, 24 * time.Hour},
+		{"4.2.2 HeuristicMaxTTL", 200, []string{"Last-Modified", ago(100 * time.Hour)}, func(o *corralhttp.Options) { o.HeuristicMaxTTL = 2 * time.Hour }, 2 * time.Hour},
+		{"4.2.2 ahead of DefaultTTL", 200, []string{"Last-Modified", ago(10 * time.Hour)}, func(o *corralhttp.Options) { o.DefaultTTL = time.Minute }, time.Hour},
+		{"4.2.2 without Date: from its receipt", 200, []string{"Last-Modified", ago(10 * time.Hour), "Date", ""}, nil, time.Hour},
+		{"4.2.3 Age counts", 200, []string{"Last-Modified", ago(10 * time.Hour), "Age", "600"}, nil, 50 * time.Minute},
+		{"15.1 404 is heuristically cacheable", 404, []string{"Last-Modified", ago(10 * time.Hour)}, nil, time.Hour},
+		{"3 public", 302, []string{"Last-Modified", ago(10 * time.Hour), "Cache-Control", "public"}, nil, time.Hour},
+		{"3 not heuristically cacheable", 302, []string{"Last-Modified", ago(10 * time.Hour)}, nil, 0},
+		{"4.2.2 explicit freshness wins", 200, []string{"Last-Modified", ago(10 * time.Hour), "Cache-Control", "max-age=30"}, nil, 30 * time.Second},
+		{"4.2.2 max-age=0 wins", 200, []string{"Last-Modified", ago(10 * time.Hour), "Cache-Control", "max-age=0"}, nil, 0},
+		{"5.6.7 Last-Modified invalid", 200, []string{"Last-Modified", "Mon, 02 Nov 2026 9:00:00 GMT"}, nil, 0},
+		{"4.2.2 Last-Modified after Date", 200, []string{"Last-Modified", now.Add(time.Hour).Format(http.TimeFormat)}, nil, 0},
+		{"no Last-Modified: DefaultTTL", 200, nil, func(o *corralhttp.Options) { o.DefaultTTL = time.Minute }, time.Minute},
+		{"no Last-Modified, no DefaultTTL", 200, nil, nil, 0},
+		{"DisableHeuristicFreshness: DefaultTTL", 200, []string{"Last-Modified", ago(10 * time.Hour)},
+			func(o *corralhttp.Options) { o.DisableHeuristicFreshness, o.DefaultTTL = true, time.Minute }, time.Minute},
+		{"DisableHeuristicFreshness", 200, []string{"Last-Modified", ago(10 * time.Hour)},
+			func(o *corralhttp.Options) { o.DisableHeuristicFreshness = true }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+				for i := 0; i+1 < len(tc.header); i += 2 {
+					if tc.header[i+1] == "" {
+						w.Header()[tc.header[i]] = nil // none: net/http sends no Date
+						continue
+					}
+					w.Header().Set(tc.header[i], tc.header[i+1])
+				}
+				w.WriteHeader(tc.status)
+				fmt.Fprintf(w, "#%d", n)
+			})
+			h := newHandler(t, srv, o, tc.adjust)
+			get(t, h, "/h")
+			w := get(t, h, "/h")
+			if hit := w.Header().Get("X-Cache") == corralhttp.Hit; hit != (tc.fresh > 0) {
+				t.Fatalf("second request: X-Cache %s, %q; want a hit %v", w.Header().Get("X-Cache"), w.Body.String(), tc.fresh > 0)
+			}
+			if tc.fresh == 0 {
+				return
+			}
+			if ttl := storedTTL(t, srv); ttl > tc.fresh+time.Second || ttl < tc.fresh-10*time.Second { // (Last-Modified is in whole seconds)
+				t.Errorf("stored for %v, want %v", ttl, tc.fresh)
+			}
+		})
+	}
+}
