@@ -126,7 +126,9 @@ type Options struct {
 	DisableRevalidateKeep bool
 
 	// Transport sends the requests to the origin. Default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport. When it is an *http.Transport, a response with
+	// a Transfer-Encoding it does not read (anything but chunked) is
+	// fetched again over a connection of its own and decoded (codings.go).
 	Transport http.RoundTripper
 
 	// Logger receives warnings and debug events. Default slog.Default().
@@ -179,7 +181,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h.client = &http.Client{
-		Transport:     o.Transport,
+		Transport:     withCodings(o.Transport),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	h.proxy = h.newProxy()
