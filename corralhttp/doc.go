@@ -25,8 +25,12 @@
 // max-age or s-maxage that is not a delta-seconds or is given twice; it
 // goes to the requests of its load and is not stored. A Date that does not
 // parse counts as the time received. A response without explicit
-// freshness is stored for Options.DefaultTTL when its status is
-// heuristically cacheable, and not at all when DefaultTTL is 0.
+// freshness, of a heuristically cacheable status (RFC 9110 section 15.1)
+// or public, gets heuristic freshness (RFC 9111 section 4.2.2) when it has
+// a valid Last-Modified: a tenth of the time from that to its Date, at
+// most Options.HeuristicMaxTTL (24h; Options.DisableHeuristicFreshness
+// turns it off); without one, Options.DefaultTTL; when that is 0, it is
+// not stored.
 //
 // Not stored: no-store, private (qualified or not), Vary: * (or a Vary
 // naming a header never forwarded: hop-by-hop, conditional, Range), 206 and
@@ -67,9 +71,17 @@
 // refreshes nothing, and the response is fetched whole. A response with
 // validators but no stale-while-revalidate window (or no-cache) is kept as
 // the second copy for Options.RevalidateKeep past its freshness, so that
-// it can still be revalidated after it expires. A client's own
-// If-None-Match (a list, commas inside quotes kept) that matches a stored
-// response's ETag gets 304 from the cache.
+// it can still be revalidated after it expires.
+//
+// A client's preconditions and ranges are answered from a stored 200
+// (respond.go; RFC 9110 sections 13 and 14): If-None-Match (a list, commas
+// inside quotes kept) matching its ETag, or without If-None-Match an
+// If-Modified-Since (one HTTP-date, parsed strictly) no earlier than its
+// Last-Modified (or Date), gets 304; a GET with one byte range gets 206
+// and Content-Range, or 416 when the range is past the end; several
+// ranges, a Range that does not parse, or an If-Range that does not match
+// (a strong ETag, or a Last-Modified at least 60 s before the Date), the
+// whole response. Such a response says Accept-Ranges: bytes.
 //
 // # The cache key, and what the origin is sent
 //
@@ -113,24 +125,48 @@
 //
 // # Answers
 //
-// Every response carries X-Cache: HIT (fresh, from the cache: Redis, the
-// near cache, or while Redis cannot be used this process's memory), STALE
-// (inside its stale-while-revalidate window, or while the origin fails),
-// MISS (fetched from the origin for this request), COALESCED (fetched for
-// another request, in this process or another, that this one waited for)
-// or PASS (not through the cache: methods other than GET and HEAD, which
-// are proxied as they are, and responses that may not be shared). An
-// unsafe method (POST, PUT, DELETE...) that the origin answers without an
-// error invalidates the stored responses of its URL (RFC 9111 section 4.4:
-// those its forwarded headers select, and their Vary variants). Errors
-// the Handler makes up have a one-line text body and no X-Cache: 400 for a
-// GET or HEAD with a body, 414 for a request URI over Options.MaxURLBytes,
-// 502 when the origin fails (no connection, a body cut short, or a 5xx
-// that the request waited for in another process; the body names no host
-// or error, which are logged instead), 503 after Close, 504
-// when the origin does not answer within Options.OriginTimeout. A 5xx
-// that is not stored goes to the requests of its load as it is, unless a
-// stale response can be served instead. Nothing partial is ever stored.
+// Every response the cache serves carries X-Cache: HIT (fresh, from the
+// cache: Redis, the near cache, or while Redis cannot be used this
+// process's memory), STALE (inside its stale-while-revalidate window, or
+// while the origin fails), MISS (fetched from the origin for this
+// request), COALESCED (fetched for another request, in this process or
+// another, that this one waited for) or PASS (not through the cache:
+// methods other than GET and HEAD, which are proxied as they are, and
+// responses that may not be shared). An unsafe method (POST, PUT,
+// DELETE...) that the origin answers without an error invalidates the
+// stored responses of its URL (RFC 9111 section 4.4: those its forwarded
+// headers select, and their Vary variants).
+//
+// It carries the same in RFC 9211's terms, as a Cache-Status member naming
+// the cache (Options.CacheName, "corral") appended to the origin's (the
+// list runs from the origin to the client; status.go): "corral; hit"
+// (HIT), "corral; hit; detail=stale" (STALE, while it is revalidated),
+// "corral; fwd=stale; fwd-status=503" or "...; detail=origin-error" (STALE
+// because the origin failed), "corral; fwd=uri-miss; stored" (MISS;
+// fwd=stale when an expired response was revalidated or replaced, with
+// fwd-status=304 when a 304 refreshed it; stored when it was),
+// "corral; fwd=uri-miss; collapsed" (COALESCED), "corral; fwd=bypass"
+// (PASS) or "corral; fwd=method" (PASS, another method). Via gets
+// "1.1 corral" (the protocol received, and the cache's name) appended, on
+// each response and on each request sent to the origin (to the client's
+// own Via when that is a forwarded header). A 1xx the origin
+// sends (103 Early Hints) reaches the client whose own load or pass asked
+// for it (informational.go). Options.AccessLog, when set, gets one record
+// per request (accesslog.go), never with a header or the query.
+//
+// Errors the Handler makes up have a one-line text body and no X-Cache,
+// Cache-Status or Via (RFC 9211 section 2: not on a response it
+// generates): 400 for a GET or HEAD with a body, 414 for a request URI
+// over Options.MaxURLBytes, 502 when the origin fails (no connection, a
+// body cut short, or a 5xx that the request waited for in another process;
+// the body names no host or error, which are logged instead), 503 after
+// Close, 504 when the origin does not answer within Options.OriginTimeout.
+// A 5xx that is not stored goes to the requests of its load as it is,
+// unless a stale response can be served instead. Nothing partial is ever
+// stored. A response with a Transfer-Encoding Go's client refuses
+// (anything but chunked alone) is fetched again over a connection of its
+// own and decoded (gzip, deflate; codings.go); one it cannot decode gets
+// 502, the log naming the coding.
 //
 // # Redis faults
 //
