@@ -2,10 +2,12 @@ package corralhttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,6 +104,15 @@ func TestCacheStatus(t *testing.T) {
 	t.Run("2.7 collapsed", func(t *testing.T) {
 		t.Parallel()
 		testCollapsed(t, srv)
+	})
+	t.Run("2 a CacheName that is no token starting with a letter", func(t *testing.T) {
+		t.Parallel()
+		for _, name := range []string{"1st", "edge one", "edge;1", "*edge"} {
+			_, err := corralhttp.New(srv.Client(), corralhttp.Options{Origin: &url.URL{Scheme: "http", Host: "origin"}, CacheName: name})
+			if !errors.Is(err, corralhttp.ErrInvalidOptions) {
+				t.Errorf("CacheName %q: %v, want ErrInvalidOptions", name, err)
+			}
+		}
 	})
 }
 
