@@ -4,7 +4,7 @@
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test redis-server vet fuzz soak bench bench-check serve-bench gobench demo
+.PHONY: test redis-server vet fuzz soak bench bench-check serve-bench gobench demo tidy
 
 # make test runs the fuzz targets and the soak briefly; `make fuzz` and
 # `make soak` run them longer (FUZZTIME=..., SOAKTIME=...). It ends with the
@@ -13,6 +13,19 @@ FUZZTIME ?= 1000000x
 SOAKTIME ?= 2m
 TEST_FUZZTIME := 20000x
 TEST_SOAKTIME := 10s
+
+# Every package of every module of the workspace (go.work: the core, the
+# adapters, the CLI and the bench module). In workspace mode ./... stops at
+# the module it starts in; an import path pattern spans the workspace, so
+# one go command builds, vets and tests them all, packages of every module
+# in parallel.
+ALL := github.com/corralhq/corral/...
+
+# The modules, by directory, and where the ones others require live.
+MODULES  := . corralprom corralotel corralhttp cmd/corral bench
+WORKMODS := github.com/corralhq/corral=$(CURDIR) \
+	github.com/corralhq/corral/corralhttp=$(CURDIR)/corralhttp \
+	github.com/corralhq/corral/corralprom=$(CURDIR)/corralprom
 
 # make test builds everything in one flavour, with the race detector: vet,
 # the tests, the binaries the tests build, the soak and the bench module's
@@ -23,13 +36,13 @@ TEST_SOAKTIME := 10s
 RACE         := -race
 TESTPARALLEL ?= 4
 test: redis-server vet
-	$(GO) test $(RACE) -parallel $(TESTPARALLEL) -timeout 20m ./...
+	$(GO) test $(RACE) -parallel $(TESTPARALLEL) -timeout 20m $(ALL)
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 	$(MAKE) soak SOAKTIME=$(TEST_SOAKTIME) SOAKFLAGS=$(RACE)
-	$(MAKE) bench-check BENCHCHECKFLAGS=$(RACE)
+	$(MAKE) bench-check BENCHCHECKFLAGS=$(RACE) BENCHTESTFLAGS='-parallel $(TESTPARALLEL) -timeout 20m'
 
 vet:
-	$(GO) vet $(RACE) ./...
+	$(GO) vet $(RACE) $(ALL)
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || { \
@@ -56,24 +69,27 @@ soak: redis-server
 	$(GO) run $(SOAKFLAGS) ./cmd/corral soak --duration $(SOAKTIME) --processes 4 --no-progress
 
 # make bench runs corral beside its peers (the bench/ module, which has its
-# own go.mod so the peers never enter corral's) on a private redis-server and
-# writes BENCHMARKS.md, bench/results.json and bench/charts/*.png: about 10
-# minutes on 2 cores. Publish only what a quiet machine produced.
+# own go.mod so the peers never enter corral's module graph) on a private
+# redis-server and writes BENCHMARKS.md, bench/results.json and
+# bench/charts/*.png: about 10 minutes on 2 cores. Publish only what a quiet machine produced.
 # BENCHFLAGS adds flags, e.g. BENCHFLAGS='-label "development run"'.
 BENCHFLAGS ?=
 bench: redis-server
 	cd bench && $(GO) run . -out .. -command 'make bench' $(BENCHFLAGS)
 
 # The bench module's own quick checks (results.json shape, BENCHMARKS.md
-# rendering, the command count on a real redis-server).
+# rendering, the command count on a real redis-server). BENCHCHECKFLAGS are
+# build flags (vet and test), BENCHTESTFLAGS test flags: make test passes
+# its own, so the tests its first go test ran answer from go's test cache.
 BENCHCHECKFLAGS ?=
+BENCHTESTFLAGS ?=
 bench-check:
-	cd bench && $(GO) vet $(BENCHCHECKFLAGS) ./... && $(GO) test $(BENCHCHECKFLAGS) ./...
+	cd bench && $(GO) vet $(BENCHCHECKFLAGS) ./... && $(GO) test $(BENCHCHECKFLAGS) $(BENCHTESTFLAGS) ./...
 
 # make serve-bench load-tests `corral serve` on loopback (bench/serveload):
 # one origin with 50 ms latency, a private redis-server and 3 sidecars,
 # against the origin directly; about half a minute. It prints a Markdown
-# table (README.md, "corral serve"). SERVEFLAGS adds flags, e.g.
+# table (docs/benchmarks.md keeps one run's). SERVEFLAGS adds flags, e.g.
 # SERVEFLAGS='-workers 128 -duration 30s'.
 SERVEFLAGS ?=
 serve-bench: redis-server
@@ -81,9 +97,24 @@ serve-bench: redis-server
 		(cd bench && $(GO) run ./serveload -bin $$tmp/corral $(SERVEFLAGS)); \
 		status=$$?; rm -rf $$tmp; exit $$status
 
-# The Go benchmarks of the corral package (go test -bench).
+# The Go benchmarks of every module (go test -bench): the core's, and what
+# an Observer costs a hit in corralprom's and corralotel's.
 gobench: redis-server
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $(ALL)
 
 demo:
 	$(GO) run ./cmd/corral demo
+
+# go mod tidy ignores go.work, and the modules require each other at v0.0.0,
+# which only go.work resolves: make tidy tidies each module with temporary
+# replaces to this clone's modules, then drops them (a replace in a
+# published go.mod would break `go install ...@version`).
+tidy:
+	@for m in $(MODULES); do \
+		echo "go mod tidy in $$m"; \
+		(cd $$m && self=$$(sed -n 's/^module //p' go.mod) && \
+		for r in $(WORKMODS); do [ "$${r%%=*}" = "$$self" ] || $(GO) mod edit -replace "$$r"; done && \
+		GOWORK=off GOFLAGS=-mod=mod $(GO) mod tidy; status=$$?; \
+		for r in $(WORKMODS); do [ "$${r%%=*}" = "$$self" ] || $(GO) mod edit -dropreplace "$${r%%=*}"; done; \
+		exit $$status) || exit 1; \
+	done

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 )
 
 // FetchMany is Fetch for many keys at once: it returns the value of each of
@@ -124,7 +127,7 @@ func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader b
 	if nilLoader {
 		return ErrNilLoader
 	}
-	c.checkPolicySoon()
+	c.diagnoseSoon()
 	return ctx.Err()
 }
 
@@ -207,16 +210,16 @@ func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, e
 // near answers k from the near cache, as Fetch would, and reports whether
 // it did.
 func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[string]V, errs map[string]error) bool {
-	e, ok := c.nearGet(nearKey{k.key, bc.typ}, &k.how)
+	e, ok := c.nearGet(near.Key{Key: k.key, Type: bc.typ}, &k.how)
 	if !ok {
 		return false
 	}
 	c.nearHit(ctx, k.key)
 	switch {
-	case e.err == nil:
-		out[k.key], _ = e.val.(V)
-	case !isNotFound(e.err):
-		errs[k.key] = e.err
+	case e.Err == nil:
+		out[k.key], _ = e.Val.(V)
+	case !isNotFound(e.Err):
+		errs[k.key] = e.Err
 	}
 	return true
 }
@@ -243,15 +246,9 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 	switch {
 	case a.err == nil:
 		out[k.key] = v
-		if k.keep != nil {
-			c.near.use(bc.typ)
-			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(v, nil, len(a.val)), k.keep.seq)
-		}
+		c.keepNear(k.key, bc.typ, k.keep, v, nil, len(a.val))
 	case isNotFound(a.err):
-		if k.keep != nil {
-			c.near.use(bc.typ)
-			c.near.put(nearKey{k.key, bc.typ}, k.keep.entry(nil, a.err, 0), k.keep.seq)
-		}
+		c.keepNear(k.key, bc.typ, k.keep, nil, a.err, 0)
 	default:
 		errs[k.key] = a.err
 	}
@@ -292,33 +289,31 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 // the others together: the pipeline takes them in one batch, one round trip
 // per node. A lone peek may be read inline, as Fetch's is.
 func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
-	var ops []*op
+	var ops []*transport.Op
 	for i := range calls {
 		k := &calls[i]
-		if f, ok := c.joinRunning(k.key); ok && k.how.skip == 0 {
+		if f, ok := c.flights.joinRunning(k.key); ok && k.how.skip == 0 {
 			c.joined()
 			k.f, k.joined = f, true
 			continue
 		} else if ok {
-			c.leave(f)
+			c.flights.leave(f)
 		}
-		if c.queue.has(k.key) {
+		if c.queue.Has(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)
 			continue
 		}
-		var o *op
+		var o *transport.Op
 		if k.pc, o = c.startPeek(k.key); o != nil {
 			ops = append(ops, o)
 		}
 	}
 	switch {
 	case len(ops) == 1:
-		ops[0].readBy, _ = ctx.Deadline()
+		ops[0].ReadBy, _ = ctx.Deadline()
 		c.store.send(ops[0])
-	case len(ops) > 1 && !c.store.pipe.enqueueAll(ops):
-		for _, o := range ops {
-			o.finish(opResult{err: ErrClosed})
-		}
+	case len(ops) > 1:
+		c.store.sendAll(ops)
 	}
 }
 

@@ -138,17 +138,10 @@ func (b *loadBatch) call(r *loadRound) {
 	if r == nil {
 		return
 	}
-	c := b.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !b.c.tasks.start(func() { b.run(r) }) {
 		r.err = ErrClosed
 		close(r.done)
-		return
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go b.run(r)
 }
 
 // run calls loadMany for r's keys under context.WithoutCancel of the
@@ -160,7 +153,6 @@ func (b *loadBatch) call(r *loadRound) {
 // loadMany that ignores its context is abandoned, not waited for.
 func (b *loadBatch) run(r *loadRound) {
 	c := b.c
-	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), c.opts.LoadTimeout)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()

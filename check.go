@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/redis/go-redis/v9"
 )
 
 // This file holds Check: what a Cache learns about its Redis at its first
-// use (rights.go, pubsub.go, eviction.go, tracking.go), asked all at once
-// and graded, for a service's start-up or `corral check`. The probes are in
-// check_probe.go.
+// use (rights.go, pubsub.go, eviction.go, internal/near), asked all at once
+// and graded, for a service's start-up or `corral check`. The steps are in
+// internal/diagnose.
 
 // Severity grades a Finding of Check.
 type Severity int
@@ -104,27 +104,6 @@ func (r *Report) Err() error {
 	return errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
 }
 
-func (r *Report) add(topic string, s Severity, format string, args ...any) {
-	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
-}
-
-func (r *Report) missing(rights ...string) {
-	for _, right := range rights {
-		if right != "" && !contains(r.Missing, right) {
-			r.Missing = append(r.Missing, right)
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Check asks Redis, as the user rdb logs in as, what a Cache made with
 // New(rdb, opts) would meet there (opts may be nil), and grades each
 // finding. A service can call it at start-up and refuse to start on
@@ -181,82 +160,29 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 		return nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, notChecked(ctx, rdb, o.RedisTimeout, err, true)
+		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, true)
 	}
-	k := &checker{rdb: rdb, o: o, probe: o.Prefix + ":probe", r: &Report{Missing: []string{}}}
-	for _, step := range []func(context.Context) error{
-		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
-	} {
-		if err := step(ctx); err != nil {
-			return nil, notChecked(ctx, rdb, o.RedisTimeout, err, false)
-		}
+	r, err := diagnose.Run(ctx, diagnose.Config{
+		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
+		NearCache: o.NearCache.Size > 0, Rights: rightsScript,
+		PubSub: func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error) {
+			m, err := detectPubsub(ctx, o.DisableShardedPubSub, publish)
+			return m.mark, err
+		},
+		Pings: CheckPings,
+	})
+	if err != nil {
+		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, false)
 	}
-	return k.r, nil
+	return reportOf(r), nil
 }
 
-// notChecked is Check's error when Redis could not be checked: err, from
-// the first PING (ping) or a later step. A connection the server closed
-// (a broken pipe, a reset) is looked into on a connection of Check's own,
-// bounded by timeout: a server at maxclients says so before it closes
-// each new connection, and the error then names that, and the fix.
-func notChecked(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, err error, ping bool) error {
-	msg, full := maxClientsReply(err.Error())
-	if !full && !isReplyError(err) && ctx.Err() == nil {
-		msg, full = refusalOf(ctx, rdb, timeout)
+// reportOf is r as Check reports it.
+func reportOf(r *diagnose.Report) *Report {
+	out := &Report{Version: r.Version, Cluster: r.Cluster, Masters: r.Masters, PubSub: r.PubSub,
+		Policies: r.Policies, Missing: r.Missing, RTT: r.RTT, Findings: make([]Finding, len(r.Findings))}
+	for i, f := range r.Findings {
+		out.Findings[i] = Finding{Topic: f.Topic, Severity: Severity(f.Severity), Detail: f.Detail}
 	}
-	switch {
-	case full:
-		return errorf("check: Redis refused the connection: %s: %s", msg, maxClientsFix)
-	case ping && isReplyError(err):
-		return errorf("check: Redis refused the connection: %w", err)
-	case ping:
-		return errorf("check: Redis unreachable: %w", err)
-	}
-	return errorf("check: %w", err)
-}
-
-// checker runs Check's steps.
-type checker struct {
-	rdb   redis.UniversalClient
-	o     Options
-	probe string // Prefix's probe key and channel
-	r     *Report
-
-	masters map[string]checkNode // by address; "" for a single server
-	node    *redis.Client        // the server of probe; nil for a client of another kind
-	version version              // the oldest master's
-}
-
-// checkNode is what Check asks of a server's client.
-type checkNode interface {
-	redis.Cmdable
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}
-
-// nodes finds the masters, and the node that serves the probe key.
-func (k *checker) nodes(ctx context.Context) error {
-	switch c := k.rdb.(type) {
-	case *redis.ClusterClient:
-		k.r.Cluster = true
-		var mu sync.Mutex
-		k.masters = map[string]checkNode{}
-		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			mu.Lock()
-			defer mu.Unlock()
-			k.masters[m.Options().Addr] = m
-			return nil
-		})
-		if err != nil {
-			return errorf("the Cluster's masters: %w", err)
-		}
-		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
-			return errorf("the master of %s: %w", k.probe, err)
-		}
-	case *redis.Client:
-		k.masters, k.node = map[string]checkNode{"": c}, c
-	default:
-		k.masters = map[string]checkNode{"": k.rdb}
-	}
-	k.r.Masters = len(k.masters)
-	return nil
+	return out
 }

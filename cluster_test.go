@@ -282,7 +282,10 @@ func clusterInstances(tb testing.TB, cl *redistest.Cluster, n int) ([]*corral.Ca
 	caches, hooks := make([]*corral.Cache, n), make([]*faults, n)
 	for i := range caches {
 		cc := cl.Client()
-		c, err := corral.New(cc, &corral.Options{Logger: quiet, RedisTimeout: 2 * time.Second})
+		// The stampede's loader waits up to 30 s for every goroutine to
+		// join (clusterStampede): a LoadTimeout above that, so that a
+		// starved machine's slow joining does not time the load out.
+		c, err := corral.New(cc, &corral.Options{Logger: quiet, RedisTimeout: 2 * time.Second, LoadTimeout: time.Minute})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -3,13 +3,35 @@
 // ask for it at once, the origin (a database query, an HTTP call) sees one
 // load, and every caller gets its result about as soon as that load ends.
 //
-//	// rdb: any redis.UniversalClient; with ContextTimeoutEnabled, hits are
-//	// read in the calling goroutine (see Hits below).
+//	// rdb: any redis.UniversalClient, a Cluster or Sentinel one too; with
+//	// ContextTimeoutEnabled, hits are read in the calling goroutine.
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
-//	cache, err := corral.New(rdb, nil)
+//	cache, err := corral.New(rdb, nil) // nil: all defaults
 //	v, err := cache.Fetch(ctx, "user:42", 10*time.Minute, func(ctx context.Context) ([]byte, error) {
 //		return db.LoadUser(ctx, 42)
 //	})
+//
+// # The API
+//
+// New (or Must, for set-up code) makes a Cache; Options configures it, and
+// each field's zero value is its default. Fetch returns a key's value,
+// calling the loader once across the fleet when the value is missing or
+// stale; Fetch[T] is Fetch for a type, encoded with Options.Codec (JSON by
+// default). FetchMany and FetchMany[T] fetch many keys at once, with one
+// call of the loader for the keys this process loads, and errors per key in
+// a *BatchError. FetchEntry takes a loader that sets each value's TTL and
+// stale window (an Entry). Get reads without loading (ErrMiss when absent);
+// Set and Delete write, and stop a load already running from storing older
+// data. Stats counts what a Cache did, Observer is told as it happens,
+// Health says whether Redis can be used, and Close hands running loads over
+// to other processes. Check says, before the first call, what a Cache will
+// meet on a given Redis.
+//
+// A loader returns ErrNotFound for "no such record", which is cached too
+// (NegativeTTL). Errors are sentinels matched with errors.Is (ErrNotFound,
+// ErrMiss, ErrClosed, ErrLoadTimeout, ErrRemoteLoad, ErrRedisTimeout,
+// ErrCircuitOpen, ErrWriteRefused, ErrPermission, ...), and an error's text
+// says "corral: " once, at the front, however many errors it wraps.
 //
 // # Keys
 //
@@ -24,145 +46,74 @@
 //	           (or the marker "backoff": a revocation, or a failed refresh's backoff)
 //	P:n:{T}:K  notice channel: completion notices for waiters
 //
-// T is K's own hash tag when it has a non-empty one (Redis Cluster's rule: the
-// text between the first '{' and the first '}' after it), otherwise the hex of
-// K's 64-bit FNV-1a hash. All names of one key share one Cluster slot, so each
-// script gets every key it touches; K is kept whole, so no two keys collide.
-// The entry's Redis TTL is the hard TTL (soft TTL + StaleTTL); the soft expiry
-// is a field, and every expiry decision uses the Redis server's clock.
+// T is K's own hash tag when it has a non-empty one, otherwise the hex of K's
+// 64-bit FNV-1a hash, so all names of one key share one Cluster slot. The
+// entry's Redis TTL is the hard TTL (soft TTL + StaleTTL); the soft expiry is
+// a field, and every expiry decision uses the Redis server's clock.
 //
-// # Hits read, nothing more
+// # The protocol
 //
-// Most calls find a fresh entry. A peek reads its fields after the server's
-// TIME, pipelined in one round trip, without a script or a write, and
-// decides on the server's clock as fetch.lua would. With Options.NearCache,
+// Most calls find a fresh entry: a peek reads its fields (HMGET) and decides
+// on the server's clock, without a script or a write. With Options.NearCache,
 // copies of what peeks read are also kept in memory, served until their soft
-// expiry and dropped the moment Redis announces a change to their entry
-// (server-assisted client-side caching: CLIENT TRACKING in broadcasting mode
-// on the entries' prefix).
-//
-// # One round trip decides the rest
+// expiry, and dropped the moment Redis announces a change to their entry
+// (CLIENT TRACKING in broadcasting mode on the entries' prefix).
 //
 // For a missing or stale entry, or one that XFetch picks for an early
-// refresh, Fetch sends fetch.lua, which answers from the server's state at
-// once:
-// a fresh entry is a HIT; an entry past its soft expiry but inside its stale
-// window is served STALE while the caller that takes the lease refreshes it in
-// the background (stale-while-revalidate); a fresh entry may be refreshed
-// early, with a probability that rises as expiry nears in proportion to the
-// last load's duration (XFetch: Vattani, Chierichetti and Lowenstein,
-// "Optimal Probabilistic Cache Stampede Prevention", VLDB 2015); with no entry,
-// the first caller takes the lease (SET NX PX) and LOADs, and everyone else
-// WAITs.
+// refresh, one round trip decides the rest: fetch.lua answers HIT; STALE
+// inside the stale window, served at once while the caller that takes the
+// lease refreshes it in the background (stale-while-revalidate); LOAD to the
+// first caller of a missing entry, which takes the lease; WAIT to everyone
+// else. XFetch refreshes a fresh entry early, with a probability that rises
+// as expiry nears in proportion to the last load's duration (Vattani,
+// Chierichetti and Lowenstein, "Optimal Probabilistic Cache Stampede
+// Prevention", VLDB 2015).
 //
-// # The lease
-//
-// A lease is a random 128-bit token with an expiry (Nishtala et al., "Scaling
-// Memcache at Facebook", NSDI 2013). Its holder runs the loader while a
-// watchdog renews the lease every LeaseTTL/3, so a load may outlast LeaseTTL;
-// the watchdog stops the moment the load returns, and a renewal that reaches
-// Redis late is dropped by the server. commit.lua stores the result only if
-// the token still holds the lease, then deletes it and publishes a notice.
-// Delete and Set revoke the lease with a marker, so a load that started
-// before them can never store outdated data afterwards (while the marker
-// lives). A lease that Redis evicts under maxmemory is not revoked: found
-// missing before its deadline, it is taken again by its holder's renewal,
-// and the commit stands unless another entry was stored meanwhile. A failed
-// or panicking load releases the lease by compare-and-delete. If the holder
-// dies, the lease expires and another caller takes over within LeaseTTL. A
-// lease is a tool for efficiency, not a lock for correctness: after a Redis
-// failover that loses the lease, two loads of a key may run, and the lease
+// A lease is a random 128-bit token with an expiry (Nishtala et al.,
+// "Scaling Memcache at Facebook", NSDI 2013). Its holder runs the loader while
+// a watchdog renews the lease every LeaseTTL/3; commit.lua stores the result
+// only if the token still holds the lease, then deletes it and publishes a
+// notice. Delete and Set revoke the lease with a marker, so a load that
+// started before them never stores outdated data (while the marker lives).
+// If the holder dies, the lease expires and another caller takes over within
+// LeaseTTL. A lease is a tool for efficiency, not a lock for correctness:
+// after a failover that loses it, two loads of a key may run, and the lease
 // check still keeps the older result out.
 //
-// # Waiting
-//
 // In one process, concurrent callers of a key join one flight, so a process
-// talks to Redis about a key once, however many goroutines ask. A flight told
-// to WAIT subscribes to the key's notice channel (one shared pub/sub
-// connection per Cache; sharded SSUBSCRIBE on Redis 7+, SUBSCRIBE before),
-// re-runs fetch.lua (the notice may have gone out in between), then waits for
-// the notice, which carries the value when it is at most NoticeInlineLimit
-// bytes, or for a timer of the lease's remaining time plus jitter, and then
-// re-runs fetch.lua. No fixed sleeps, and no polling while notices can be
-// heard (without channel rights, waiters re-check after 25 ms, doubling to
-// 200 ms): each caller's wait ends with its own context.
-//
-// # Many keys
-//
-// FetchMany fetches many keys as Fetch fetches one, each with its own
-// entry, lease and notices: their peeks go out together, one pipelined
-// round trip per node (each command touches one key, so none spans two
-// Cluster slots); keys under way in this process join their flights; every
-// other key gets a flight of its own, and once each has taken its lease or
-// found another process holding it, loadMany is called once with the keys
-// this process won. Keys loadMany leaves out are cached as not found;
-// errors are per key, in a *BatchError.
-//
-// # Values with their own freshness
-//
-// FetchEntry is Fetch for a loader that says how long each value lives: it
-// returns an Entry, whose TTL is the soft TTL, used exactly (no jitter), and
-// whose StaleTTL is its stale window. An entry with a window is served stale
-// while one caller refreshes it, and is never refreshed early; TTL <= 0
-// returns the value without storing it.
+// talks to Redis about a key once. A flight told to WAIT subscribes to the
+// key's notice channel (sharded pub/sub on Redis 7+) and waits for the
+// notice, which carries small values inline, with a timer of the lease's
+// remaining time as the fallback: no fixed sleeps, and each caller's wait
+// ends with its own context.
 //
 // # Failure
 //
 // Loads run detached from their callers (context.WithoutCancel of the first
-// caller's context, bounded by LoadTimeout): a caller giving up never cancels
-// the load for the others. A loader's ErrNotFound is cached negatively for
+// caller's context, bounded by LoadTimeout): a caller giving up never
+// cancels the load for the others. A loader's ErrNotFound is cached for
 // NegativeTTL; other errors and panics reach every caller of that load and
 // are not cached.
 //
-// Slow is not down. Commands go through a pipeline: concurrent calls share
-// round trips, and a call's bound starts when it is sent. A node that
-// answers anything (a PING, when in doubt) is alive, however long a big
-// value takes on the wire; only a node that refuses connections (or closes
-// them unanswered), refuses the client's AUTH, or stays silent for
-// RedisTimeout, fails a call. Such a node is down: its circuit breaker
-// trips at once, every call to it skips Redis until its recovery probe
-// answers, and its queued invalidations are applied before the callers'
-// calls. Meanwhile Fetch answers from this process's memory, near-cache
-// copies or what a fail-open load returned (fail-safe), else calls the
-// loader directly (fail-open): at most one load per key per process per
-// FailSafe.Throttle. A Delete or Set that cannot reach Redis drops this
-// process's copies and is queued, then applied in order once Redis
-// answers. Flights already waiting for another process's load keep waiting
-// for it until its lease would expire; a holder's commit is sent again
-// until it lands. After repeated failures a node's breaker also skips it
-// for a cool-down, then lets one call through.
+// Slow is not down. A node that answers anything is waited for, however long
+// a big value takes; only a node that refuses connections (or closes them
+// unanswered), refuses the client's AUTH, or stays silent for RedisTimeout
+// fails a call. Such a node is down: its circuit breaker trips at once, and
+// every call skips it until its recovery probe answers. Meanwhile Fetch
+// answers from this process's memory, near-cache copies or what a fail-open
+// load returned (fail-safe), else calls the loader directly (fail-open): at
+// most one load per key per process per FailSafe.Throttle. A Delete or Set
+// that cannot reach Redis drops this process's copies and is queued, then
+// applied in order once Redis answers. A full Redis (OOM) or a replica still
+// serves hits; a missing ACL right is ErrPermission, without a load.
 //
-// On a Redis Cluster, every name of a key lives in one slot; waiters keep one
-// pub/sub connection per master node and follow their channels when slots
-// move.
+// # Read more
 //
-// # Hits
-//
-// A fresh entry is read without a script or a write: HMGET of its fields,
-// decided on the server's clock. With a client that bounds its I/O by the
-// context's deadline (go-redis's ContextTimeoutEnabled, ReadTimeout and
-// WriteTimeout not -2), the read runs in the calling goroutine, as a GET
-// would, bounded by 100 ms and by the caller's deadline, on the server's
-// clock estimated from the node's latest TIME; if it fails, it goes on
-// through the pipeline. With other clients, it goes through the pipeline,
-// with a TIME. See the README's "How it works".
-//
-// # Observation
-//
-// Options.Observer is told each call's outcome, loads and waits with their
-// durations, lost leases, rejected commits and the circuit breaker's
-// changes, where Stats counts them; a Tracer also scopes each call and each
-// load. Subpackages corralprom (Prometheus) and corralotel (OpenTelemetry)
-// adapt it; the core imports neither.
-//
-// The Lua scripts are in scripts/*.lua; internal/wire builds and parses
-// their messages; store.go runs them through the pipeline of pipeline.go
-// (and the breakers of breaker.go; down.go for nodes found down), and
-// inline.go reads hits outside it; failsafe.go, rescue.go and queue.go keep
-// the promise while Redis is down;
-// batch.go and batchload.go hold FetchMany, entry.go FetchEntry;
-// internal/notify holds the subscriptions, tracking.go the near cache's
-// invalidations, rights.go and eviction.go the first-use checks of ACL
-// rights and the eviction policy; Check (check.go) asks all of that at once,
-// graded, for a service's start-up and `corral check`.
+// The README has the guide: install, the options, the guarantees and their
+// limits. docs/operations.md covers Redis's settings, ACLs, eviction,
+// outages and Cluster failovers; docs/how-it-works.md each step in detail;
+// docs/observability.md the metrics and traces of subpackages corralprom
+// and corralotel, which the core does not import. The Lua scripts, which
+// hold every Redis interaction, are in scripts/*.lua; docs/design.md, the
+// maintainers' design, says where everything else lives.
 package corral

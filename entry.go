@@ -70,40 +70,11 @@ func (c *Cache) FetchEntry(ctx context.Context, key string, load func(ctx contex
 
 // fetchEntry is Cache.FetchEntry, without a Tracer's scope.
 func (c *Cache) fetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
-	if err := c.check(ctx, key); err != nil {
+	if err := c.validateKey(ctx, key); err != nil {
 		return nil, c.refused(ctx, key, err)
 	}
 	if err := ready(ctx, load == nil); err != nil {
 		return nil, c.refused(ctx, key, err)
 	}
-	return c.fetchValue(ctx, key, loader{entry: load})
-}
-
-// freshness is how long a loaded value lives.
-type freshness struct {
-	soft  time.Duration // the soft TTL; <= 0: the value is not stored
-	stale time.Duration // the stale window after it; 0 for none
-	exact bool          // soft is the loader's own (an Entry's): Jitter does not spread it
-	from  time.Time     // when exact: when the loader returned, from which soft counts
-}
-
-// stored reports whether a value with this freshness is stored at all.
-func (fr freshness) stored() bool { return fr.soft > 0 }
-
-// freshness is the freshness of a value Fetch, Set or FetchMany writes for
-// ttl: spread by Jitter, with Options.StaleTTL's window.
-func (c *Cache) freshness(ttl time.Duration) freshness {
-	return freshness{soft: ttl, stale: max(c.opts.StaleTTL, 0)}
-}
-
-// entryFreshness is the freshness of e, as Entry documents it.
-func (c *Cache) entryFreshness(e Entry) freshness {
-	fr := freshness{soft: e.TTL, stale: e.StaleTTL, exact: true, from: time.Now()}
-	switch {
-	case e.StaleTTL == 0:
-		fr.stale = max(c.opts.StaleTTL, 0)
-	case e.StaleTTL < 0:
-		fr.stale = 0
-	}
-	return fr
+	return c.serve(ctx, key, loader{entry: load})
 }

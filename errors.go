@@ -6,10 +6,13 @@ import (
 	"log/slog"
 
 	"github.com/corralhq/corral/internal/errprefix"
+	"github.com/corralhq/corral/internal/transport"
 )
 
 // Sentinel errors. Match them with errors.Is: corral wraps them with context
-// (the key, the Redis error, the caller's context error). Every error corral
+// (the key, the Redis error, the caller's context error). ErrClosed,
+// ErrRedisTimeout and ErrCircuitOpen are internal/transport's, the same
+// values. Every error corral
 // returns says "corral: " once, at the front of its text, however many of
 // corral's errors it wraps (errorf).
 var (
@@ -24,7 +27,7 @@ var (
 
 	// ErrClosed is returned by every method called after Close, and by
 	// calls that Close interrupted.
-	ErrClosed = errors.New("corral: cache closed")
+	ErrClosed = transport.ErrClosed
 
 	// ErrInvalidKey is returned for an empty key (by FetchMany, in its
 	// *BatchError, for that key alone).
@@ -55,12 +58,12 @@ var (
 	// time). It is not context.DeadlineExceeded: the caller's own context may
 	// have plenty of time left. The error also names the latest error Redis
 	// calls got, when there was one.
-	ErrRedisTimeout = errors.New("corral: Redis silent past RedisTimeout")
+	ErrRedisTimeout = transport.ErrRedisTimeout
 
 	// ErrCircuitOpen is wrapped by the errors of Redis calls that the circuit
 	// breaker skipped because Redis kept failing. Fetch fails open instead
 	// (unless DisableFailOpen); Get, Set and Delete return it.
-	ErrCircuitOpen = errors.New("corral: Redis unavailable, circuit breaker open")
+	ErrCircuitOpen = transport.ErrCircuitOpen
 
 	// ErrValueTooLarge is returned by Set for a value over
 	// Options.MaxValueBytes. (Fetch hands such a value to its callers without
@@ -118,7 +121,7 @@ func (e *PanicError) Unwrap() error {
 }
 
 // errPrefix begins the text of every error corral returns, once.
-const errPrefix = "corral: "
+const errPrefix = errprefix.Corral
 
 // errorf is fmt.Errorf for corral's errors, and the only way the package
 // makes one other than a sentinel: errPrefix, then format, with each error
@@ -143,3 +146,11 @@ func bareText(s string) string { return errprefix.TrimText(errPrefix, s) }
 // errAttr is the "err" attribute of a log record: err without errPrefix,
 // which the record's message says already.
 func errAttr(err error) slog.Attr { return slog.Any("err", bare(err)) }
+
+// redisFailed reports whether err says Redis is unavailable
+// (transport.Unavailable: refused, silent, the breaker open, a "not now"
+// reply, refused credentials), and not merely that Redis answered with an
+// entry that does not decode (errBadEntry).
+func redisFailed(err error) bool {
+	return transport.Says(err, transport.Unavailable) && !errors.Is(err, errBadEntry)
+}

@@ -2,9 +2,10 @@ package corral
 
 import (
 	"context"
+	"sync"
 	"time"
 
-	"github.com/maypok86/otter/v2"
+	"github.com/corralhq/corral/internal/near"
 )
 
 // Memory is the last line. While this process cannot use Redis for a call
@@ -85,27 +86,6 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// heldValue is what a fail-open load returned, kept for Throttle.
-type heldValue struct {
-	val   []byte
-	err   error   // ErrNotFound, or nil
-	until int64   // served until this (nearClock)
-	took  float64 // the load's duration, ms
-}
-
-// newHeld returns the memory of fail-open results kept without the near
-// cache, bounded by o's Size and MaxBytes.
-func newHeld(o FailSafeOptions) *otter.Cache[string, *heldValue] {
-	floor := uint32(max(o.MaxBytes/int64(o.Size), 1)) // so that at most Size fit
-	return otter.Must(&otter.Options[string, *heldValue]{
-		MaximumWeight: uint64(o.MaxBytes),
-		Weigher:       func(_ string, h *heldValue) uint32 { return max(uint32(min(len(h.val), 1<<31)), floor) },
-		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *heldValue]) time.Duration {
-			return time.Duration(e.Value.until - nearClock())
-		}),
-	})
-}
-
 // failSafe answers a call of key from memory, when this process holds a
 // value it may serve while Redis cannot be used (see the top of this
 // file): a near copy (a decoded one is encoded again: the caller decodes
@@ -126,39 +106,62 @@ func (c *Cache) failSafeFrom(key string, copies bool) (answer, bool) {
 		if !copies {
 			return c.heldOpen(key)
 		}
-		e, typ, ok := c.near.failSafe(key)
+		e, typ, ok := c.near.FailSafe(key)
 		if !ok {
 			return answer{}, false
 		}
-		if e.err != nil {
-			return answer{err: e.err, out: outFailSafe}, true
+		if e.Err != nil {
+			return answer{err: e.Err, out: outFailSafe}, true
 		}
 		if typ == nil {
-			val, _ := e.val.([]byte)
+			val, _ := e.Val.([]byte)
 			return answer{val: val, out: outFailSafe}, true
 		}
-		b, err := c.opts.Codec.Marshal(e.val)
+		b, err := c.opts.Codec.Marshal(e.Val)
 		if err != nil {
 			return answer{}, false
 		}
 		return answer{val: b, out: outFailSafe}, true
 	}
-	h, ok := c.held.GetIfPresent(key)
-	if !ok || nearClock() >= h.until {
+	h, ok := c.held.Get(key)
+	if !ok {
 		return answer{}, false
 	}
-	return answer{val: h.val, err: h.err, out: outFailSafe}, true
+	return answer{val: h.Val, err: h.Err, out: outFailSafe}, true
 }
 
 // heldOpen answers from the near cache's copy of a fail-open load's result
-// only (its fresh is 0: never a hit), not from a copy read from Redis.
+// only, not from a copy read from Redis.
 func (c *Cache) heldOpen(key string) (answer, bool) {
-	e, ok := c.near.c.GetIfPresent(nearKey{key: key})
-	if !ok || e.fresh != 0 || nearClock() >= e.safe {
+	e, ok := c.near.FailOpenCopy(key)
+	if !ok {
 		return answer{}, false
 	}
-	val, _ := e.val.([]byte)
-	return answer{val: val, err: e.err, out: outFailSafe}, true
+	val, _ := e.Val.([]byte)
+	return answer{val: val, err: e.Err, out: outFailSafe}, true
+}
+
+// openLoads are the fail-open loads of a process, one per key at most:
+// under way, or ended less than RedisTimeout ago (runOpen).
+type openLoads struct {
+	mu sync.Mutex           // guards m
+	m  map[string]*openLoad // the fail-open load of each key
+}
+
+// get returns key's fail-open load, or nil.
+func (g *openLoads) get(key string) *openLoad {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[key]
+}
+
+// drop removes key's load o (any, when o is nil).
+func (g *openLoads) drop(key string, o *openLoad) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o == nil || g.m[key] == o {
+		delete(g.m, key)
+	}
 }
 
 // openLoad is a fail-open load of a key under way (Cache.opens).
@@ -176,53 +179,58 @@ type openLoad struct {
 // one ended just before (it kept its result before it left opens), answers
 // from memory: held is then set, and fr the zero value. ctx is the load's
 // (runLoad's): it bounds a joiner's wait too.
-func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool) (val []byte, took time.Duration, fr freshness, held bool, err error) {
 	o, mine, a, held := c.openLoadOf(key, copies)
 	switch {
 	case held:
-		return a.val, 0, freshness{}, a.err, true
+		return a.val, 0, freshness{}, true, a.err
 	case !mine:
-		return c.joinOpen(ctx, o)
+		val, took, fr, err = c.joinOpen(ctx, o)
+		return val, took, fr, false, err
 	}
 	c.runOpen(ctx, key, l, o)
-	return o.val, o.took, o.fr, o.err, false
+	return o.val, o.took, o.fr, false, o.err
 }
 
 // openLoadOf returns key's fail-open load: the one under way (mine false),
 // or a new one for the caller to run (mine true, with runOpen); or, held,
 // the answer from memory a (see loadOpen).
 func (c *Cache) openLoadOf(key string, copies bool) (o *openLoad, mine bool, a answer, held bool) {
-	c.openMu.Lock()
-	defer c.openMu.Unlock()
-	if o := c.opens[key]; o != nil && !o.ended() {
+	g := &c.opens
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o := g.m[key]; o != nil && !o.ended() {
 		return o, false, answer{}, false
 	}
 	if a, ok := c.failSafeFrom(key, copies); ok {
 		return nil, false, a, true
 	}
 	o = &openLoad{done: make(chan struct{})}
-	c.opens[key] = o
+	g.m[key] = o
 	return o, true, answer{}, false
 }
 
 // joinOpen waits for o, another caller's fail-open load, or for ctx.
-func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error, held bool) {
+func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error) {
 	select {
 	case <-o.done:
-		return o.val, o.took, o.fr, o.err, false
+		return o.val, o.took, o.fr, o.err
 	case <-ctx.Done():
-		return nil, 0, freshness{}, c.closedErr(ctx.Err()), false
+		return nil, 0, freshness{}, c.closedErr(ctx.Err())
 	}
 }
 
 // runOpen runs o, key's fail-open load with l, that openLoadOf gave the
 // caller, keeps its result, and answers its joiners.
 func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) {
-	var snap nearSnap
-	if c.near != nil {
-		snap = c.near.snapshot()
+	var snap near.Snap
+	var seq uint64
+	switch {
+	case c.near != nil:
+		snap = c.near.Snapshot()
+	case c.held != nil:
+		seq = c.held.Seq()
 	}
-	seq := c.heldSeq.Load()
 	lctx, mark := failingOpen(ctx)
 	o.val, o.took, o.fr, o.err = c.runLoad(lctx, key, l)
 	o.asked = mark.asked.Load()
@@ -231,16 +239,7 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 	// It stays in opens for RedisTimeout, ended, for a leased load of the
 	// key to take its result (leasedLoad) rather than ask the origin again
 	// as Redis comes back; a Delete or Set of the key (forget) drops it.
-	time.AfterFunc(c.opts.RedisTimeout, func() { c.dropOpen(key, o) })
-}
-
-// dropOpen removes o from opens, unless another load of key replaced it.
-func (c *Cache) dropOpen(key string, o *openLoad) {
-	c.openMu.Lock()
-	if c.opens[key] == o {
-		delete(c.opens, key)
-	}
-	c.openMu.Unlock()
+	time.AfterFunc(c.opts.RedisTimeout, func() { c.opens.drop(key, o) })
 }
 
 // ended reports whether o has its result.
@@ -248,9 +247,9 @@ func (o *openLoad) ended() bool { return isClosed(o.done) }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the
 // top of this file), unless an invalidation of the key came since snap (the
-// near cache's) or held (heldSeq) were taken, before the load: a Delete
-// that returned during it must not be undone by it.
-func (c *Cache) hold(key string, o *openLoad, snap nearSnap, held uint64) {
+// near cache's) or held (the held values') were taken, before the load: a
+// Delete that returned during it must not be undone by it.
+func (c *Cache) hold(key string, o *openLoad, snap near.Snap, held uint64) {
 	if c.opts.DisableFailSafe || !o.fr.stored() && o.err == nil {
 		return
 	}
@@ -268,32 +267,21 @@ func (c *Cache) hold(key string, o *openLoad, snap nearSnap, held uint64) {
 	default:
 		return // a failure is not kept: the next caller tries again
 	}
-	now := nearClock()
+	now, took := near.Clock(), float64(o.took.Microseconds())/1000
 	if c.near != nil {
-		c.near.putFailOpen(nearKey{key: key}, &nearEntry{val: o.val, err: err, soft: now + int64(soft),
-			took: float64(o.took.Microseconds()) / 1000, size: uint32(min(len(o.val), 1<<31))}, snap.seq)
+		c.near.PutFailOpen(near.Key{Key: key}, &near.Entry{Val: o.val, Err: err, Soft: now + int64(soft),
+			Took: took, Size: uint32(min(len(o.val), 1<<31))}, snap)
 		return
 	}
-	h := &heldValue{val: o.val, err: err, until: now + int64(min(c.opts.FailSafe.Throttle, soft)),
-		took: float64(o.took.Microseconds()) / 1000}
-	if h.until <= now || c.heldSeq.Load() != held {
-		return
-	}
-	c.held.Set(key, h)
-	if c.heldSeq.Load() != held {
-		c.held.Invalidate(key) // an invalidation came between the check and the Set
-	}
+	c.held.Put(key, &near.Value{Val: o.val, Err: err, Until: now + int64(min(c.opts.FailSafe.Throttle, soft)), Took: took}, held)
 }
 
 // forget drops what this process holds of key for fail-safe use, and lets
 // no fail-open load under way keep its result: key was just invalidated
 // (Delete, Set, or one queued for Redis).
 func (c *Cache) forget(key string) {
-	c.openMu.Lock()
-	delete(c.opens, key)
-	c.openMu.Unlock()
+	c.opens.drop(key, nil)
 	if c.held != nil {
-		c.heldSeq.Add(1)
-		c.held.Invalidate(key)
+		c.held.Forget(key)
 	}
 }

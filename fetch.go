@@ -2,11 +2,9 @@ package corral
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"reflect"
-	"strconv"
 	"time"
+
+	"github.com/corralhq/corral/internal/near"
 )
 
 // Fetch returns key's value: from Redis when an entry is there, else from
@@ -60,33 +58,48 @@ func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, l
 	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
 		return nil, c.refused(ctx, key, err)
 	}
-	return c.fetchValue(ctx, key, loader{ttl: ttl, bytes: load})
+	return c.serve(ctx, key, loader{ttl: ttl, bytes: load})
 }
 
-// fetchValue is Cache.Fetch and Cache.FetchEntry once their arguments are
-// checked: the near cache, then Redis (fetch). It counts the call's
-// outcome.
-func (c *Cache) fetchValue(ctx context.Context, key string, load loader) ([]byte, error) {
+// serve answers Cache.Fetch and Cache.FetchEntry once their arguments are
+// validated: from the near cache, or else from Redis (fromRedis). It counts
+// the call's outcome.
+func (c *Cache) serve(ctx context.Context, key string, load loader) ([]byte, error) {
 	var h how
 	if c.near != nil {
-		if e, ok := c.nearGet(nearKey{key: key}, &h); ok {
+		if e, ok := c.nearGet(near.Key{Key: key}, &h); ok {
 			c.nearHit(ctx, key)
-			val, _ := e.val.([]byte)
-			return val, e.err
+			val, _ := e.Val.([]byte)
+			return val, e.Err
 		}
 	}
 	h.draw(c)
-	a, keep := c.fetch(ctx, key, load, h)
+	a, keep := c.fromRedis(ctx, key, load, h)
 	c.count(ctx, key, a.out)
-	if keep != nil && (a.err == nil || errors.Is(a.err, ErrNotFound)) {
-		c.near.put(nearKey{key: key}, keep.entry(a.val, a.err, len(a.val)), keep.seq)
-	}
+	c.keepNear(key, nil, keep, a.val, a.err, len(a.val))
 	return a.val, a.err
+}
+
+// validateKey rejects calls with an empty key or on a closed Cache. A nil ctx is
+// a programming error, and panics with a message that says so (as the
+// standard library does).
+func (c *Cache) validateKey(ctx context.Context, key string) error {
+	if ctx == nil {
+		panic("corral: nil Context")
+	}
+	if key == "" {
+		return errorf("%w: empty key", ErrInvalidKey)
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	c.diagnoseSoon()
+	return nil
 }
 
 // validate checks a call's arguments and state.
 func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nilLoader bool) error {
-	if err := c.check(ctx, key); err != nil {
+	if err := c.validateKey(ctx, key); err != nil {
 		return err
 	}
 	if ttl <= 0 {
@@ -113,25 +126,25 @@ type how struct {
 	skip    int64  // the soft expiry of an entry to take as missing; 0 for none
 }
 
-// fetch answers a call from Redis: from a peek when the entry is fresh,
+// fromRedis answers a call from Redis: from a peek when the entry is fresh,
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it. The caller counts the
 // answer's outcome.
-func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
-	if f, ok := c.joinRunning(key); ok && h.skip == 0 {
+func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
+	if f, ok := c.flights.joinRunning(key); ok && h.skip == 0 {
 		c.joined()
 		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
-		c.leave(f)
+		c.flights.leave(f)
 	}
 	var pc *peekCall
 	var perr error
-	if c.queue.has(key) {
+	if c.queue.Has(key) {
 		perr = errPending // not from Redis until its invalidation lands there (queue.go)
 	} else if perr = c.skipped(key); perr == nil {
 		var a answer
 		var rescued bool
-		if pc, perr, a, rescued = c.peekFor(ctx, key, load); rescued {
+		if pc, a, rescued, perr = c.peekFor(ctx, key, load); rescued {
 			return a, nil
 		}
 	}
@@ -149,18 +162,18 @@ func (c *Cache) fetch(ctx context.Context, key string, load loader, h how) (answ
 	return c.awaitFor(ctx, f, load, joined), nil
 }
 
-// peekFor is peek for a Fetch of key with load, which may be rescued
+// peekFor is the peek of a Fetch of key with load, which may be rescued
 // before its deadline (rescue.go): then rescued is true and a is its
-// answer.
-func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, err error, a answer, rescued bool) {
+// answer. err is the peek's.
+func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, a answer, rescued bool, err error) {
 	pc, o := c.startPeek(key)
 	if o != nil {
-		o.readBy, _ = ctx.Deadline()
+		o.ReadBy, _ = ctx.Deadline()
 		c.store.send(o)
 	}
 	select {
 	case <-pc.done:
-		return pc, pc.err, answer{}, false // read inline, or shared with one that ended
+		return pc, answer{}, false, pc.err // read inline, or shared with one that ended
 	default:
 	}
 	r := c.planRescue(ctx, key)
@@ -169,12 +182,12 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	for {
 		select {
 		case <-pc.done:
-			return pc, pc.err, answer{}, false
+			return pc, answer{}, false, pc.err
 		case <-ctx.Done():
-			return nil, ctx.Err(), answer{}, false
+			return nil, answer{}, false, ctx.Err()
 		case <-fire:
 			if c.due(&r) {
-				return nil, nil, c.rescued(ctx, key, load), true
+				return nil, c.rescued(ctx, key, load), true, nil
 			}
 			fire = nil // Redis answered something: slow, not down
 		}
@@ -203,7 +216,7 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 			return c.await(ctx, f, joined) // as await does: answered at the same moment, or the context's error
 		case <-fire:
 			if f.asking.Load() && c.due(&r) {
-				c.leave(f)
+				c.flights.leave(f)
 				return c.rescued(ctx, f.key, load)
 			}
 			fire = nil
@@ -212,7 +225,7 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 }
 
 // afterPeek answers a call from its peek (pc, or the peek's error perr)
-// when it can: done, with keep as for fetch. Otherwise the call goes on to
+// when it can: done, with keep as for fromRedis. Otherwise the call goes on to
 // a flight, and failed is the peek's error when Redis failed (the flight
 // then fails open at once), nil when fetch.lua is to decide.
 func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr error, h how) (a answer, keep *peekCopy, done bool, failed error) {
@@ -239,100 +252,4 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 		return a, nil, true, nil
 	}
 	return answer{}, nil, false, perr
-}
-
-// Fetch is the typed form of Cache.Fetch: values are encoded with the
-// Cache's Codec (JSON by default). It returns T's zero value with any error.
-// A cached entry that does not decode as T (written by an earlier release,
-// say) is taken as missing: it is reloaded once, under the lease as usual,
-// and stored anew (Stats.DecodeFailures counts it; a warning is logged once
-// per key); a freshly loaded value that does not decode returns the codec's
-// error, wrapped. Options.CodecVersion spares a new release from even trying
-// to decode old entries. With the near cache on, a copy is kept decoded, per
-// key and per type T, so a near hit does not decode again: treat the value
-// returned as read-only, as it may be shared with other callers (its slices,
-// maps and pointers).
-func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
-	if c.tracer != nil {
-		return traced(c, ctx, key, func(ctx context.Context) (T, error) { return fetchTyped(ctx, c, key, ttl, load) })
-	}
-	return fetchTyped(ctx, c, key, ttl, load)
-}
-
-// fetchTyped is Fetch[T], without a Tracer's scope.
-func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
-	var zero T
-	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
-		return zero, c.refused(ctx, key, err)
-	}
-	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
-	var typ reflect.Type
-	if c.near != nil {
-		typ = reflect.TypeFor[T]()
-		if e, ok := c.nearGet(nearKey{key, typ}, &h); ok {
-			c.nearHit(ctx, key)
-			if e.err != nil {
-				return zero, e.err
-			}
-			return e.val.(T), nil
-		}
-	}
-	h.draw(c)
-	encoded := func(ctx context.Context) ([]byte, error) {
-		v, err := load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.opts.Codec.Marshal(v)
-		if err != nil {
-			return nil, errorf("encode %T: %w", v, err)
-		}
-		return b, nil
-	}
-	v, a, keep, err := fetchDecoded[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h)
-	c.count(ctx, key, a.out)
-	if err != nil {
-		return zero, err
-	}
-	if a.err != nil {
-		if keep != nil && errors.Is(a.err, ErrNotFound) {
-			c.near.use(typ)
-			c.near.put(nearKey{key, typ}, keep.entry(nil, a.err, 0), keep.seq)
-		}
-		return zero, a.err
-	}
-	if keep != nil {
-		c.near.use(typ)
-		c.near.put(nearKey{key, typ}, keep.entry(v, nil, len(a.val)), keep.seq)
-	}
-	return v, nil
-}
-
-// fetchDecoded is fetch for Fetch[T], and the answer's value decoded as T;
-// err is the codec's. A cached entry that does not decode is taken as
-// missing, and fetched once more: a is then the second answer, the one the
-// call counts.
-func fetchDecoded[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
-	a, keep = c.fetch(ctx, key, l, h)
-	if a.err != nil {
-		return v, a, keep, nil
-	}
-	if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
-		return v, a, keep, nil
-	}
-	if a.soft == 0 {
-		return v, a, keep, errorf("decode %q as %T: %w", key, v, err) // a fresh load
-	}
-	// A cached entry that does not decode: a miss, reloaded once.
-	c.decodeFailed(key, fmt.Sprintf("%T", v))
-	h.skip = a.soft
-	var zero T
-	v = zero
-	if a, keep = c.fetch(ctx, key, l, h); a.err != nil {
-		return v, a, keep, nil
-	}
-	if err = c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-		return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
-	}
-	return v, a, keep, nil
 }

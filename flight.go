@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -19,8 +20,8 @@ import (
 // A flight's whole life is in this file: a caller joins it (join,
 // joinRunning) and waits for its answer (await) or leaves (leave); its
 // goroutine (run) resolves the key with Redis (resolve.go), answers every
-// caller at once (finish), and only then does what remains, which resolve
-// returns rather than parks on the flight.
+// caller at once (finish), and only then does what remains (a followUp),
+// which resolve returns rather than parks on the flight.
 type flight struct {
 	key    string
 	names  wire.Names
@@ -38,7 +39,7 @@ type flight struct {
 
 	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
 
-	// guarded by Cache.mu:
+	// guarded by flights.mu:
 	callers int  // callers still waiting
 	loading bool // holds a lease: keeps running when callers leave
 
@@ -74,37 +75,55 @@ const (
 	nOutcomes
 )
 
+// flights are the flights under way in a process, one per key at most,
+// as x/sync's singleflight.Group keeps its calls.
+type flights struct {
+	mu sync.Mutex         // guards m, and each flight's callers and loading
+	m  map[string]*flight // the flight under way of each key
+}
+
 // join returns the key's flight, starting one if there is none, with
 // decided as its hook (nil but for FetchMany's). ok is false when the Cache
 // is closed.
 func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, false, false
-	}
-	if f := c.flights[key]; f != nil {
+	return c.flights.join(key, func() (*flight, bool) {
+		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		f := &flight{
+			key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
+			ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
+			how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
+		}
+		if !c.tasks.start(func() { c.run(f) }) {
+			f.unhook()
+			stop()
+			return nil, false
+		}
+		return f, true
+	})
+}
+
+// join returns key's flight with one more caller, or, when there is none,
+// the flight start starts (ok false when it could not: the Cache is
+// closed).
+func (g *flights) join(key string, start func() (*flight, bool)) (f *flight, joined, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.m[key]; f != nil {
 		f.callers++
 		return f, true, true
 	}
-	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	f = &flight{
-		key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
-		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-		how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
+	if f, ok = start(); ok {
+		g.m[key] = f
 	}
-	c.flights[key] = f
-	c.wg.Add(1)
-	go c.run(f)
-	return f, false, true
+	return f, false, ok
 }
 
 // joinRunning joins key's flight if one is under way: a call that finds the
 // key being loaded or waited for needs no peek of its own.
-func (c *Cache) joinRunning(key string) (*flight, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.flights[key]
+func (g *flights) joinRunning(key string) (*flight, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.m[key]
 	if f == nil {
 		return nil, false
 	}
@@ -115,12 +134,11 @@ func (c *Cache) joinRunning(key string) (*flight, bool) {
 // run is a flight's goroutine: resolve the key, answer the callers, then do
 // what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
-	defer c.wg.Done()
 	defer f.settled()
-	a, then := c.resolve(f)
-	c.finish(f, a)
-	if then != nil {
-		then()
+	a, next := c.resolve(f)
+	c.flights.finish(f, a)
+	if next != nil {
+		next.run(c, f)
 	}
 }
 
@@ -142,7 +160,7 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 		select {
 		case <-f.done: // answered at the same moment: take the answer
 		default:
-			c.leave(f)
+			c.flights.leave(f)
 			return answer{err: ctx.Err()}
 		}
 	}
@@ -159,21 +177,21 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 // leave records that a caller stopped waiting for f. The last one to leave
 // a flight that holds no lease cancels it, so nothing more is sent to Redis
 // on behalf of callers that are gone.
-func (c *Cache) leave(f *flight) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (g *flights) leave(f *flight) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	f.callers--
-	if f.callers == 0 && !f.loading && c.flights[f.key] == f {
-		delete(c.flights, f.key)
+	if f.callers == 0 && !f.loading && g.m[f.key] == f {
+		delete(g.m, f.key)
 		f.stop()
 	}
 }
 
 // startLoading marks f as holding a lease. It reports false when every
 // caller has already left and f was cancelled.
-func (c *Cache) startLoading(f *flight) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (g *flights) startLoading(f *flight) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if f.ctx.Err() != nil {
 		return false
 	}
@@ -182,14 +200,30 @@ func (c *Cache) startLoading(f *flight) bool {
 }
 
 // finish answers f's callers and removes f, so later calls start afresh.
-func (c *Cache) finish(f *flight, a answer) {
+func (g *flights) finish(f *flight, a answer) {
 	f.answer = a
-	c.mu.Lock()
-	if c.flights[f.key] == f {
-		delete(c.flights, f.key)
+	g.mu.Lock()
+	if g.m[f.key] == f {
+		delete(g.m, f.key)
 	}
-	c.mu.Unlock()
+	g.mu.Unlock()
 	close(f.done)
 	f.unhook()
 	f.stop()
+}
+
+// detach removes key's flight, if any, so that later calls start one of
+// their own; it still answers its callers (see Cache.detach).
+func (g *flights) detach(key string) {
+	g.mu.Lock()
+	delete(g.m, key)
+	g.mu.Unlock()
+}
+
+// A followUp is what remains for a flight to do once its callers have
+// their answer: a background refresh under the lease it took, a commit to
+// send again, a lease to hand back. resolve returns it, and the flight's
+// goroutine runs it after finish.
+type followUp interface {
+	run(c *Cache, f *flight)
 }

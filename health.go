@@ -3,6 +3,8 @@ package corral
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // healthWindow is how long after it was last seen a fault that leaves Redis
@@ -45,29 +47,15 @@ func (f *faults) recent() error {
 // costs nothing to call often (a health check). A Cache that has made no
 // call yet is healthy.
 func (c *Cache) Health() error {
-	if err := c.store.pipe.openErr(); err != nil {
+	if err := c.store.openErr(); err != nil {
 		return err
 	}
 	return c.faults.recent()
 }
 
-// openErr returns the error of a node whose breaker is open (the first
-// found), or nil.
-func (p *pipeline) openErr() error {
-	var err error
-	p.nodes.Range(func(_, l any) bool {
-		b := l.(*liveness).breaker
-		switch t := b.trip0(); {
-		case t != nil:
-			err = t.err()
-		case b.down():
-			if why := b.why(); why != nil {
-				err = errorf("%w (%w)", ErrCircuitOpen, why)
-			} else {
-				err = ErrCircuitOpen
-			}
-		}
-		return err == nil
-	})
-	return err
+// skipped returns the error of a call of key while its node is tripped, so
+// that the call skips Redis without a round through the pipeline; nil
+// otherwise (when no node is tripped, at the cost of one atomic load).
+func (c *Cache) skipped(key string) error {
+	return c.store.skipped(wire.EntryName(c.opts.Prefix, key))
 }

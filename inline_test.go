@@ -14,7 +14,7 @@ import (
 
 // contextBound makes a client bound its I/O by the context's deadline: corral
 // then reads hits in the caller's goroutine, on an estimate of the server's
-// clock (inline.go).
+// clock (internal/transport/inline.go).
 func contextBound(o *redis.Options) { o.ContextTimeoutEnabled = true }
 
 // Hits read inline decide on the server's clock: an entry is never served

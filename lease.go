@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -53,10 +54,7 @@ func (l *lease) serverAt(t time.Time) int64 {
 // f's own load (outMiss), or by that fail-open load, which another call
 // ran (outCoalesced).
 func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Duration, fr freshness, err error) {
-	c.openMu.Lock()
-	o := c.opens[f.key]
-	c.openMu.Unlock()
-	if o != nil {
+	if o := c.opens.get(f.key); o != nil {
 		select {
 		case <-o.done:
 			if !o.asked && (o.err == nil || isNotFound(o.err)) {
@@ -78,8 +76,8 @@ func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Durati
 // returned even when the commit is rejected or fails: callers are owed it
 // either way, with its outcome (leasedLoad's). A commit that got no answer
 // from Redis is sent again once the callers have their answer: that is
-// then, nil when nothing remains to do.
-func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, then func()) {
+// next, nil when nothing remains to do.
+func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next followUp) {
 	n := f.names
 	w := c.watch(f, l)
 	out, val, took, fr, err := c.leasedLoad(f)
@@ -117,7 +115,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, then
 	}
 	e := c.entry(val, kind, fr, took)
 	if kept {
-		then = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
+		next = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
 	} else {
 		// The watchdog found the lease held by another, or revoked: the
 		// commit would be rejected, or, should the lease be missing by now,
@@ -125,15 +123,16 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, then
 		c.rejected(f, false)
 	}
 	if kind != wire.Value {
-		return answer{err: err, out: out}, then
+		return answer{err: err, out: out}, next
 	}
-	return answer{val: val, out: out}, then
+	return answer{val: val, out: out}, next
 }
 
 // commit stores the result of f's load under its lease (commit.lua).
-// renewed is when the lease was last granted or renewed (local clock). then
-// is a commit to send again, once the callers have their answer, or nil.
-func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) (then func()) {
+// renewed is when the lease was last granted or renewed (local clock). It
+// returns the commit to send again, once the callers have their answer, or
+// nil.
+func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) followUp {
 	n := f.names
 	res, err := c.store.commitHeld(c.drain, n, h, e)
 	switch {
@@ -145,7 +144,7 @@ func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) (th
 		// land while the lease lives, and is precious, since waiters in other
 		// processes are owed it.
 		c.stats.redisErrors.Add(1)
-		return func() { c.recommit(f, h, e, renewed.Add(c.opts.LeaseTTL)) }
+		return recommit{h: h, e: e, until: renewed.Add(c.opts.LeaseTTL)}
 	case err != nil:
 		c.commitFailed(n, h.token, err)
 	case res == wire.CommitEvicted:
@@ -187,22 +186,31 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	if errors.Is(err, ErrPermission) {
 		c.permissionDenied(err) // logged once per right, and Health says so
 	}
-	warnOnce(c.opts.Logger, &c.warnStore, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
+	c.warn.minutely(&c.warn.store, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
-// recommit sends a commit again, with a pause growing to 250ms, until it lands or is
-// rejected, or until the lease has surely expired (until), or Close ends it.
-// Redis may have stalled (a pause, a fork), or a Cluster node died and its
-// replica, which has the lease, is being promoted: the commit then lands
-// there, and its notice reaches the waiters, which have moved there too
-// (internal/notify). Each try is bounded by RedisTimeout. commit.lua knows a try
-// that landed although its reply was lost (the entry keeps the token). A
-// commit whose connection keeps failing (a server that drops a value over
-// its proto-max-bulk-len, say) is tried at most maxBrokenCommits times.
-func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
+// recommit is a commit to send again: the write e under h, until the
+// lease has surely expired.
+type recommit struct {
+	h     holder
+	e     entryWrite
+	until time.Time
+}
+
+// run sends the commit again, with a pause growing to 250ms, until it lands
+// or is rejected, or until the lease has surely expired (until), or Close
+// ends it. Redis may have stalled (a pause, a fork), or a Cluster node died
+// and its replica, which has the lease, is being promoted: the commit then
+// lands there, and its notice reaches the waiters, which have moved there
+// too (internal/notify). Each try is bounded by RedisTimeout. commit.lua
+// knows a try that landed although its reply was lost (the entry keeps the
+// token). A commit whose connection keeps failing (a server that drops a
+// value over its proto-max-bulk-len, say) is tried at most
+// maxBrokenCommits times.
+func (r recommit) run(c *Cache, f *flight) {
 	const maxBrokenCommits = 3
-	n := f.names
+	n, h, e, until := f.names, r.h, r.e, r.until
 	pause := 50 * time.Millisecond
 	var err error
 	for broken := 1; time.Now().Before(until) && broken < maxBrokenCommits; {
@@ -231,12 +239,12 @@ func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 		case !redisFailed(err):
 			c.commitFailed(n, h.token, err)
 			return
-		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !unreachable(err):
+		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable):
 			broken++ // the connection failed under the commit, not before it
 		}
 		c.stats.redisErrors.Add(1)
 	}
-	warnOnce(c.opts.Logger, &c.warnStore, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
+	c.warn.minutely(&c.warn.store, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -245,7 +253,7 @@ func (c *Cache) recommit(f *flight, h holder, e entryWrite, until time.Time) {
 // themselves. The first time for a key, it logs a warning.
 func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 	c.stats.valuesTooLarge.Add(1)
-	if c.warnedOnce(&c.warnedLarge, n.Entry) {
+	if c.warn.once(&c.warn.large, n.Entry) {
 		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
 			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
 	}
@@ -261,37 +269,19 @@ func (c *Cache) uncached(n wire.Names, token string) {
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
 
-// refreshInBackground reloads a key whose entry is still served (stale, or
-// fresh and picked by XFetch) under lease l, after the flight has answered
-// its callers. At most MaxBackgroundRefreshes run at once; past that the
-// lease is handed back and the old value stays.
-func (c *Cache) refreshInBackground(f *flight, l *lease) {
-	select {
-	case c.refreshSlots <- struct{}{}:
-		defer func() { <-c.refreshSlots }()
-	default:
-		c.releaseLease(f.names, l.token, releaseArgs{})
-		return
-	}
-	c.stats.refreshes.Add(1)
-	if l.early {
-		c.stats.earlyRefreshes.Add(1)
-	}
-	a, then := c.loadAndCommit(f, l, true)
-	if then != nil {
-		then()
-	}
-	if err := a.err; err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
-		c.stats.refreshErrors.Add(1)
-		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, errAttr(err))
-	}
+// handBack is a lease to hand back, with a notice to re-check: fetch.lua
+// may have taken it for token although its reply never came (failOpen).
+type handBack struct{ token string }
+
+func (h handBack) run(c *Cache, f *flight) {
+	c.releaseLease(f.names, h.token, releaseArgs{notice: wire.Recheck})
 }
 
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
-		warnOnce(c.opts.Logger, &c.warnRelease, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
+		c.warn.minutely(&c.warn.release, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
 	}
 }
 
@@ -335,7 +325,7 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
-				warnOnce(c.opts.Logger, &c.warnRenew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
+				c.warn.minutely(&c.warn.renew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)

@@ -128,7 +128,7 @@ func noFailOpen(t *testing.T, caches []*corral.Cache) {
 // key in each: every key is loaded, and nobody fails open although the
 // calls far outnumber each client's connections (a pool of 10 per CPU).
 // 16,000 goroutines under -race, beside the other packages' tests, starve
-// the clients of CPU for seconds: that too is slow, not down (probe.go).
+// the clients of CPU for seconds: that too is slow, not down (internal/transport/probe.go).
 // What the product guarantees under that starvation is one load per key
 // while its lease holds: a holder starved past its LeaseTTL loses the lease
 // (counted in LeasesLost) and another process may then load the key again,
@@ -170,6 +170,16 @@ func TestLoad_ThousandColdKeys(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	loadedOnce(t, caches, &loads, keys)
+	noFailOpen(t, caches)
+}
+
+// loadedOnce fails t unless every key was loaded, and loaded once but for
+// one more load at most per lease lost across caches: a holder starved of
+// CPU past its LeaseTTL loses its lease, and another process loads the key
+// again, by design (the watchdog's renewals could not reach Redis in time).
+func loadedOnce(t *testing.T, caches []*corral.Cache, loads *loadCounter, keys []string) {
+	t.Helper()
 	extra, missing := loads.extra(keys)
 	if len(missing) > 0 {
 		t.Fatalf("%d keys never loaded, e.g. %v", len(missing), missing[:min(5, len(missing))])
@@ -180,7 +190,6 @@ func TestLoad_ThousandColdKeys(t *testing.T) {
 	} else if extra > 0 {
 		t.Logf("%d extra loads, %d leases lost: the holders were starved past their LeaseTTL", extra, lost)
 	}
-	noFailOpen(t, caches)
 }
 
 func sample(m map[string]int) map[string]int {
@@ -258,9 +267,12 @@ func TestLoad_BigValues(t *testing.T) {
 					t.Logf("%d processes failed open: Redis spent %v on one command", failedOpen, longest)
 				}
 			}
-			if n := int(loads.Load()); n < 1 || n > 1+failedOpen {
-				t.Fatalf("%d loads of a %d-byte value, %d processes failed open; want 1 and at most one per process that failed open",
-					n, tc.size, failedOpen)
+			// And a holder starved past its LeaseTTL while it wrote the
+			// value loses its lease: another process loads it again.
+			lost := int(leasesLost(caches))
+			if n := int(loads.Load()); n < 1 || n > 1+failedOpen+lost {
+				t.Fatalf("%d loads of a %d-byte value, %d processes failed open, %d leases lost; want 1 and at most one more per process that failed open or lease lost",
+					n, tc.size, failedOpen, lost)
 			}
 		})
 	}

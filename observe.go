@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/corralhq/corral/internal/transport"
 )
 
 // Observation. A Cache tells Options.Observer what it does, at the points
@@ -376,15 +376,15 @@ func (c *Cache) waitEnded(f *flight, w *waiting, err error) {
 
 // observeBreaker tells o's Observer that node's circuit breaker changed
 // to state.
-func observeBreaker(o Options, node string, state gobreaker.State) {
+func observeBreaker(o Options, node string, state transport.BreakerState) {
 	if o.Observer == nil {
 		return
 	}
 	kind := EventBreakerHalfOpen
 	switch state {
-	case gobreaker.StateOpen:
+	case transport.BreakerOpen:
 		kind = EventBreakerOpen
-	case gobreaker.StateClosed:
+	case transport.BreakerClosed:
 		kind = EventBreakerClosed
 	}
 	o.Observer.Observe(context.Background(), Event{Kind: kind, Prefix: o.Prefix, Node: node})

@@ -3,8 +3,8 @@ package corral
 import (
 	"context"
 	"errors"
-	"strings"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -55,9 +55,9 @@ func (s *store) pubsub(ctx context.Context) (pubsubMode, error) {
 // none if it refuses both. A reply that refuses the command (an unknown or
 // renamed command, one the ACL denies, a MOVED from a Cluster node reached
 // with a client for one server) moves on to the next. Any other error is
-// returned: no answer, Redis failing (redisFailed: LOADING...), or a reply
-// that refuses the client itself (clientRefused), which says nothing of
-// its rights.
+// returned: no answer, Redis failing (transport.Unavailable: LOADING...),
+// or a reply that refuses the client itself (transport.ClientRefused),
+// which says nothing of its rights.
 func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Context, command string) error) (pubsubMode, error) {
 	var refusal string
 	for _, try := range []pubsubMode{{"SPUBLISH", wire.AnnounceSharded, ""}, {"PUBLISH", wire.AnnouncePlain, ""}} {
@@ -68,49 +68,13 @@ func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Cont
 		switch err := probe(ctx, try.publish); {
 		case err == nil:
 			return try, nil
-		case !errors.As(err, &reply) || redisFailed(err) || clientRefused(err):
+		case !errors.As(err, &reply) || transport.Says(err, transport.Unavailable|transport.ClientRefused):
 			return pubsubMode{}, errorf("detect pub/sub: %w", err)
 		default:
 			refusal = reply.Error()
 		}
 	}
 	return pubsubMode{publish: "PUBLISH", mark: wire.AnnounceNone, refusal: refusal}, nil
-}
-
-// clientRefused reports whether err is a reply refusing the client rather
-// than a command: its password (WRONGPASS, NOAUTH, and the older servers'
-// ERR forms) or its database index, both checked when a connection is set
-// up, before any command.
-func clientRefused(err error) bool {
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return false
-	}
-	msg := reply.Error()
-	for _, p := range []string{"WRONGPASS", "NOAUTH", "ERR invalid password", "ERR AUTH", "ERR DB index", "ERR invalid DB index"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
-// Prefix's probe channel, which nobody subscribes to.
-func (s *store) probe(ctx context.Context, command string) error {
-	channel := s.probeName
-	r := s.pipe.do(&op{ctx: ctx, key: channel,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			if command == "SPUBLISH" {
-				return p.SPublish(ctx, channel, "")
-			}
-			return p.Publish(ctx, channel, "")
-		},
-	})
-	if r.err != nil {
-		return r.err
-	}
-	return r.cmd.Err()
 }
 
 // warmUp learns, in the background as soon as the Cache is made, what the
@@ -122,16 +86,14 @@ func (s *store) probe(ctx context.Context, command string) error {
 // would start. New does not wait. While Redis is down or silent the probe
 // fails within RedisTimeout, and the first calls do all of it as before.
 func (c *Cache) warmUp() {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if _, err := c.store.pubsub(ctx); err == nil {
 			c.firstUse()
-			c.checkPolicySoon()
+			c.diagnoseSoon()
 		}
-	}()
+	})
 }
 
 // publishCommand returns the command the scripts publish notices with.

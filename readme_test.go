@@ -1,11 +1,14 @@
 package corral_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/corralhq/corral/internal/readmetest"
 )
@@ -33,18 +36,23 @@ func TestReadmeFetchEntry(t *testing.T) {
 	readmetest.Snippet(t, "README.md", "### Values that set their own TTL: FetchEntry", "example_entry_test.go", "ExampleCache_FetchEntry")
 }
 
-// The Quick start's commands, run as the README words them in a new module
-// (the clone's path, ../corral there, is this repository's), get the
+// The Install section's commands, run as the README words them in a new
+// module (the clone's path, ../corral there, is this repository's), get the
 // library, and the Quick start's program builds against it: the way to use
 // corral before it is on the module proxy works.
 func TestReadmeQuickStartFromAClone(t *testing.T) {
-	text, ok := readmetest.Between(readmetest.Read(t, "README.md"), "\n## Quick start\n", "\n## ")
+	readme := readmetest.Read(t, "README.md")
+	install, ok := readmetest.Between(readme, "\n## Install\n", "\n## ")
+	if !ok {
+		t.Fatal("README.md: no Install section")
+	}
+	commands, ok := readmetest.Between(install, "```sh\n", "```")
+	if !ok {
+		t.Fatal("the Install section has no commands")
+	}
+	text, ok := readmetest.Between(readme, "\n## Quick start\n", "\n## ")
 	if !ok {
 		t.Fatal("README.md: no Quick start")
-	}
-	commands, ok := readmetest.Between(text, "```sh\n", "```")
-	if !ok {
-		t.Fatal("the Quick start has no commands")
 	}
 	program, ok := readmetest.Between(text, "```go\n", "```")
 	if !ok {
@@ -76,13 +84,13 @@ func TestReadmeQuickStartFromAClone(t *testing.T) {
 			continue
 		}
 		if fields[0] != "go" {
-			t.Fatalf("the Quick start's command %q is not a go command", line)
+			t.Fatalf("the Install section's command %q is not a go command", line)
 		}
 		run(fields[0], fields[1:]...)
 		ran++
 	}
 	if ran == 0 {
-		t.Fatal("the Quick start runs no command")
+		t.Fatal("the Install section runs no command")
 	}
 	run("go", "mod", "tidy")
 	run("go", append(append([]string{"build"}, raceFlags...), "-o", os.DevNull, ".")...)
@@ -100,4 +108,124 @@ func TestLicense(t *testing.T) {
 	} else if ok && !strings.Contains(text, "Apache License, Version 2.0") {
 		t.Fatal("the README's License section does not name the Apache License, Version 2.0")
 	}
+}
+
+// Every relative link in the repository's Markdown (README.md, docs/*.md,
+// CHANGELOG.md, BENCHMARKS.md) names a file or directory that exists, and
+// its #anchor, if any, a heading of the page it names, slugged as GitHub
+// slugs them: the README sends readers to docs/ for most things, and a
+// page moved or a heading reworded must not leave a link dangling.
+func TestDocLinks(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "README.md", "CHANGELOG.md", "BENCHMARKS.md")
+	var checked int
+	for _, page := range pages {
+		for _, link := range markdownLinks(readmetest.Read(t, page)) {
+			if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(link, "#")
+			target := page
+			if path != "" {
+				target = filepath.Join(filepath.Dir(page), filepath.FromSlash(path))
+				if _, err := os.Stat(target); err != nil {
+					t.Errorf("%s: link %q: %v", page, link, err)
+					continue
+				}
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(readmetest.Read(t, target)), anchor) {
+				t.Errorf("%s: link %q: %s has no heading with that anchor", page, link, target)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative link found: the check is broken")
+	}
+}
+
+// markdownLinks returns the targets of the inline links and images of a
+// Markdown text, outside fenced code blocks and code spans.
+func markdownLinks(text string) []string {
+	var links []string
+	for _, line := range outsideCode(text) {
+		for {
+			_, rest, ok := strings.Cut(line, "](")
+			if !ok {
+				break
+			}
+			end := strings.IndexAny(rest, ") ")
+			if end < 0 {
+				break
+			}
+			links = append(links, rest[:end])
+			line = rest[end:]
+		}
+	}
+	return links
+}
+
+// headingAnchors returns the anchors GitHub gives a Markdown text's
+// headings: lower case, punctuation dropped, spaces as dashes, and -1, -2,
+// ... after a repeated one.
+func headingAnchors(text string) []string {
+	var anchors []string
+	seen := map[string]int{}
+	for _, line := range outsideFences(text) {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchor := b.String()
+		if n := seen[anchor]; n > 0 {
+			anchors = append(anchors, fmt.Sprintf("%s-%d", anchor, n))
+		} else {
+			anchors = append(anchors, anchor)
+		}
+		seen[anchor]++
+	}
+	return anchors
+}
+
+// outsideCode returns a Markdown text's lines outside fenced code blocks,
+// with their code spans removed.
+func outsideCode(text string) []string {
+	lines := outsideFences(text)
+	for i, line := range lines {
+		parts := strings.Split(line, "`")
+		for j := 1; j < len(parts); j += 2 {
+			parts[j] = ""
+		}
+		lines[i] = strings.Join(parts, "")
+	}
+	return lines
+}
+
+// outsideFences returns a Markdown text's lines outside fenced code blocks.
+func outsideFences(text string) []string {
+	var lines []string
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -54,7 +55,7 @@ func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) res
 	}
 	now := time.Now()
 	left := deadline.Sub(now)
-	if left >= c.opts.RedisTimeout+monitorTick || left <= 2*rescueMin {
+	if left >= c.opts.RedisTimeout+transport.MonitorTick || left <= 2*rescueMin {
 		return rescue{}
 	}
 	at := deadline.Add(-left / 2)
@@ -89,7 +90,7 @@ func (r *rescue) timer() (<-chan time.Time, func() bool) {
 // due reports whether r's caller is to be rescued now: nothing heard from
 // the key's node since its attempt began.
 func (c *Cache) due(r *rescue) bool {
-	return !c.store.pipe.heardSince(r.name, r.began)
+	return !c.store.heardSince(r.name, r.began)
 }
 
 // rescued answers a caller of key rescued (see the top of this file): from
@@ -106,7 +107,7 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 	case mine:
 		c.runOpenDetached(ctx, key, load, o)
 	}
-	val, _, _, err, _ := c.joinOpen(ctx, o)
+	val, _, _, err := c.joinOpen(ctx, o)
 	return answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
 }
 
@@ -125,9 +126,9 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // leaves at its own deadline (joinOpen), as a flight's caller does, while
 // the load goes on for the others and for memory, bounded by LoadTimeout.
 func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
-	if !c.goTracked(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
+	if !c.tasks.start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
 		o.err = ErrClosed
-		c.dropOpen(key, o)
+		c.opens.drop(key, o)
 		close(o.done)
 	}
 }
@@ -138,29 +139,21 @@ func (c *Cache) lastLoad(key string) (time.Duration, bool) {
 	var took float64
 	switch {
 	case c.near != nil:
-		e, _, ok := c.near.failSafe(key)
+		e, _, ok := c.near.FailSafe(key)
 		if !ok {
 			return 0, false
 		}
-		took = e.took
+		took = e.Took
 	case c.held != nil:
-		h, ok := c.held.GetIfPresent(key)
-		if !ok {
+		var ok bool
+		if took, ok = c.held.Took(key); !ok {
 			return 0, false
 		}
-		took = h.took
 	}
 	if took <= 0 {
 		return 0, false
 	}
 	return time.Duration(took * float64(time.Millisecond)), true
-}
-
-// heardSince reports whether the node that serves the Redis key name
-// answered anything since t.
-func (p *pipeline) heardSince(name string, t time.Time) bool {
-	l := p.liveness(p.nodeOf(name))
-	return l.heard.Load() >= t.UnixNano()
 }
 
 // A FetchMany is rescued the same way, once for the whole call: its keys
@@ -178,7 +171,7 @@ func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
 
 // silentFor reports whether the node of key said nothing since r began.
 func (c *Cache) silentFor(r *rescue, key string) bool {
-	return !c.store.pipe.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
+	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
 }
 
 // waitAll waits, in turn, for the channel done gives each of calls (nil:
@@ -233,7 +226,7 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 			if !k.f.asking.Load() {
 				continue
 			}
-			c.leave(k.f)
+			c.flights.leave(k.f)
 		}
 		k.pc, k.f = nil, nil
 		ks = append(ks, k)
@@ -282,7 +275,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 	}
 	b.started()
 	for _, j := range loads { // each until the caller's deadline at most, as rescued does
-		val, _, _, err, _ := c.joinOpen(ctx, j.o)
+		val, _, _, err := c.joinOpen(ctx, j.o)
 		j.k.a = answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -16,10 +17,10 @@ import (
 // resolve asks Redis what to do about f's key (fetch.lua) until it has an
 // answer: a cached value, a load of its own, or another process's load.
 // Every iteration but the first waits for a notice or a timer, and all of
-// them end with f's context, so the loop is bounded. then is what remains to
-// do once the callers have their answer: refresh a value still served, or
-// send a commit again.
-func (c *Cache) resolve(f *flight) (a answer, then func()) {
+// them end with f's context, so the loop is bounded. next is what remains
+// to do once the callers have their answer: refresh a value still served,
+// or send a commit again.
+func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 	token := c.leaseToken()
 	var w waiting
 	defer func() {
@@ -53,42 +54,54 @@ func (c *Cache) resolve(f *flight) (a answer, then func()) {
 			args.skip = r.Soft
 			continue
 		case err != nil:
-			if a, then, done := c.fetchFailed(f, &w, token, err); done {
-				return a, then
+			if a, next, done := c.askFailed(f, &w, token, err); done {
+				return a, next
 			}
 			continue
 		}
-		switch r.Kind {
-		case wire.Hit, wire.Stale:
-			return c.served(f, r, token, w.sub != nil)
-		case wire.Newer:
-			// Written by a newer release (its codec version): leave the
-			// entry to it (newer.go).
-			return c.overNewer(f, r.Soft), nil
-		case wire.Refused:
-			// No entry, and Redis refuses writes, so nobody can hold the
-			// lease: load here (one load per key in this process).
-			c.refusedWrite(r.RefusedBy)
-			c.waitEnded(f, &w, nil)
-			return c.failOpen(f, "", errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
-		case wire.Load:
-			c.waitEnded(f, &w, nil) // the holder gave its lease up: load here
-			return c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: args.skip})
-		}
-		// WAIT: another process holds the lease.
-		w.leaseEnds, w.holder = time.Now().Add(r.PTTL), r.Holder
-		if w.sub == nil {
-			// Subscribe, then fetch again: the notice may have gone out
-			// between the first fetch and the subscription.
-			c.waitStarted(f, &w)
-			f.settled() // a FetchMany's batch need not wait for this key
-			w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
-			continue
-		}
-		if a, done := c.awaitNotice(f, &w, r.PTTL); done {
-			return a, nil
+		if a, next, done := c.follow(f, &w, r, token, args.skip); done {
+			return a, next
 		}
 	}
+}
+
+// follow does what fetch.lua's reply r says: serve the entry, load here
+// under the lease it granted (seen is the soft expiry of the entry it was
+// asked to take as missing), or wait for the process that holds the lease.
+// done is false when the flight is to ask again.
+func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, seen int64) (a answer, next followUp, done bool) {
+	switch r.Kind {
+	case wire.Hit, wire.Stale:
+		a, next = c.served(f, r, token, w.sub != nil)
+		return a, next, true
+	case wire.Newer:
+		// Written by a newer release (its codec version): leave the
+		// entry to it (newer.go).
+		return c.overNewer(f, r.Soft), nil, true
+	case wire.Refused:
+		// No entry, and Redis refuses writes, so nobody can hold the
+		// lease: load here (one load per key in this process).
+		c.refusedWrite(r.RefusedBy)
+		c.waitEnded(f, w, nil)
+		a, next = c.failOpen(f, "", errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
+		return a, next, true
+	case wire.Load:
+		c.waitEnded(f, w, nil) // the holder gave its lease up: load here
+		a, next = c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: seen})
+		return a, next, true
+	}
+	// WAIT: another process holds the lease.
+	w.leaseEnds, w.holder = time.Now().Add(r.PTTL), r.Holder
+	if w.sub == nil {
+		// Subscribe, then fetch again: the notice may have gone out
+		// between the first fetch and the subscription.
+		c.waitStarted(f, w)
+		f.settled() // a FetchMany's batch need not wait for this key
+		w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
+		return answer{}, nil, false
+	}
+	a, done = c.awaitNotice(f, w, r.PTTL)
+	return a, nil, done
 }
 
 // waiting is what a flight knows of the lease holder it waits for, from
@@ -109,10 +122,10 @@ func (w *waiting) close() {
 	}
 }
 
-// fetchFailed decides what a flight does when fetch.lua failed: done with
+// askFailed decides what a flight does when fetch.lua failed: done with
 // an answer (and what remains to do after it), or, when done is false,
-// fetch again.
-func (c *Cache) fetchFailed(f *flight, w *waiting, token string, err error) (a answer, then func(), done bool) {
+// ask again.
+func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a answer, next followUp, done bool) {
 	if errors.Is(err, ErrPermission) {
 		// Loading on every call would hide it: the callers get it.
 		c.permissionDenied(err)
@@ -131,14 +144,14 @@ func (c *Cache) fetchFailed(f *flight, w *waiting, token string, err error) (a a
 		return a, nil, done
 	}
 	c.waitEnded(f, w, err)
-	a, then = c.failOpen(f, token, err)
-	return a, then, true
+	a, next = c.failOpen(f, token, err)
+	return a, next, true
 }
 
 // served answers f with the entry fetch.lua served (HIT or STALE); waited
-// says that f waited for another process's load first. then is the
+// says that f waited for another process's load first. next is the
 // background refresh this caller took the lease for, or nil.
-func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) (a answer, then func()) {
+func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) (a answer, next followUp) {
 	out := outHit
 	switch {
 	case waited:
@@ -147,8 +160,7 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 		out = outStale
 	}
 	if r.Refresh {
-		l := &lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}
-		then = func() { c.refreshInBackground(f, l) }
+		next = refresh{&lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}}
 	}
 	if r.Refused {
 		c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
@@ -162,13 +174,13 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 		out = outFailure
 	}
 	val, err := entryAnswer(r.Payload, r.Flags.Kind)
-	return answer{val: val, err: err, out: out, soft: r.Soft}, then
+	return answer{val: val, err: err, out: out, soft: r.Soft}, next
 }
 
 // loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),
 // unless every caller left meanwhile.
-func (c *Cache) loadHere(f *flight, l *lease) (answer, func()) {
-	if !c.startLoading(f) {
+func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
+	if !c.flights.startLoading(f) {
 		// Every caller left while fetch.lua ran: hand the lease back.
 		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
 		return answer{err: context.Canceled}, nil
@@ -254,19 +266,20 @@ func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
 }
 
 // failOpen answers f when Redis failed: with DisableFailOpen the error,
-// otherwise the loader's result. When fetch.lua was sent but its reply never
-// came (Redis went silent, the connection dropped), it may have run and
-// taken the lease for token after all: then, once the callers have their
-// answer, the result is committed under token (or the lease handed back),
-// so waiters in other processes are not left to the lease's expiry. A
-// commit that finds the lease not held by token changes nothing.
-func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func()) {
-	sent := token != "" && !unreachable(redisErr) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
-	copies := !errors.Is(redisErr, ErrWriteRefused)                                       // Redis answered: no entry
+// otherwise from memory (failsafe.go) or the loader's result. When
+// fetch.lua was sent but its reply never came (Redis went silent, the
+// connection dropped), it may have run and taken the lease for token after
+// all: then, once the callers have their answer, the result is committed
+// under token (or the lease handed back), so waiters in other processes are
+// not left to the lease's expiry. A commit that finds the lease not held by
+// token changes nothing.
+func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, followUp) {
+	sent := token != "" && !transport.Says(redisErr, transport.Unreachable) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
+	copies := !errors.Is(redisErr, ErrWriteRefused)                                                                 // Redis answered: no entry
 	if redisFailed(redisErr) {
 		if a, ok := c.failSafeFrom(f.key, copies); ok {
 			if sent {
-				return a, func() { c.releaseLease(f.names, token, releaseArgs{notice: wire.Recheck}) }
+				return a, handBack{token}
 			}
 			return a, nil
 		}
@@ -279,46 +292,56 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, func(
 		// of apart: no warning per call.
 		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	} else {
-		warnOnce(c.opts.Logger, &c.warnFailOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
+		c.warn.minutely(&c.warn.failOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	}
-	var val []byte
-	var took time.Duration
-	var fr freshness
-	var err error
+	open := commitOpen{token: token}
 	out := outFailOpen
 	if redisFailed(redisErr) {
 		var held bool
-		if val, took, fr, err, held = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
+		if open.val, open.took, open.fr, held, open.err = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
 			out = outFailSafe
 		}
 	} else {
 		lctx, _ := failingOpen(f.ctx)
-		val, took, fr, err = c.runLoad(lctx, f.key, f.load)
+		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
 	}
-	a := answer{val: val, err: err, out: out}
+	a := answer{val: open.val, err: open.err, out: out}
 	if !sent {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}
-	return a, func() {
-		switch {
-		case err == nil && len(val) <= c.opts.MaxValueBytes && fr.stored():
-			if val == nil {
-				val = []byte{}
-			}
-			e := c.entry(val, wire.Value, fr, took)
-			if _, err := c.store.commit(c.drain, f.names, token, e); err != nil {
-				c.stats.redisErrors.Add(1)
-			}
-		case isNotFound(err):
-			c.store.commit(c.drain, f.names, token, c.entry(nil, wire.NotFound, fr, 0))
-		default:
-			notice := wire.Recheck
-			if err != nil && !errors.Is(err, ErrClosed) {
-				notice = wire.FailureNotice(err)
-			}
-			if _, err := c.store.release(c.drain, f.names, token, releaseArgs{notice: notice}); err != nil {
-				c.stats.redisErrors.Add(1)
-			}
+	return a, open
+}
+
+// commitOpen is what remains of a fail-open load whose fetch.lua may have
+// taken the lease for token (see failOpen): its result to commit under
+// it, or the lease to hand back.
+type commitOpen struct {
+	token string
+	val   []byte
+	took  time.Duration
+	fr    freshness
+	err   error
+}
+
+func (o commitOpen) run(c *Cache, f *flight) {
+	switch val := o.val; {
+	case o.err == nil && len(val) <= c.opts.MaxValueBytes && o.fr.stored():
+		if val == nil {
+			val = []byte{}
+		}
+		e := c.entry(val, wire.Value, o.fr, o.took)
+		if _, err := c.store.commit(c.drain, f.names, o.token, e); err != nil {
+			c.stats.redisErrors.Add(1)
+		}
+	case isNotFound(o.err):
+		c.store.commit(c.drain, f.names, o.token, c.entry(nil, wire.NotFound, o.fr, 0))
+	default:
+		notice := wire.Recheck
+		if o.err != nil && !errors.Is(o.err, ErrClosed) {
+			notice = wire.FailureNotice(o.err)
+		}
+		if _, err := c.store.release(c.drain, f.names, o.token, releaseArgs{notice: notice}); err != nil {
+			c.stats.redisErrors.Add(1)
 		}
 	}
 }

@@ -2,13 +2,9 @@ package corral
 
 import (
 	"context"
-	_ "embed"
 	"errors"
-	"fmt"
-	"strings"
 
-	"github.com/corralhq/corral/internal/wire"
-	"github.com/redis/go-redis/v9"
+	"github.com/corralhq/corral/internal/diagnose"
 )
 
 // This file holds the check corral makes of its rights, once per Cache, once
@@ -18,74 +14,38 @@ import (
 // calls that need it return ErrPermission (or, for channels, waiters
 // re-check on their own).
 
-var (
-	//go:embed scripts/rights.lua
-	rightsSrc    string
-	rightsScript = redis.NewScript(rightsSrc)
-)
-
 // firstUse starts the checks in the background the first time it is called
 // (after the first reply from Redis: a Redis that is down is not checked).
 func (c *Cache) firstUse() {
-	if c.checked.Load() || !c.checked.CompareAndSwap(false, true) {
+	if c.warn.checked.Load() || !c.warn.checked.CompareAndSwap(false, true) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		c.checkRights(ctx)
-	}()
+		c.diagnoseRights(ctx)
+	})
 }
 
-// checkRights learns the pub/sub mode (store.pubsub), then tries, in one
+// diagnoseRights learns the pub/sub mode (store.pubsub), then tries, in one
 // script on a key under Prefix, each command corral's scripts and hit path
 // run (ACL rules apply inside scripts as outside). It logs each right the
 // ACL user lacks once. (A user that may publish but not subscribe is not
 // caught here: its waiters' subscriptions are never confirmed, and they
 // re-check on their own.)
-func (c *Cache) checkRights(ctx context.Context) {
+func (c *Cache) diagnoseRights(ctx context.Context) {
 	mode, err := c.store.pubsub(ctx)
 	if err != nil {
 		return // Redis is failing: the calls say so
 	}
-	switch {
-	case mode.mark == wire.AnnounceNone:
-		right := rightOf(mode.refusal, c.opts.Prefix)
-		what := "publish on corral's channels"
-		if right != "" && !strings.HasPrefix(right, "channels ") {
-			what = "run " + right // the command, not the channels
-		}
-		c.opts.Logger.Warn("corral: the ACL user may not "+what+"; waiters re-check on their own (within 250 ms of a commit) instead of hearing notices",
-			"grant", grantFor(right, c.opts.Prefix))
-	case mode.mark == wire.AnnouncePlain && !c.opts.DisableShardedPubSub:
-		c.opts.Logger.Debug("corral: sharded pub/sub unavailable (Redis 6, or SPUBLISH denied); using PUBLISH")
-	}
-	// EVAL, not EVALSHA: it runs once. (A missing EVALSHA right shows on
-	// the first call that needs it.)
-	key := c.store.probeName
-	r := c.store.pipe.do(&op{ctx: ctx, key: key,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return rightsScript.Eval(ctx, p, []string{key})
-		},
-	})
-	err = r.err
-	if err == nil {
-		err = r.cmd.Err()
-	}
+	diagnose.WarnPubSub(c.opts.Logger, mode.mark, mode.refusal, c.opts.Prefix, c.opts.DisableShardedPubSub)
+	refused, err := c.store.rights(ctx)
 	if err != nil {
-		c.rightMissing(denied(err))
+		c.rightMissing(err)
 		return
 	}
-	refused, _ := r.cmd.(*redis.Cmd).Val().([]any)
 	for _, msg := range refused {
-		c.rightDenied(fmt.Sprint(msg))
+		c.rightDenied(msg)
 	}
 }
 

@@ -2,51 +2,48 @@ package corral
 
 import (
 	"context"
-	_ "embed"
-	"errors"
-	"strconv"
-	"strings"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
-// This file runs every script of the protocol (scripts/*.lua) and reads the
-// payloads too large to come with their replies. The other commands corral
-// sends are the peek's HMGET (hit.go), the pub/sub probe (pubsub.go), the
-// first-use checks (rights.go, eviction.go), the near cache's tracking
-// (tracking.go) and the subscriptions (internal/notify).
+// The one door to Redis. Every command this package sends goes through the
+// store, and so through the transport's Pipeline (internal/transport),
+// which applies RedisTimeout, the node's circuit breaker and one error
+// classification (transport.Classify): a rule added there holds for every
+// command. They are the protocol's scripts (scripts/*.lua, run by
+// scripts.go) and the plain commands of this file: the peek's HMGET (peek.go;
+// read in the caller's goroutine when it may), the read of a payload too
+// large to come with its reply, the pub/sub mode's probe (PUBLISH or
+// SPUBLISH, pubsub.go), the rights check (rights.lua, rights.go), the
+// eviction-policy check (CONFIG GET on each master, eviction.go) and the
+// TYPE of a key in the way (warn.go).
+//
+// The exceptions are connections a pipeline cannot carry, and a diagnosis:
+//
+//   - internal/notify's subscriptions: long-lived pub/sub connections,
+//     which go-redis keeps subscribed across reconnects;
+//   - the near cache's invalidation stream (internal/near): CLIENT
+//     TRACKING redirects a connection's invalidations to another one's
+//     ID, so both are dedicated connections, held for the Cache's life;
+//   - Check (check.go, internal/diagnose), which has no Cache: it reports
+//     what the client itself meets, node by node, and through a pipeline
+//     its round trips would be timed with the batching, its "not now"
+//     replies retried and its refusals turned into a breaker's
+//     ErrCircuitOpen;
+//   - the slot map go-redis reloads on a Cluster when a node fails
+//     (Cache.nodeFailed): go-redis's own command, in its own time.
 
-var (
-	//go:embed scripts/fetch.lua
-	fetchSrc string
-	//go:embed scripts/commit.lua
-	commitSrc string
-	//go:embed scripts/renew.lua
-	renewSrc string
-	//go:embed scripts/release.lua
-	releaseSrc string
-	//go:embed scripts/delete.lua
-	deleteSrc string
-	//go:embed scripts/read.lua
-	readSrc string
-
-	fetchScript   = redis.NewScript(fetchSrc)
-	commitScript  = redis.NewScript(commitSrc)
-	renewScript   = redis.NewScript(renewSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	deleteScript  = redis.NewScript(deleteSrc)
-	readScript    = redis.NewScript(readSrc)
-)
-
-// store runs corral's Redis commands through the pipeline (pipeline.go),
-// each bounded by RedisTimeout plus its payload's transfer time, and keeps
-// the payload's encoding (compression, size limit) out of the protocol.
+// store runs corral's Redis commands through the pipeline, each bounded by
+// RedisTimeout plus its payload's transfer time, and keeps the payload's
+// encoding (compression, size limit) out of the protocol.
 type store struct {
-	pipe        *pipeline
+	pipe        *transport.Pipeline
 	inline      int  // Options.NoticeInlineLimit
 	noShard     bool // Options.DisableShardedPubSub
 	compressMin int  // compress payloads of at least this many bytes; 0: never
@@ -75,19 +72,15 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 	if o.Compress {
 		s.compressMin = o.CompressMinBytes
 	}
-	s.pipe = newPipeline(rdb, pipeConfig{timeout: o.RedisTimeout, rand: o.Rand,
-		failed: func(error) {
+	s.pipe = transport.New(rdb, transport.Config{
+		Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Stats: breakerStats{o, stats},
+		Breaker: transport.BreakerConfig{Disable: o.DisableBreaker, Threshold: o.BreakerThreshold, Cooldown: o.BreakerCooldown},
+		Failed: func(error) {
 			if s.hooks.nodeFailed != nil {
 				s.hooks.nodeFailed()
 			}
 		},
-		newBreaker: func(p *pipeline, node string) *breaker {
-			if c, ok := rdb.(*redis.Client); ok && node == "" {
-				node = c.Options().Addr // off a Cluster: the server's address, for the warnings
-			}
-			return newBreaker(o, stats, node, p.lastError)
-		},
-		recovered: func(node string) {
+		Recovered: func(node string) {
 			if s.hooks.recovered != nil {
 				s.hooks.recovered(node)
 			}
@@ -96,12 +89,34 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 	return s
 }
 
-// close stops the pipeline (see pipeline.close).
-func (s *store) close() { s.pipe.close() }
+// breakerStats counts the breakers' openings and tells the Observer of
+// their changes.
+type breakerStats struct {
+	o     Options
+	stats *counters
+}
 
-// largeReply is the largest payload fetch.lua sends with its reply; a larger
-// one is read by a command of its own, bounded by its size.
-const largeReply = 256 << 10
+func (b breakerStats) BreakerChanged(node string, to transport.BreakerState) {
+	if to == transport.BreakerOpen {
+		b.stats.breakerOpens.Add(1)
+	}
+	observeBreaker(b.o, node, to)
+}
+
+// close stops the pipeline (transport.Pipeline.Close), and waits briefly
+// for its recovery probes.
+func (s *store) close() { waitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond)) }
+
+// What the pipeline knows of the nodes, for the Cache: its Stats, Health,
+// rescues and replays (transport.Pipeline's queries).
+
+func (s *store) breakerOpen() bool                        { return s.pipe.BreakerOpen() }
+func (s *store) openFor() time.Duration                   { return s.pipe.OpenFor() }
+func (s *store) openErr() error                           { return s.pipe.OpenErr() }
+func (s *store) skipped(name string) error                { return s.pipe.Tripped(name) }
+func (s *store) nodeOf(name string) string                { return s.pipe.NodeOf(name) }
+func (s *store) recovering()                              { s.pipe.Recovering() }
+func (s *store) heardSince(name string, t time.Time) bool { return s.pipe.HeardSince(name, t) }
 
 // call runs a script through the pipeline. size is the payload it carries,
 // in bytes.
@@ -110,289 +125,173 @@ func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size 
 }
 
 // callAs is call; recovery marks the op as a tripped node's recovery's own
-// (down.go), which its breaker lets through before the callers' ops.
+// (transport.Op.Recovery), which its breaker lets through before the
+// callers' ops.
 func (s *store) callAs(ctx context.Context, recovery bool, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
-	r := s.pipe.do(&op{ctx: ctx, key: keys[0], size: size, recovery: recovery,
-		build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
-		rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
+	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: keys[0], Size: size, Recovery: recovery,
+		Build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
 	})
-	if r.err != nil {
-		return nil, denied(r.err)
+	if r.Err != nil {
+		return nil, denied(r.Err)
 	}
-	res, err := r.cmd.(*redis.Cmd).Result()
+	res, err := r.Cmd.(*redis.Cmd).Result()
 	return res, denied(err)
 }
 
-// denied wraps err with ErrPermission when it is Redis refusing a command
-// or key to the ACL user: NOPERM, or the error a script gets for a command
-// it may not run ("The user executing the script can't ..."); and with
-// ErrWriteRefused when Redis refuses to write (OOM, READONLY).
-func denied(err error) error {
-	var reply redis.Error
-	if err == nil || !errors.As(err, &reply) {
-		return err
+// do sends one plain command, built by build, touching key, and returns it
+// answered, or the error that kept it from Redis or that Redis replied.
+func (s *store) do(ctx context.Context, key string, build func(ctx context.Context, p redis.Pipeliner) redis.Cmder) (redis.Cmder, error) {
+	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: key, Build: build})
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	switch msg := reply.Error(); {
-	case deniedText(msg):
+	return r.Cmd, r.Cmd.Err()
+}
+
+// denied wraps err with ErrPermission when it is Redis refusing a command
+// or key to the ACL user (transport.Denied: NOPERM, or the error a script
+// gets for a command it may not run), and with ErrWriteRefused when Redis
+// refuses to write (transport.WriteRefused: OOM, READONLY).
+func denied(err error) error {
+	switch c := transport.Classify(err); {
+	case c&transport.Reply == 0:
+		return err
+	case c&transport.Denied != 0:
 		return errorf("%w: %w", ErrPermission, err)
-	case strings.HasPrefix(msg, "OOM") || strings.HasPrefix(msg, "READONLY"):
+	case c&transport.WriteRefused != 0:
 		return errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
 	}
 	return err
 }
 
 // deniedText reports whether an error's text is Redis refusing the ACL
-// user a command or key: NOPERM, or what a script gets for a command it may
-// not run.
+// user a command or key (transport.Denied).
 func deniedText(msg string) bool {
-	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "user executing the script can't")
-}
-
-// fetch runs fetch.lua (see its header). A payload too large to come with
-// the reply is read by a command of its own; Entry.Value is the payload
-// decoded (decompressed).
-func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
-	skip := ""
-	if a.skip != 0 {
-		skip = strconv.FormatInt(a.skip, 10)
-	}
-	for range 3 {
-		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
-			a.token, a.leaseTTL.Milliseconds(), strconv.FormatFloat(a.x, 'g', -1, 64), largeReply, skip, a.version)
-		if err != nil {
-			return wire.FetchReply{}, errorf("fetch: %w", err)
-		}
-		r, err := wire.ParseFetch(res)
-		if err != nil {
-			return wire.FetchReply{}, errorf("fetch: %w", err)
-		}
-		if (r.Kind == wire.Hit || r.Kind == wire.Stale) && r.Payload == nil {
-			payload, flags, ok, err := s.read(ctx, n, r.Size)
-			if err != nil {
-				return wire.FetchReply{}, errorf("fetch: %w", err)
-			}
-			if !ok {
-				continue // replaced by an entry of another format, or gone: decide again
-			}
-			r.Payload, r.Flags.Kind, r.Flags.Compressed = payload, flags.Kind, flags.Compressed
-		}
-		if r.Payload, err = s.decode(r.Payload, r.Flags); err != nil {
-			return r, errorf("fetch %q: %w: %w", n.Entry, errBadEntry, err)
-		}
-		return r, nil
-	}
-	return wire.FetchReply{}, errorf("fetch %q: the entry kept changing while it was read", n.Entry)
-}
-
-// fetchArgs are fetch.lua's arguments (see its header).
-type fetchArgs struct {
-	token    string
-	leaseTTL time.Duration
-	x        float64 // the XFetch draw
-	skip     int64   // the soft expiry of an entry the caller could not use; 0 for none
-	version  string  // the caller's codec version; "" for any
+	return transport.ClassifyReply(msg)&transport.Denied != 0
 }
 
 // read reads an entry's payload and flags (HMGET), allowing for size bytes
 // on the wire. ok is false when the entry has no payload.
 func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byte, f wire.Flags, ok bool, err error) {
-	r := s.pipe.do(&op{ctx: ctx, key: n.Entry, size: size, readOnly: true,
-		build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: n.Entry, Size: size, ReadOnly: true,
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return p.HMGet(ctx, n.Entry, wire.PayloadFields...)
 		},
 	})
-	if r.err == nil {
-		r.err = r.cmd.Err()
+	if r.Err == nil {
+		r.Err = r.Cmd.Err()
 	}
-	if r.err != nil {
-		return nil, f, false, denied(r.err)
+	if r.Err != nil {
+		return nil, f, false, denied(r.Err)
 	}
-	v, f, ok := wire.ParsePayload(r.cmd.(*redis.SliceCmd).Val())
+	v, f, ok := wire.ParsePayload(r.Cmd.(*redis.SliceCmd).Val())
 	if !ok {
 		return nil, f, false, nil
 	}
 	return []byte(v), f, true, nil
 }
 
-// commit stores w under n. With a token it stores only while that token holds
-// the lease; it reports whether it stored. With an empty token (Set) it
-// always stores, and revokes any lease.
-//
-// A commit Redis refuses to store (out of memory, a replica) returns an
-// error wrapping ErrWriteRefused; the lease was handed back and waiters got
-// the value inline, or were told to load it.
-func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
-	res, err := s.commitHeld(ctx, n, holder{token: token}, w)
-	return res != wire.CommitRejected, err
-}
-
-// holder is what a load's commit stands on: its lease's token, and what
-// commit.lua needs to tell that lease evicted from revoked (see its
-// header).
-type holder struct {
-	token    string
-	deadline int64 // server ms: the lease cannot have expired before; 0 when the token must hold it
-	seen     int64 // the soft expiry of the entry the lease was taken over; 0 for none
-	// softBy is the latest soft expiry (server ms) the entry may get: for
-	// a soft TTL the loader set, when it ends on the server's clock,
-	// estimated from the lease's grant so that it never runs late. Then
-	// the time the commit spends on its way to Redis is not added to the
-	// TTL. 0 for none: the TTL counts from when the commit runs.
-	softBy int64
-}
-
-// commitHeld is commit, for a load whose lease may have been evicted: h
-// says until when its lease was surely alive, and which entry it was
-// taken over, so that commit.lua can tell an eviction from a revocation.
-func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (wire.Commit, error) {
-	pub, err := s.publishCommand(ctx)
-	if err != nil {
-		return wire.CommitRejected, err
+// peekOp is the read of an entry's fields and the server's clock in one
+// round trip, without the script and without writing (the hit path):
+// finish gets the reply, in the calling goroutine when the read goes inline
+// (transport.Pipeline.Send), otherwise from a pipeline goroutine. ctx ends
+// the op only if it has not been sent yet. Set its ReadBy (the caller's
+// deadline) before sending it, for an inline read to end by then and go on
+// through the pipeline.
+func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply, error)) *transport.Op {
+	args := make([]any, len(wire.PeekFields)+2)
+	args[0], args[1] = "hmget", entry
+	copy(args[2:], wire.PeekFields)
+	o := &transport.Op{Ctx: ctx, Key: entry, Clock: true, Read: args, ReadOnly: true,
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return p.Do(ctx, args...)
+		},
 	}
-	payload, flags := s.encode(w)
-	soft, hard := w.ttls()
-	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
-		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
-		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen), optionalMS(h.softBy))
-	if err != nil {
-		return wire.CommitRejected, errorf("commit: %w", err)
-	}
-	wr, err := s.written(res)
-	switch {
-	case err != nil:
-		return wire.CommitRejected, errorf("commit: %w", err)
-	case wire.Commit(wr.Status) == wire.CommitRefused && deniedText(wr.Refusal):
-		// The script's write was refused for want of a right, not of memory.
-		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
-	case wire.Commit(wr.Status) == wire.CommitRefused:
-		if s.hooks.refusedWrite != nil {
-			s.hooks.refusedWrite(wr.Refusal)
+	o.Finish = func(r transport.Result) {
+		if r.Err == nil {
+			r.Err = r.Cmd.Err()
 		}
-		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrWriteRefused, wr.Refusal)
-	}
-	return wire.Commit(wr.Status), nil
-}
-
-// optionalMS formats a time in server ms for a script, and 0 (none) as the
-// empty string.
-func optionalMS(t int64) string {
-	if t == 0 {
-		return ""
-	}
-	return strconv.FormatInt(t, 10)
-}
-
-// written decodes the reply of a script that writes and publishes
-// (wire.Written). A notice that could not be published (no channel rights)
-// does not undo the write: it is reported to hooks.noticeFailed.
-func (s *store) written(res any) (wire.Written, error) {
-	w, err := wire.ParseWritten(res)
-	if err == nil && w.NoticeError != "" && s.hooks.noticeFailed != nil {
-		s.hooks.noticeFailed(errors.New(w.NoticeError))
-	}
-	return w, err
-}
-
-// renew extends h's lease by ttl (renew.lua), unless it reaches the server
-// after deadline (server ms). A lease found missing before h.deadline, over
-// the entry it was taken over (h.seen), was evicted, and is taken again.
-func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
-	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
-		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
-	if err != nil {
-		return wire.RenewLost, errorf("renew lease: %w", err)
-	}
-	v, _ := res.(int64)
-	return wire.Renewal(v), nil
-}
-
-// releaseArgs say how release.lua hands a lease back.
-type releaseArgs struct {
-	notice string        // published when not empty
-	hold   time.Duration // > 0: keep refreshes off this long (a backoff marker replaces the lease)
-	mark   bool          // flag the entry: its last refresh failed
-}
-
-// release hands the lease back if token still holds it (release.lua).
-func (s *store) release(ctx context.Context, n wire.Names, token string, a releaseArgs) (bool, error) {
-	pub, err := s.publishCommand(ctx)
-	if err != nil {
-		return false, err
-	}
-	mark := 0
-	if a.mark {
-		mark = 1
-	}
-	hold := int64(0)
-	if a.hold > 0 {
-		hold = ms(a.hold)
-	}
-	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, token, pub, a.notice, hold, mark)
-	if err != nil {
-		return false, errorf("release lease: %w", err)
-	}
-	wr, err := s.written(res)
-	if err != nil {
-		return false, errorf("release lease: %w", err)
-	}
-	return wr.Status == 1, nil
-}
-
-// delete invalidates n (delete.lua).
-func (s *store) delete(ctx context.Context, n wire.Names) error {
-	return s.deleteAs(ctx, n, false)
-}
-
-// deleteAs is delete; recovery as for callAs.
-func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error {
-	pub, err := s.publishCommand(ctx)
-	if err != nil {
-		return err
-	}
-	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
-	if err == nil {
-		_, err = s.written(res)
-	}
-	if err != nil {
-		return errorf("delete: %w", err)
-	}
-	return nil
-}
-
-// get reads an entry without taking a lease: its value (decoded) and what it
-// caches. ok is false when there is no entry.
-func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
-	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, largeReply)
-	if errors.Is(err, redis.Nil) {
-		return nil, wire.Value, false, nil
-	}
-	if err != nil {
-		return nil, wire.Value, false, errorf("get: %w", err)
-	}
-	r, err := wire.ParseRead(res)
-	if err != nil {
-		return nil, wire.Value, false, errorf("get: %w", err)
-	}
-	payload, f := r.Payload, r.Flags
-	if payload == nil {
-		if payload, f, ok, err = s.read(ctx, n, r.Size); err != nil || !ok {
-			return nil, wire.Value, false, err
+		if r.Err != nil {
+			finish(peekReply{}, errorf("peek: %w", denied(r.Err)))
+			return
 		}
+		e, err := wire.ParsePeek(r.Cmd.(*redis.Cmd).Val())
+		if err != nil {
+			finish(peekReply{}, errorf("peek: %w", err))
+			return
+		}
+		pr, err := s.peeked(e, r.Now)
+		finish(pr, err)
 	}
-	if value, err = s.decode(payload, f); err != nil {
-		return nil, wire.Value, false, errorf("get %q: %w", n.Entry, err)
-	}
-	return value, f.Kind, true, nil
+	return o
 }
 
-// fractionalMS formats d in milliseconds with microsecond precision, so
-// that XFetch sees loads shorter than a millisecond too.
-func fractionalMS(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
+// send sends the read o inline when it may, otherwise through the
+// pipeline (transport.Pipeline.Send).
+func (s *store) send(o *transport.Op) { s.pipe.Send(o) }
+
+// sendAll sends reads together: the pipeline takes them in one batch, one
+// round trip per node.
+func (s *store) sendAll(ops []*transport.Op) { s.pipe.SendAll(ops) }
+
+// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
+// Prefix's probe channel, which nobody subscribes to.
+func (s *store) probe(ctx context.Context, command string) error {
+	channel := s.probeName
+	_, err := s.do(ctx, channel, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+		if command == "SPUBLISH" {
+			return p.SPublish(ctx, channel, "")
+		}
+		return p.Publish(ctx, channel, "")
+	})
+	return err
 }
 
-// ms rounds d up to whole milliseconds, at least 1: Redis rejects a 0 TTL.
-func ms(d time.Duration) int64 {
-	m := (d + time.Millisecond - 1) / time.Millisecond
-	return max(int64(m), 1)
+// rights runs rights.lua on Prefix's probe key, by EVAL (it runs once; a
+// missing EVALSHA right shows on the first call that needs it), and
+// returns what Redis refused the script's commands, one message each.
+func (s *store) rights(ctx context.Context) (refused []string, err error) {
+	key := s.probeName
+	cmd, err := s.do(ctx, key, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+		return rightsScript.Eval(ctx, p, []string{key})
+	})
+	if err != nil {
+		return nil, denied(err)
+	}
+	list, _ := cmd.(*redis.Cmd).Val().([]any)
+	for _, msg := range list {
+		refused = append(refused, fmt.Sprint(msg))
+	}
+	return refused, nil
+}
+
+// configGet reads the server parameters that match pattern (CONFIG GET)
+// on every master of a Cluster, or on the one server of another client:
+// each reply by node address ("" off a Cluster).
+func (s *store) configGet(ctx context.Context, pattern string) (map[string]map[string]string, error) {
+	results, err := s.pipe.DoEach(ctx, func() *transport.Op {
+		return &transport.Op{Ctx: ctx, Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return p.ConfigGet(ctx, pattern)
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	replies := make(map[string]map[string]string, len(results))
+	for node, r := range results {
+		replies[node] = r.Cmd.(*redis.MapStringStringCmd).Val()
+	}
+	return replies, nil
+}
+
+// keyType returns the type of the key name (TYPE).
+func (s *store) keyType(ctx context.Context, name string) (string, error) {
+	cmd, err := s.do(ctx, name, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+		return p.Type(ctx, name)
+	})
+	if err != nil {
+		return "", err
+	}
+	return cmd.(*redis.StatusCmd).Val(), nil
 }

@@ -16,12 +16,37 @@ import (
 // does not decode. Warnings are rate-limited (once a minute, or once per
 // key or message), so that a Redis in trouble does not flood the log.
 
+// warnings are what a Cache warned of, and when, and its first-use checks'
+// progress (rights.go, eviction.go).
+type warnings struct {
+	log *slog.Logger
+
+	// At warn level once a minute at most:
+	notice   everyMinute // notices Redis refused to publish
+	refused  everyMinute // writes Redis refused
+	failOpen everyMinute // fail-open loads (resolve.go)
+	store    everyMinute // commits that failed (lease.go)
+	release  everyMinute // leases not handed back
+	renew    everyMinute // renewals that failed
+	foreign  everyMinute // keys of another type at an entry's name
+	queue    everyMinute // invalidations the queue for Redis dropped (queue.go)
+
+	// Once per key or message, at most maxWarnedKeys remembered in all:
+	large  sync.Map // entry names of values over MaxValueBytes
+	decode sync.Map // keys of entries that did not decode
+	rights sync.Map // NOPERM messages
+	keys   atomic.Int64
+
+	checked    atomic.Bool  // the rights check has started (rights.go)
+	policyNext atomic.Int64 // when the eviction policy may be checked (eviction.go)
+}
+
 // noticeFailed counts a notice Redis refused to publish, after a write that
 // stood (no channel rights: waiters elsewhere fall back to re-checking),
 // and warns of it once a minute at most.
 func (c *Cache) noticeFailed(err error) {
 	c.stats.noticesFailed.Add(1)
-	if c.warnNotice.allow() {
+	if c.warn.notice.allow() {
 		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", errAttr(err))
 	}
 }
@@ -30,7 +55,7 @@ func (c *Cache) noticeFailed(err error) {
 // type, or its payload), and warns of it once per key.
 func (c *Cache) decodeFailed(key, what string) {
 	c.stats.decodeFailures.Add(1)
-	if c.warnedOnce(&c.warnedDecode, key) {
+	if c.warn.once(&c.warn.decode, key) {
 		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
 	}
 }
@@ -52,21 +77,21 @@ func (c *Cache) rightDenied(what string) {
 	// Redis appends where in a script an error was raised: not part of
 	// which right is missing.
 	what, _, _ = strings.Cut(what, " script: ")
-	if c.warnedOnce(&c.warnedRights, what) {
+	if c.warn.once(&c.warn.rights, what) {
 		c.opts.Logger.Error("corral: Redis denies a right corral needs; calls that need it return ErrPermission (see the README's ACL rule)", "err", what)
 	}
 }
 
-// warnedOnce reports whether key is new to seen (and records it): a warning
+// once reports whether key is new to seen (and records it): a warning
 // once per key. seen keeps at most maxWarnedKeys keys; past that every key
 // counts as new again, so memory stays bounded.
-func (c *Cache) warnedOnce(seen *sync.Map, key string) bool {
+func (w *warnings) once(seen *sync.Map, key string) bool {
 	if _, ok := seen.Load(key); ok {
 		return false
 	}
-	if c.warnedKeys.Add(1) > maxWarnedKeys {
+	if w.keys.Add(1) > maxWarnedKeys {
 		seen.Clear()
-		c.warnedKeys.Store(0)
+		w.keys.Store(0)
 	}
 	_, loaded := seen.LoadOrStore(key, true)
 	return !loaded
@@ -81,20 +106,20 @@ const maxWarnedKeys = 10000
 func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
 	c.faults.seen(errorf("%w (%s)", ErrWriteRefused, why))
-	if c.warnRefused.allow() {
+	if c.warn.refused.allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly (kept in memory for FailSafe.Throttle), storing nothing", "why", why)
 	}
 }
 
-// warnOnce logs msg at warn level once a minute at most, through e, and at
-// debug level otherwise: for what can happen on every call while Redis is
-// in trouble.
-func warnOnce(l *slog.Logger, e *everyMinute, msg string, args ...any) {
+// minutely logs msg at warn level once a minute at most, through e, and
+// at debug level otherwise: for what can happen on every call while Redis
+// is in trouble.
+func (w *warnings) minutely(e *everyMinute, msg string, args ...any) {
 	if e.allow() {
-		l.Warn(msg, args...)
+		w.log.Warn(msg, args...)
 		return
 	}
-	l.Debug(msg, args...)
+	w.log.Debug(msg, args...)
 }
 
 // isWrongType reports whether err is Redis's WRONGTYPE reply: a key of
@@ -109,13 +134,13 @@ func isWrongType(err error) bool {
 // prefix clash): corral takes it for no entry, and the next commit of key
 // replaces it. The type is read apart (TYPE), in the background.
 func (c *Cache) foreignKey(key, name string) {
-	if !c.foreignWarn.allow() {
+	if !c.warn.foreign.allow() {
 		return
 	}
-	c.goTracked(func() {
+	c.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		kind, err := c.rdb.Type(ctx, name).Result()
+		kind, err := c.store.keyType(ctx, name)
 		switch {
 		case err != nil:
 			kind = "unknown (" + err.Error() + ")"
@@ -125,23 +150,6 @@ func (c *Cache) foreignKey(key, name string) {
 		c.opts.Logger.Warn("corral: a key of another type is at an entry's name (another program's key, or a prefix clash): "+
 			"it is taken as no entry, and the next load or Set of the key replaces it", "key", key, "name", name, "type", kind)
 	})
-}
-
-// goTracked runs f in a goroutine that Close waits for, unless the Cache
-// is closed: it reports whether it started f.
-func (c *Cache) goTracked(f func()) bool {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return false
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // everyMinute lets a warning through once a minute.

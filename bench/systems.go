@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/internal/demo"
+	"github.com/corralhq/corral/internal/recipe"
 	gocache "github.com/go-redis/cache/v9"
 	"github.com/go-redsync/redsync/v4"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -94,15 +94,15 @@ var systems = []System{
 	},
 	{
 		Name:  "seed",
-		Usage: "the usual recipe (corral's `internal/demo` seed): GET; `SET lock NX EX 10`; the holder loads, SETs and DELs the lock; the others sleep 100 ms and retry",
+		Usage: "the usual recipe (corral's `internal/recipe` Seed, which `corral demo` runs): GET; `SET lock NX EX 10`; the holder loads, SETs and DELs the lock; the others sleep 100 ms and retry",
 		Hit:   "Redis (GET)",
-		New:   demoStrategy("seed"),
+		New:   newRecipe(func(env recipe.Env) fetcher { return recipe.Seed{Env: env} }),
 	},
 	{
 		Name:  "naive",
-		Usage: "plain cache-aside (corral's `internal/demo` naive): GET; on a miss, load and SET with a TTL",
+		Usage: "plain cache-aside (corral's `internal/recipe` Naive, which `corral demo` runs): GET; on a miss, load and SET with a TTL",
 		Hit:   "Redis (GET)",
-		New:   demoStrategy("naive"),
+		New:   newRecipe(func(env recipe.Env) fetcher { return recipe.Naive{Env: env} }),
 	},
 	{
 		Name:  "rueidisaside",
@@ -191,23 +191,28 @@ func (c *corralInstance) nearHits() (hits, failSafe uint64, ok bool) {
 	return s.NearHits, s.FailSafeHits, c.near
 }
 
-// --- seed and naive, from corral's demo ---
+// --- seed and naive, the recipes corral's demo runs ---
 
-// demoStrategy adapts one of the demo's strategies, so the benchmark runs
-// exactly the code `corral demo` runs.
-func demoStrategy(name string) func(Env) (Instance, error) {
+// fetcher is a recipe bound to its Env.
+type fetcher interface {
+	Fetch(ctx context.Context, key string) ([]byte, error)
+}
+
+// recipeInstance is an app instance of a recipe: it holds nothing.
+type recipeInstance struct{ fetcher }
+
+func (recipeInstance) Close() error { return nil }
+
+// newRecipe adapts one of corral's recipes, so the benchmark runs exactly
+// the code `corral demo` runs.
+func newRecipe(bind func(recipe.Env) fetcher) func(Env) (Instance, error) {
 	return func(env Env) (Instance, error) {
-		s, err := demo.LookupStrategy(name)
-		if err != nil {
-			return nil, err
-		}
-		return s.NewInstance(demo.Env{
+		return recipeInstance{bind(recipe.Env{
 			Redis:     env.Redis,
 			Namespace: "", // the keys come namespaced
 			TTL:       env.TTL,
 			Load:      env.Load,
-			Logger:    env.Logger,
-		})
+		})}, nil
 	}
 }
 

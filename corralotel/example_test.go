@@ -15,7 +15,7 @@ import (
 
 // An Observer traces each Fetch call and each load, inside the caller's
 // span; the loader's own spans nest in the load's. This function's body is
-// the main of the README's "Tracing with OpenTelemetry" (with redisAddr for
+// the main of docs/observability.md's "Tracing with OpenTelemetry" (with redisAddr for
 // "localhost:6379"); TestReadme keeps the two the same.
 func Example() {
 	ctx := context.Background()

@@ -6,7 +6,8 @@ import (
 	"github.com/corralhq/corral/internal/readmetest"
 )
 
-// TestReadme: the README's "Tracing with OpenTelemetry" program is Example.
+// TestReadme: the "Tracing with OpenTelemetry" program of
+// docs/observability.md (where the README sends its readers) is Example.
 func TestReadme(t *testing.T) {
-	readmetest.Program(t, "../README.md", "Tracing with OpenTelemetry", "example_test.go")
+	readmetest.Program(t, "../docs/observability.md", "Tracing with OpenTelemetry", "example_test.go")
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // A Collector is registered with Prometheus and set as the Caches'
-// Observer. This function's body is the main of the README's "Metrics with
-// Prometheus" (with redisAddr for "localhost:6379"); TestReadme keeps the
+// Observer. This function's body is the main of docs/observability.md's
+// "Metrics with Prometheus" (with redisAddr for "localhost:6379"); TestReadme keeps the
 // two the same.
 func Example() {
 	ctx := context.Background()

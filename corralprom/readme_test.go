@@ -6,7 +6,8 @@ import (
 	"github.com/corralhq/corral/internal/readmetest"
 )
 
-// TestReadme: the README's "Metrics with Prometheus" program is Example.
+// TestReadme: the "Metrics with Prometheus" program of docs/observability.md
+// (where the README sends its readers) is Example.
 func TestReadme(t *testing.T) {
-	readmetest.Program(t, "../README.md", "Metrics with Prometheus", "example_test.go")
+	readmetest.Program(t, "../docs/observability.md", "Metrics with Prometheus", "example_test.go")
 }

@@ -27,9 +27,9 @@ func (r *fencedReport) write(fence int64, text string) error {
 	return nil
 }
 
-// The README's lock section: this function's body is the body of the
-// README's main (with redisAddr for "localhost:6379"), and
-// TestReadmeLock keeps the two the same.
+// docs/lock.md's program: this function's body is the body of its main
+// (with redisAddr for "localhost:6379"), and TestReadmeLock keeps the two
+// the same.
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})

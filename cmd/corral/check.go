@@ -11,8 +11,8 @@ import (
 	"time"
 
 	core "github.com/corralhq/corral"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/corralhq/corral/internal/redisurl"
-	"github.com/corralhq/corral/internal/wrap"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )

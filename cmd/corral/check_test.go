@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/corralhq/corral/internal/redistest"
-	"github.com/corralhq/corral/internal/wrap"
 )
 
 // `corral check` against real servers, each configured for one fault. The

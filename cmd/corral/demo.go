@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralhq/corral/internal/demo"
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/demo"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/pterm/pterm"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"

@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/corralhq/corral/internal/soak"
-	"github.com/corralhq/corral/internal/wrap"
+	"github.com/corralhq/corral/cmd/corral/internal/soak"
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/corralhq/corral/cmd/corral/internal/wrap"
 	"github.com/corralhq/corral/internal/redistest"
-	"github.com/corralhq/corral/internal/wrap"
 	"github.com/creack/pty"
 )
 

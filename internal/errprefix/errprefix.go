@@ -12,6 +12,10 @@ import (
 	"strings"
 )
 
+// Corral is the prefix of corral's errors, said once at the front of each
+// (the root package's, the transport's and the notifier's alike).
+const Corral = "corral: "
+
 // Errorf returns fmt.Errorf(prefix+format, args...), except that each
 // error among args is formatted as Trim(prefix, err): without prefix at the
 // start of its text, nor at the start of any of its lines (a joined

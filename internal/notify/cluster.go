@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -147,8 +148,9 @@ const watchEvery = time.Second
 // watch checks, while the Notifier lives, that the pub/sub connections to
 // Cluster nodes with channels still reach their node (a PING on the
 // connection). A node that died tells its subscribers nothing, and its slots
-// move to a replica: a failed check is reported to the cache (NodeFailed),
-// which has the slot map reloaded and the channels moved (RevalidateSoon).
+// move to a replica: a check whose error says the node is unavailable
+// (transport.Unavailable) is reported to the cache (NodeFailed), which has
+// the slot map reloaded and the channels moved (RevalidateSoon).
 func (n *Notifier) watch() {
 	defer n.wg.Done()
 	tick := time.NewTicker(watchEvery)
@@ -171,7 +173,7 @@ func (n *Notifier) watch() {
 			ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 			err := c.ps.Ping(ctx)
 			cancel()
-			if err != nil && n.nodeFailed != nil {
+			if transport.Says(err, transport.Unavailable) && n.nodeFailed != nil {
 				n.nodeFailed() // reloads the slot map and calls RevalidateSoon
 				break
 			}

@@ -14,7 +14,8 @@
 // Stats against the script's exact counts where they are deterministic,
 // and returns them, one Stats per prefix, for the caller to compare with
 // what its Observer recorded (Events says what each Stats implies);
-// RunDuring also lets the caller look during the outage.
+// RunDuring also lets the caller look during the outage. HitBench is the
+// adapters' hit benchmarks: what an Observer costs a hit.
 package observetest
 
 import (

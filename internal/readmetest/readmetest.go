@@ -1,7 +1,7 @@
-// Package readmetest keeps the README's code the code go test runs: each
-// program or snippet the README shows is the body of an Example function,
-// which go test runs against a real Redis and checks, with the test
-// server's address (redisAddr) where the README says "localhost:6379".
+// Package readmetest keeps the code of the README and of docs/ the code go
+// test runs: each program or snippet they show is the body of an Example
+// function, which go test runs against a real Redis and checks, with the
+// test server's address (redisAddr) where the page says "localhost:6379".
 package readmetest
 
 import (
@@ -16,7 +16,7 @@ import (
 func Program(t *testing.T, readme, section, example string) {
 	t.Helper()
 	want := exampleBody(t, example, "Example")
-	text, ok := Between(Read(t, readme), "\n## "+section+"\n", "\n## ")
+	text, ok := Between(Read(t, readme)+"\n## ", "\n## "+section+"\n", "\n## ") // the last section ends with the file
 	if !ok {
 		t.Fatalf("%s: no %q section", readme, "## "+section)
 	}

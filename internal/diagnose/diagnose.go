@@ -1,0 +1,154 @@
+// Package diagnose is what corral learns about its Redis, as the user a
+// client logs in as: Run asks all of it at once and grades each finding,
+// for corral.Check (a service's start-up, `corral check`); Warn* judge what
+// a Cache learns in the background at its first use, and log it. It sends
+// only the commands it is given the client for; the Cache's own first-use
+// reads go through the Cache's store.
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/internal/errprefix"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is what Run needs of the cache it checks for.
+type Config struct {
+	Client    redis.UniversalClient
+	Prefix    string        // Options.Prefix
+	Timeout   time.Duration // Options.RedisTimeout
+	NoShard   bool          // Options.DisableShardedPubSub
+	NearCache bool          // the near cache is on
+	// Rights is scripts/rights.lua: it tries each command corral's
+	// scripts and hit path run, and returns Redis's refusals.
+	Rights *redis.Script
+	// PubSub learns the pub/sub mode as a Cache would, by publishing with
+	// publish (SPUBLISH, then PUBLISH): it returns the mode's mark
+	// (wire.AnnounceSharded, AnnouncePlain or AnnounceNone).
+	PubSub func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error)
+	// Pings is how many PINGs time the round trip.
+	Pings int
+}
+
+// Severity grades a Finding.
+type Severity int
+
+// The grades of a Finding, as corral.Severity says them.
+const (
+	OK Severity = iota
+	Warning
+	Failure
+)
+
+// Finding is one thing Run looked at (corral.Finding).
+type Finding struct {
+	Topic    string
+	Severity Severity
+	Detail   string
+}
+
+// Report is what Run found, as corral.Report says it.
+type Report struct {
+	Version  string
+	Cluster  bool
+	Masters  int
+	PubSub   string
+	Policies map[string]string
+	Missing  []string
+	RTT      time.Duration
+	Findings []Finding
+}
+
+// Run asks Redis what a Cache would meet there, and grades each finding
+// (see corral.Check). It returns an error when Redis could not be checked:
+// a command that got no reply, or ctx's end.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	k := &checker{rdb: cfg.Client, cfg: cfg, probe: cfg.Prefix + ":probe", r: &Report{Missing: []string{}}}
+	for _, step := range []func(context.Context) error{
+		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return k.r, nil
+}
+
+// checker runs Check's steps.
+type checker struct {
+	rdb   redis.UniversalClient
+	cfg   Config
+	probe string // Prefix's probe key and channel
+	r     *Report
+
+	masters map[string]checkNode // by address; "" for a single server
+	node    *redis.Client        // the server of probe; nil for a client of another kind
+	version version              // the oldest master's
+}
+
+// checkNode is what Check asks of a server's client.
+type checkNode interface {
+	redis.Cmdable
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// nodes finds the masters, and the node that serves the probe key.
+func (k *checker) nodes(ctx context.Context) error {
+	switch c := k.rdb.(type) {
+	case *redis.ClusterClient:
+		k.r.Cluster = true
+		var mu sync.Mutex
+		k.masters = map[string]checkNode{}
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			k.masters[m.Options().Addr] = m
+			return nil
+		})
+		if err != nil {
+			return errorf("the Cluster's masters: %w", err)
+		}
+		if k.node, err = c.MasterForKey(ctx, k.probe); err != nil {
+			return errorf("the master of %s: %w", k.probe, err)
+		}
+	case *redis.Client:
+		k.masters, k.node = map[string]checkNode{"": c}, c
+	default:
+		k.masters = map[string]checkNode{"": k.rdb}
+	}
+	k.r.Masters = len(k.masters)
+	return nil
+}
+
+func (r *Report) add(topic string, s Severity, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *Report) missing(rights ...string) {
+	for _, right := range rights {
+		if right != "" && !contains(r.Missing, right) {
+			r.Missing = append(r.Missing, right)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// errPrefix begins the text of every error corral returns, once.
+const errPrefix = "corral: "
+
+// errorf is fmt.Errorf for corral's errors (see corral's errorf).
+func errorf(format string, args ...any) error {
+	return errprefix.Errorf(errPrefix, format, args...)
+}

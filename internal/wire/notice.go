@@ -1,0 +1,64 @@
+package wire
+
+// NoticeKind is the first byte of a notice, which says what happened to the
+// key (see commit.lua, release.lua and delete.lua).
+type NoticeKind byte
+
+const (
+	NoticeValue     NoticeKind = 'v' // committed; the value follows inline
+	NoticeNotFound  NoticeKind = 'n' // committed a negative entry
+	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
+	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
+	NoticeRecheck   NoticeKind = 'd' // deleted, revoked, or a lease handed back unused: fetch again
+	NoticeTooLarge  NoticeKind = 'l' // loaded, but not stored (over MaxValueBytes, or an Entry's TTL <= 0): load it yourself
+)
+
+// Notice is a decoded notice.
+type Notice struct {
+	Kind    NoticeKind
+	Value   []byte // NoticeValue
+	Message string // NoticeFailed
+}
+
+// ParseNotice decodes a notice. An empty or unknown one reads as
+// NoticeRecheck: the safe reading is "fetch again".
+func ParseNotice(payload string) Notice {
+	if payload == "" {
+		return Notice{Kind: NoticeRecheck}
+	}
+	n := Notice{Kind: NoticeKind(payload[0])}
+	switch n.Kind {
+	case NoticeValue:
+		n.Value = []byte(payload[1:])
+	case NoticeFailed:
+		n.Message = payload[1:]
+	case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
+	default:
+		n.Kind = NoticeRecheck
+	}
+	return n
+}
+
+// Recheck is the notice that tells waiters to fetch again.
+const Recheck = string(NoticeRecheck)
+
+// TooLarge is the notice that the load's value was not stored: too large,
+// or an Entry with a TTL <= 0.
+const TooLarge = string(NoticeTooLarge)
+
+// MaxMessage bounds the error text a failure notice or a cached failure
+// carries, in bytes.
+const MaxMessage = 1024
+
+// FailureMessage is err's text as other processes see it: in a failure
+// notice or a cached failure, at most MaxMessage bytes.
+func FailureMessage(err error) string {
+	msg := err.Error()
+	if len(msg) > MaxMessage {
+		msg = msg[:MaxMessage]
+	}
+	return msg
+}
+
+// FailureNotice is the notice that a load failed with err.
+func FailureNotice(err error) string { return string(NoticeFailed) + FailureMessage(err) }

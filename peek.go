@@ -1,0 +1,183 @@
+package corral
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// The hit path. Most calls find a fresh entry, and need neither a lease nor
+// a flight: a peek reads the entry's fields and the server's clock in one
+// round trip (HMGET after TIME, pipelined; no script, no write), and decides
+// on the server's clock as fetch.lua would. Only a missing or stale entry,
+// or one that XFetch picks for early refresh, goes on to a flight and
+// fetch.lua. Concurrent peeks of one key share one read. With a client
+// that bounds its I/O by the context's deadline, a peek is read in the
+// caller's goroutine, as a single HMGET decided on an estimate of the
+// server's clock (internal/transport's inline.go).
+
+// peekCall is one peek, shared by the callers that ask for the key while it
+// is under way.
+type peekCall struct {
+	done chan struct{} // closed once r and err are set
+	seq  near.Snap     // the near cache before the peek was sent
+	sent int64         // near.Clock before the peek was sent (near cache on)
+	r    peekReply
+	err  error
+}
+
+// peeks are the peeks under way in a process, one per key at most.
+type peeks struct {
+	mu sync.Mutex           // guards m
+	m  map[string]*peekCall // the peek under way of each key
+}
+
+// join returns key's peek under way, or else a new one, which the caller
+// sends (mine).
+func (g *peeks) join(key string) (pc *peekCall, mine bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pc = g.m[key]; pc != nil {
+		return pc, false
+	}
+	pc = &peekCall{done: make(chan struct{})}
+	g.m[key] = pc
+	return pc, true
+}
+
+// end sets pc's reply and answers its callers; key's next peek is a new
+// one.
+func (g *peeks) end(key string, pc *peekCall, r peekReply, err error) {
+	r.sent = pc.sent
+	pc.r, pc.err = r, err
+	g.mu.Lock()
+	if g.m[key] == pc {
+		delete(g.m, key)
+	}
+	g.mu.Unlock()
+	close(pc.done)
+}
+
+// detach removes key's peek, if any, so that later calls send one of
+// their own; it still answers its callers (see Cache.detach).
+func (g *peeks) detach(key string) {
+	g.mu.Lock()
+	delete(g.m, key)
+	g.mu.Unlock()
+}
+
+// startPeek returns key's peek under way, or a new one with o, its read,
+// for the caller to send (store.send, or the pipeline with others).
+func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op) {
+	pc, mine := c.peeks.join(key)
+	if !mine {
+		return pc, nil
+	}
+	if c.near != nil {
+		pc.seq, pc.sent = c.near.Snapshot(), near.Clock()
+	}
+	// The read is the Cache's (c.ctx), not a caller's: others may join it.
+	name := wire.EntryName(c.opts.Prefix, key)
+	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
+		if isWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
+			c.foreignKey(key, name)
+			r, err = peekReply{now: r.now}, nil
+		}
+		c.peeks.end(key, pc, r, err)
+	})
+	return pc, o
+}
+
+// awaitPeek waits for pc's reply, or returns ctx.Err() when ctx ends first.
+func (c *Cache) awaitPeek(ctx context.Context, pc *peekCall) (*peekCall, error) {
+	select {
+	case <-pc.done:
+		return pc, pc.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// peekCopy is what the near cache may keep of an answer from a peek.
+type peekCopy struct {
+	reply peekReply
+	seq   near.Snap // the near cache before the peek was sent
+}
+
+// entry is the near cache's copy of the answer (val, err), of size bytes as
+// stored: it expires when the entry's soft TTL ends, on the local clock
+// (the server's remaining time, counted from before the peek was sent, so
+// never later than the entry: a token is not served past its TTL).
+func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
+	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
+	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size)}
+}
+
+// fromPeek answers a call from a peek when the entry is fresh and XFetch
+// does not pick it for an early refresh (x is the caller's XFetch draw):
+// ok is false when a flight must decide.
+func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
+	x := h.x
+	if !r.found || r.now >= r.soft {
+		return answer{}, false // missing or stale: fetch.lua decides
+	}
+	if h.version != "" && strconv.Itoa(r.version) != h.version || h.skip == r.soft {
+		return answer{}, false // another codec version, or one that did not decode
+	}
+	if x > 0 && r.took > 0 && float64(r.now)+r.took*x >= float64(r.soft) {
+		return answer{}, false // picked for early refresh: fetch.lua takes the lease
+	}
+	out := outHit
+	switch r.flags.Kind {
+	case wire.NotFound:
+		out = outNegative
+	case wire.Failure:
+		out = outFailure
+	}
+	val, err := entryAnswer(r.payload, r.flags.Kind)
+	return answer{val: val, err: err, out: out, soft: r.soft}, true
+}
+
+// peekReply is an entry read without a script (peek): what it holds, and
+// the server's clock when it was read.
+type peekReply struct {
+	found   bool // the entry has a payload
+	payload []byte
+	flags   wire.Flags
+	soft    int64   // soft expiry, server ms
+	took    float64 // the last load's duration, ms (XFetch)
+	now     int64   // the server's clock, ms
+	sent    int64   // near.Clock before the peek was sent (near cache on)
+	version int     // the codec version it was written with (0 when absent)
+}
+
+// peeked is what a peek found (e), with its payload decoded, and the
+// server's clock when it was read (now).
+func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
+	r := peekReply{found: e.Found, flags: e.Flags, soft: e.Soft, took: e.Took, now: now, version: e.Version}
+	if !e.Found {
+		return r, nil
+	}
+	var err error
+	if r.payload, err = s.decode(bytesOf(e.Payload), r.flags); err != nil {
+		return r, errorf("peek: %w: %w", errBadEntry, err)
+	}
+	return r, nil
+}
+
+// bytesOf returns p's bytes without copying them: p is a bulk reply that
+// go-redis read into a buffer of its own (which nobody else holds) and
+// returned as a string, and the bytes go to callers, who must not modify
+// them (see Fetch).
+func bytesOf(p string) []byte {
+	if len(p) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(p), len(p))
+}

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package corral
-
-import "net"
-
-// readNow reads what conn has received, waiting at most a millisecond.
-func readNow(conn net.Conn, buf []byte) (int, error) { return readSoon(conn, buf) }

@@ -1,0 +1,272 @@
+package corral
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// The protocol's scripts (scripts/*.lua: see their headers), run through
+// the store's one door (store.go, call), and their arguments and replies.
+
+var (
+	//go:embed scripts/fetch.lua
+	fetchSrc string
+	//go:embed scripts/commit.lua
+	commitSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/delete.lua
+	deleteSrc string
+	//go:embed scripts/read.lua
+	readSrc string
+	//go:embed scripts/rights.lua
+	rightsSrc string
+
+	fetchScript   = redis.NewScript(fetchSrc)
+	commitScript  = redis.NewScript(commitSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	deleteScript  = redis.NewScript(deleteSrc)
+	readScript    = redis.NewScript(readSrc)
+	rightsScript  = redis.NewScript(rightsSrc)
+)
+
+// largeReply is the largest payload fetch.lua sends with its reply; a larger
+// one is read by a command of its own, bounded by its size.
+const largeReply = 256 << 10
+
+// fetch runs fetch.lua (see its header). A payload too large to come with
+// the reply is read by a command of its own; Entry.Value is the payload
+// decoded (decompressed).
+func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
+	skip := ""
+	if a.skip != 0 {
+		skip = strconv.FormatInt(a.skip, 10)
+	}
+	for range 3 {
+		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
+			a.token, a.leaseTTL.Milliseconds(), strconv.FormatFloat(a.x, 'g', -1, 64), largeReply, skip, a.version)
+		if err != nil {
+			return wire.FetchReply{}, errorf("fetch: %w", err)
+		}
+		r, err := wire.ParseFetch(res)
+		if err != nil {
+			return wire.FetchReply{}, errorf("fetch: %w", err)
+		}
+		if (r.Kind == wire.Hit || r.Kind == wire.Stale) && r.Payload == nil {
+			payload, flags, ok, err := s.read(ctx, n, r.Size)
+			if err != nil {
+				return wire.FetchReply{}, errorf("fetch: %w", err)
+			}
+			if !ok {
+				continue // replaced by an entry of another format, or gone: decide again
+			}
+			r.Payload, r.Flags.Kind, r.Flags.Compressed = payload, flags.Kind, flags.Compressed
+		}
+		if r.Payload, err = s.decode(r.Payload, r.Flags); err != nil {
+			return r, errorf("fetch %q: %w: %w", n.Entry, errBadEntry, err)
+		}
+		return r, nil
+	}
+	return wire.FetchReply{}, errorf("fetch %q: the entry kept changing while it was read", n.Entry)
+}
+
+// fetchArgs are fetch.lua's arguments (see its header).
+type fetchArgs struct {
+	token    string
+	leaseTTL time.Duration
+	x        float64 // the XFetch draw
+	skip     int64   // the soft expiry of an entry the caller could not use; 0 for none
+	version  string  // the caller's codec version; "" for any
+}
+
+// commit stores w under n. With a token it stores only while that token holds
+// the lease; it reports whether it stored. With an empty token (Set) it
+// always stores, and revokes any lease.
+//
+// A commit Redis refuses to store (out of memory, a replica) returns an
+// error wrapping ErrWriteRefused; the lease was handed back and waiters got
+// the value inline, or were told to load it.
+func (s *store) commit(ctx context.Context, n wire.Names, token string, w entryWrite) (bool, error) {
+	res, err := s.commitHeld(ctx, n, holder{token: token}, w)
+	return res != wire.CommitRejected, err
+}
+
+// holder is what a load's commit stands on: its lease's token, and what
+// commit.lua needs to tell that lease evicted from revoked (see its
+// header).
+type holder struct {
+	token    string
+	deadline int64 // server ms: the lease cannot have expired before; 0 when the token must hold it
+	seen     int64 // the soft expiry of the entry the lease was taken over; 0 for none
+	// softBy is the latest soft expiry (server ms) the entry may get: for
+	// a soft TTL the loader set, when it ends on the server's clock,
+	// estimated from the lease's grant so that it never runs late. Then
+	// the time the commit spends on its way to Redis is not added to the
+	// TTL. 0 for none: the TTL counts from when the commit runs.
+	softBy int64
+}
+
+// commitHeld is commit, for a load whose lease may have been evicted: h
+// says until when its lease was surely alive, and which entry it was
+// taken over, so that commit.lua can tell an eviction from a revocation.
+func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (wire.Commit, error) {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return wire.CommitRejected, err
+	}
+	payload, flags := s.encode(w)
+	soft, hard := w.ttls()
+	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
+		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
+		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen), optionalMS(h.softBy))
+	if err != nil {
+		return wire.CommitRejected, errorf("commit: %w", err)
+	}
+	wr, err := s.written(res)
+	switch {
+	case err != nil:
+		return wire.CommitRejected, errorf("commit: %w", err)
+	case wire.Commit(wr.Status) == wire.CommitRefused && deniedText(wr.Refusal):
+		// The script's write was refused for want of a right, not of memory.
+		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
+	case wire.Commit(wr.Status) == wire.CommitRefused:
+		if s.hooks.refusedWrite != nil {
+			s.hooks.refusedWrite(wr.Refusal)
+		}
+		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrWriteRefused, wr.Refusal)
+	}
+	return wire.Commit(wr.Status), nil
+}
+
+// optionalMS formats a time in server ms for a script, and 0 (none) as the
+// empty string.
+func optionalMS(t int64) string {
+	if t == 0 {
+		return ""
+	}
+	return strconv.FormatInt(t, 10)
+}
+
+// written decodes the reply of a script that writes and publishes
+// (wire.Written). A notice that could not be published (no channel rights)
+// does not undo the write: it is reported to hooks.noticeFailed.
+func (s *store) written(res any) (wire.Written, error) {
+	w, err := wire.ParseWritten(res)
+	if err == nil && w.NoticeError != "" && s.hooks.noticeFailed != nil {
+		s.hooks.noticeFailed(errors.New(w.NoticeError))
+	}
+	return w, err
+}
+
+// renew extends h's lease by ttl (renew.lua), unless it reaches the server
+// after deadline (server ms). A lease found missing before h.deadline, over
+// the entry it was taken over (h.seen), was evicted, and is taken again.
+func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
+	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
+		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
+	if err != nil {
+		return wire.RenewLost, errorf("renew lease: %w", err)
+	}
+	v, _ := res.(int64)
+	return wire.Renewal(v), nil
+}
+
+// releaseArgs say how release.lua hands a lease back.
+type releaseArgs struct {
+	notice string        // published when not empty
+	hold   time.Duration // > 0: keep refreshes off this long (a backoff marker replaces the lease)
+	mark   bool          // flag the entry: its last refresh failed
+}
+
+// release hands the lease back if token still holds it (release.lua).
+func (s *store) release(ctx context.Context, n wire.Names, token string, a releaseArgs) (bool, error) {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return false, err
+	}
+	mark := 0
+	if a.mark {
+		mark = 1
+	}
+	hold := int64(0)
+	if a.hold > 0 {
+		hold = ms(a.hold)
+	}
+	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, token, pub, a.notice, hold, mark)
+	if err != nil {
+		return false, errorf("release lease: %w", err)
+	}
+	wr, err := s.written(res)
+	if err != nil {
+		return false, errorf("release lease: %w", err)
+	}
+	return wr.Status == 1, nil
+}
+
+// delete invalidates n (delete.lua).
+func (s *store) delete(ctx context.Context, n wire.Names) error {
+	return s.deleteAs(ctx, n, false)
+}
+
+// deleteAs is delete; recovery as for callAs.
+func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error {
+	pub, err := s.publishCommand(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
+	if err == nil {
+		_, err = s.written(res)
+	}
+	if err != nil {
+		return errorf("delete: %w", err)
+	}
+	return nil
+}
+
+// get reads an entry without taking a lease: its value (decoded) and what it
+// caches. ok is false when there is no entry.
+func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
+	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, largeReply)
+	if errors.Is(err, redis.Nil) {
+		return nil, wire.Value, false, nil
+	}
+	if err != nil {
+		return nil, wire.Value, false, errorf("get: %w", err)
+	}
+	r, err := wire.ParseRead(res)
+	if err != nil {
+		return nil, wire.Value, false, errorf("get: %w", err)
+	}
+	payload, f := r.Payload, r.Flags
+	if payload == nil {
+		if payload, f, ok, err = s.read(ctx, n, r.Size); err != nil || !ok {
+			return nil, wire.Value, false, err
+		}
+	}
+	if value, err = s.decode(payload, f); err != nil {
+		return nil, wire.Value, false, errorf("get %q: %w", n.Entry, err)
+	}
+	return value, f.Kind, true, nil
+}
+
+// fractionalMS formats d in milliseconds with microsecond precision, so
+// that XFetch sees loads shorter than a millisecond too.
+func fractionalMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
+}
+
+// ms rounds d up to whole milliseconds, at least 1: Redis rejects a 0 TTL.
+func ms(d time.Duration) int64 {
+	m := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(m), 1)
+}

@@ -1,0 +1,101 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/corralhq/corral/internal/near"
+)
+
+// Fetch is the typed form of Cache.Fetch: values are encoded with the
+// Cache's Codec (JSON by default). It returns T's zero value with any error.
+// A cached entry that does not decode as T (written by an earlier release,
+// say) is taken as missing: it is reloaded once, under the lease as usual,
+// and stored anew (Stats.DecodeFailures counts it; a warning is logged once
+// per key); a freshly loaded value that does not decode returns the codec's
+// error, wrapped. Options.CodecVersion spares a new release from even trying
+// to decode old entries. With the near cache on, a copy is kept decoded, per
+// key and per type T, so a near hit does not decode again: treat the value
+// returned as read-only, as it may be shared with other callers (its slices,
+// maps and pointers).
+func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	if c.tracer != nil {
+		return traced(c, ctx, key, func(ctx context.Context) (T, error) { return fetchTyped(ctx, c, key, ttl, load) })
+	}
+	return fetchTyped(ctx, c, key, ttl, load)
+}
+
+// fetchTyped is Fetch[T], without a Tracer's scope.
+func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
+		return zero, c.refused(ctx, key, err)
+	}
+	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
+	var typ reflect.Type
+	if c.near != nil {
+		typ = reflect.TypeFor[T]()
+		if e, ok := c.nearGet(near.Key{Key: key, Type: typ}, &h); ok {
+			c.nearHit(ctx, key)
+			if e.Err != nil {
+				return zero, e.Err
+			}
+			return e.Val.(T), nil
+		}
+	}
+	h.draw(c)
+	encoded := func(ctx context.Context) ([]byte, error) {
+		v, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.opts.Codec.Marshal(v)
+		if err != nil {
+			return nil, errorf("encode %T: %w", v, err)
+		}
+		return b, nil
+	}
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h)
+	c.count(ctx, key, a.out)
+	if err != nil {
+		return zero, err
+	}
+	if a.err != nil {
+		c.keepNear(key, typ, keep, nil, a.err, 0)
+		return zero, a.err
+	}
+	c.keepNear(key, typ, keep, v, nil, len(a.val))
+	return v, nil
+}
+
+// fromRedisAs is fromRedis for Fetch[T], and the answer's value decoded as
+// T; err is the codec's. A cached entry that does not decode is taken as
+// missing, and asked for once more: a is then the second answer, the one
+// the call counts.
+func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
+	a, keep = c.fromRedis(ctx, key, l, h)
+	if a.err != nil {
+		return v, a, keep, nil
+	}
+	if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
+		return v, a, keep, nil
+	}
+	if a.soft == 0 {
+		return v, a, keep, errorf("decode %q as %T: %w", key, v, err) // a fresh load
+	}
+	// A cached entry that does not decode: a miss, reloaded once.
+	c.decodeFailed(key, fmt.Sprintf("%T", v))
+	h.skip = a.soft
+	var zero T
+	v = zero
+	if a, keep = c.fromRedis(ctx, key, l, h); a.err != nil {
+		return v, a, keep, nil
+	}
+	if err = c.opts.Codec.Unmarshal(a.val, &v); err != nil {
+		return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
+	}
+	return v, a, keep, nil
+}
