@@ -8,42 +8,80 @@
 // # What is stored, and for how long
 //
 // The origin's headers decide, by RFC 9111 (HTTP Caching) for a shared
-// cache and RFC 5861 (stale-while-revalidate, stale-if-error); the
-// Cache-Control header is parsed with github.com/pquerna/cachecontrol.
-// Each response becomes a corral.Entry whose TTL is its freshness lifetime
-// (s-maxage, else max-age, else Expires minus Date, less the Age it came
-// with) and whose stale window is the larger of stale-while-revalidate and
-// stale-if-error (none with must-revalidate, proxy-revalidate or s-maxage).
-// A response without explicit freshness is stored for
-// Options.DefaultTTL when its status is heuristically cacheable, and not
-// at all when DefaultTTL is 0.
+// cache, RFC 5861 (stale-while-revalidate, stale-if-error) and RFC 9213
+// (targeted cache control), parsed strictly: Cache-Control by the RFC 9110
+// list grammar (cachecontrol.go), HTTP-dates by their three formats only
+// (httpdate.go; not net/http's lenient ParseTime), CDN-Cache-Control as
+// an RFC 8941 dictionary (github.com/dunglas/httpsfv). The first valid,
+// non-empty targeted field among Options.TargetedCacheControl and
+// CDN-Cache-Control replaces Cache-Control and Expires; an invalid one is
+// ignored whole. Each response becomes a corral.Entry whose TTL is its
+// freshness lifetime (s-maxage, else max-age, else Expires minus Date)
+// less its age (the Age it came with, the first member of an Age list,
+// and the time since it was requested) and whose
+// stale window is its stale-while-revalidate (none with must-revalidate,
+// proxy-revalidate or s-maxage). A response whose freshness the RFCs call
+// invalid is stale: an Expires that does not parse or is given twice, a
+// max-age or s-maxage that is not a delta-seconds or is given twice; it
+// goes to the requests of its load and is not stored. A Date that does not
+// parse counts as the time received. A response without explicit
+// freshness, of a heuristically cacheable status (RFC 9110 section 15.1)
+// or public, gets heuristic freshness (RFC 9111 section 4.2.2) when it has
+// a valid Last-Modified: a tenth of the time from that to its Date, at
+// most Options.HeuristicMaxTTL (24h; Options.DisableHeuristicFreshness
+// turns it off); without one, Options.DefaultTTL; when that is 0, it is
+// not stored.
 //
-// Not stored: no-store, private, Vary: *, 206 and 304, responses with
-// Set-Cookie (unless Options.CacheSetCookie), 5xx (unless
-// Options.CacheServerErrors), responses over Options.MaxBodyBytes, and
+// Not stored: no-store, private (qualified or not), Vary: * (or a Vary
+// naming a header never forwarded: hop-by-hop, conditional, Range), 206 and
+// 304, responses with Set-Cookie (unless Options.CacheSetCookie), 5xx
+// (unless Options.CacheServerErrors), responses over Options.MaxBodyBytes,
 // responses to a request with Authorization unless they are public, have
-// s-maxage or must-revalidate (RFC 9111 section 3.5; see the key, below).
-// A response that may not be shared is given to its own request only
-// (X-Cache: MISS): the requests that waited for it are passed to the
-// origin each on its own, and the URL passes for Options.PassTTL (a pass
-// marker is stored: "hit-for-pass"), so that later requests do not queue
-// behind one load each. A no-cache response is shared with the requests of its
-// load, then revalidated for the next.
+// s-maxage or must-revalidate (RFC 9111 section 3.5; see the key, below),
+// and whatever a load fetches for a request saying Cache-Control: no-store
+// (section 5.2.1.5). A response that may not be shared is given to its own
+// request only (X-Cache: MISS): the requests that waited for it are passed
+// to the origin each on its own, and the URL passes for Options.PassTTL (a
+// pass marker is stored: "hit-for-pass"), so that later requests do not
+// queue behind one load each. A malformed Cache-Control (one that does not
+// parse, where a private may hide) counts as such a response. A no-cache
+// response is shared with the requests of its load, then revalidated for
+// the next.
 //
 // # Stale responses and revalidation
 //
-// Inside a response's stale window it is served stale (X-Cache: STALE)
-// while one request across the fleet revalidates it in the background, and
-// while the origin fails (a 5xx or no answer). RFC 5861 lets stale-if-error
-// serve stale only once a revalidation failed; here both windows serve
-// stale at once while one revalidation runs, which never makes a client
-// wait. A load sends the origin If-None-Match and If-Modified-Since from
-// the response it replaces, when that has an ETag or Last-Modified; a 304
-// refreshes the stored headers and freshness and keeps the body. A
-// response with validators but no stale window (or no-cache) is kept as a
-// second copy for Options.RevalidateKeep past its freshness, so that it can
-// still be revalidated after it expires. A client's own If-None-Match
-// that matches a stored response's ETag gets 304 from the cache.
+// The two RFC 5861 windows are kept apart. Inside its stale-while-revalidate
+// window a response is served stale (X-Cache: STALE) while one request
+// across the fleet revalidates it in the background: that window is the
+// corral entry's stale window. Past it, the entry is gone and the next
+// request's load asks the origin; only when that fails (no answer within
+// Options.OriginTimeout, a broken connection, or 500, 502, 503, 504) is
+// the response served stale, inside its stale-if-error window, to the
+// requests of that load, and never stored, so that the next request asks
+// the origin again. While the origin answers, nothing is served stale past
+// the stale-while-revalidate window. For this the response is kept as a
+// second copy, under a key of its own, for its freshness plus its
+// stale-if-error window when that is the longer.
+//
+// A load sends the origin If-None-Match and If-Modified-Since from the
+// response it replaces, when that has an ETag or Last-Modified; a 304
+// refreshes the stored headers and freshness and keeps the body, but only
+// when it is about that response (RFC 9111 section 4.3.4: its ETag
+// matches, or without one its Last-Modified); a 304 naming another ETag
+// refreshes nothing, and the response is fetched whole. A response with
+// validators but no stale-while-revalidate window (or no-cache) is kept as
+// the second copy for Options.RevalidateKeep past its freshness, so that
+// it can still be revalidated after it expires.
+//
+// A client's preconditions and ranges are answered from a stored 200
+// (respond.go; RFC 9110 sections 13 and 14): If-None-Match (a list, commas
+// inside quotes kept) matching its ETag, or without If-None-Match an
+// If-Modified-Since (one HTTP-date, parsed strictly) no earlier than its
+// Last-Modified (or Date), gets 304; a GET with one byte range gets 206
+// and Content-Range, or 416 when the range is past the end; several
+// ranges, a Range that does not parse, or an If-Range that does not match
+// (a strong ETag, or a Last-Modified at least 60 s before the Date), the
+// whole response. Such a response says Accept-Ranges: bytes.
 //
 // # The cache key, and what the origin is sent
 //
@@ -54,40 +92,81 @@
 // (default none) and Authorization are forwarded, so no other header
 // (X-Forwarded-Host, Cookie, X-Original-URL...) can change a response
 // that others will be served: the classic cache-poisoning vectors do not
-// reach the origin. A Vary header can only name headers the origin was
-// sent, which are in the key already.
+// reach the origin, unless the origin names them in a Vary.
+//
+// Vary (RFC 9111 section 4.1; vary.go): a response is never served to a
+// request whose Vary'd headers differ from those it was fetched with. The
+// URL's key is loaded with the forwarded headers only, so a response that
+// varies on another header (Foo) is the variant for requests without Foo,
+// and is stored as such. A request with Foo then goes on to its variant's
+// key, which holds Foo's value, normalised (lines combined, whitespace
+// around commas dropped; names compared case-insensitively), and whose
+// loads and revalidations send Foo to the origin. Each distinct value
+// costs its own origin request and entry: a Vary: Cookie makes each
+// cookie a variant, the origin then sent it. A response varying on Foo
+// that is shared but not stored (no-cache, stale) leaves a vary marker
+// for PassTTL, sending every request to its variant. The variants' keys
+// hold an identifier of the URL's response, so an invalidation, which
+// deletes that response, leaves every variant behind, unreachable.
 //
 // Authorization's value is not in the key, but whether a request carries
 // one is: requests with Authorization have entries of their own, apart from
 // the anonymous requests'. Among them, RFC 9111 section 3.5 decides what
-// is stored and shared (public, s-maxage or must-revalidate), and a
-// response that may not be shared goes to its own request only and leaves
-// no pass marker. So a request with any Authorization, a made-up one
-// included, can never turn caching or coalescing off for anyone else, nor
-// have the anonymous requests' entries refreshed with its credentials.
-// A client's Cache-Control (no-cache, max-age=0) is not followed: it would
-// let any client send every request to the origin, the stampede this
-// package exists to stop.
+// is stored and shared (public, s-maxage or must-revalidate; never a
+// response that varies on Authorization), and a response that may not be
+// shared goes to its own request only and leaves no pass marker. So a
+// request with any Authorization, a made-up one included, can never turn
+// caching or coalescing off for anyone else, nor have the anonymous
+// requests' entries refreshed with its credentials. A client's
+// Cache-Control is not followed (no-cache, max-age=0 would let any client
+// send every request to the origin, the stampede this package exists to
+// stop), but for no-store, which only keeps what the client's own load
+// fetches out of Redis.
 //
 // # Answers
 //
-// Every response carries X-Cache: HIT (fresh, from the cache: Redis, the
-// near cache, or while Redis cannot be used this process's memory), STALE,
-// MISS (fetched from the origin for this request), COALESCED (fetched for
-// another request, in this process or another, that this one waited for)
-// or PASS (not through the cache: methods other than GET and HEAD, which
-// are proxied as they are, and responses that may not be shared). An
-// unsafe method (POST, PUT, DELETE...) that the origin answers without an
-// error invalidates the stored response of its URL (RFC 9111 section 4.4;
-// the variant its forwarded headers select). Errors
-// the Handler makes up have a one-line text body and no X-Cache: 400 for a
-// GET or HEAD with a body, 414 for a request URI over Options.MaxURLBytes,
-// 502 when the origin fails (no connection, a body cut short, or a 5xx
-// that the request waited for in another process; the body names no host
-// or error, which are logged instead), 503 after Close, 504
-// when the origin does not answer within Options.OriginTimeout. A 5xx
-// that is not stored goes to the requests of its load as it is, unless a
-// stale response can be served instead. Nothing partial is ever stored.
+// Every response the cache serves carries X-Cache: HIT (fresh, from the
+// cache: Redis, the near cache, or while Redis cannot be used this
+// process's memory), STALE (inside its stale-while-revalidate window, or
+// while the origin fails), MISS (fetched from the origin for this
+// request), COALESCED (fetched for another request, in this process or
+// another, that this one waited for) or PASS (not through the cache:
+// methods other than GET and HEAD, which are proxied as they are, and
+// responses that may not be shared). An unsafe method (POST, PUT,
+// DELETE...) that the origin answers without an error invalidates the
+// stored responses of its URL (RFC 9111 section 4.4: those its forwarded
+// headers select, and their Vary variants).
+//
+// It carries the same in RFC 9211's terms, as a Cache-Status member naming
+// the cache (Options.CacheName, "corral") appended to the origin's (the
+// list runs from the origin to the client; status.go): "corral; hit"
+// (HIT), "corral; hit; detail=stale" (STALE, while it is revalidated),
+// "corral; fwd=stale; fwd-status=503" or "...; detail=origin-error" (STALE
+// because the origin failed), "corral; fwd=uri-miss; stored" (MISS;
+// fwd=stale when an expired response was revalidated or replaced, with
+// fwd-status=304 when a 304 refreshed it; stored when it was),
+// "corral; fwd=uri-miss; collapsed" (COALESCED), "corral; fwd=bypass"
+// (PASS) or "corral; fwd=method" (PASS, another method). Via gets
+// "1.1 corral" (the protocol received, and the cache's name) appended, on
+// each response and on each request sent to the origin (to the client's
+// own Via when that is a forwarded header). A 1xx the origin
+// sends (103 Early Hints) reaches the client whose own load or pass asked
+// for it (informational.go). Options.AccessLog, when set, gets one record
+// per request (accesslog.go), never with a header or the query.
+//
+// Errors the Handler makes up have a one-line text body and no X-Cache,
+// Cache-Status or Via (RFC 9211 section 2: not on a response it
+// generates): 400 for a GET or HEAD with a body, 414 for a request URI
+// over Options.MaxURLBytes, 502 when the origin fails (no connection, a
+// body cut short, or a 5xx that the request waited for in another process;
+// the body names no host or error, which are logged instead), 503 after
+// Close, 504 when the origin does not answer within Options.OriginTimeout.
+// A 5xx that is not stored goes to the requests of its load as it is,
+// unless a stale response can be served instead. Nothing partial is ever
+// stored. A response with a Transfer-Encoding Go's client refuses
+// (anything but chunked alone) is fetched again over a connection of its
+// own and decoded (gzip, deflate; codings.go); one it cannot decode gets
+// 502, the log naming the coding.
 //
 // # Redis faults
 //

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/corralhq/corral v0.0.0
-	github.com/pquerna/cachecontrol v0.2.0
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 )

@@ -32,10 +32,33 @@ type Options struct {
 	Cache *corral.Options
 
 	// DefaultTTL is how long a response without explicit freshness (no
-	// max-age, s-maxage or Expires), but of a status RFC 9110 calls
-	// heuristically cacheable (200, 203, 204, 300, 301, 308, 404, 405,
-	// 410, 414, 501), is fresh. Default 0: such responses are not stored.
+	// max-age, s-maxage or Expires) nor heuristic freshness (see
+	// HeuristicMaxTTL), but of a status RFC 9110 calls heuristically
+	// cacheable (200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501)
+	// or public, is fresh. Default 0: such responses are not stored.
 	DefaultTTL time.Duration
+
+	// HeuristicMaxTTL caps the heuristic freshness (RFC 9111 section
+	// 4.2.2) of a response without explicit freshness but with a valid
+	// Last-Modified, of a heuristically cacheable status or public: 10% of
+	// the time from its Last-Modified to its Date, at most this. It ranks
+	// before DefaultTTL. Default 24h.
+	HeuristicMaxTTL time.Duration
+
+	// DisableHeuristicFreshness gives no response heuristic freshness:
+	// those without explicit freshness get DefaultTTL, or are not stored.
+	DisableHeuristicFreshness bool
+
+	// CacheName names this cache in the Cache-Status (RFC 9211) and Via
+	// (RFC 9110 section 7.6.3) headers it adds: a token starting with a
+	// letter. Default "corral".
+	CacheName string
+
+	// AccessLog, when set, receives one record per request, at level Info:
+	// its method, path (without the query, which may hold tokens), status,
+	// X-Cache value (or ERROR, GONE), bytes of body sent, duration and the
+	// client's address; never a header. Default none.
+	AccessLog *slog.Logger
 
 	// MaxBodyBytes is the largest body, in bytes, stored. A larger response
 	// is not stored: the load stops reading it at the limit and hands it to
@@ -59,9 +82,18 @@ type Options struct {
 	// costs its own origin request: browsers send many different Accept
 	// and Accept-Language values, so list only headers the origin needs.
 	// Hop-by-hop and conditional headers (If-None-Match, Range...) are
-	// never forwarded; Authorization always is (see the package doc).
-	// Default none.
+	// never forwarded; Authorization always is; the headers a response's
+	// Vary names are, and are keyed, for that URL's variants (see the
+	// package doc). Default none.
 	ForwardHeaders []string
+
+	// TargetedCacheControl names a response header that this cache follows
+	// ahead of CDN-Cache-Control and Cache-Control (RFC 9213), so that the
+	// origin can speak to it alone: "Corral-Cache-Control", say. It holds
+	// cache directives as a Structured Fields Dictionary ("max-age=60,
+	// stale-while-revalidate=30"); an invalid or empty one is ignored.
+	// Default none: CDN-Cache-Control, then Cache-Control.
+	TargetedCacheControl string
 
 	// CacheSetCookie stores responses that carry Set-Cookie (with it).
 	// Default false: they are passed to their own request only.
@@ -79,20 +111,24 @@ type Options struct {
 	// through the cache again ("hit-for-pass"). Default 10s.
 	PassTTL time.Duration
 
-	// RevalidateKeep is how long past its freshness and stale window a
-	// copy of a response with validators (ETag, Last-Modified) is kept,
-	// when the response has no stale window or is no-cache, so that the
-	// next load asks the origin with If-None-Match / If-Modified-Since and
-	// a 304 refreshes it without the body. It costs a second copy in Redis
-	// for such responses. Default 10m.
+	// RevalidateKeep is how long past its freshness a copy of a response
+	// with validators (ETag, Last-Modified) is kept, when the response has
+	// no stale-while-revalidate window or is no-cache, so that the next
+	// load asks the origin with If-None-Match / If-Modified-Since and a 304
+	// refreshes it without the body. It costs a second copy in Redis for
+	// such responses. Default 10m. (A response whose stale-if-error window
+	// is longer than its stale-while-revalidate one is kept as that copy
+	// for its stale-if-error window, whatever RevalidateKeep.)
 	RevalidateKeep time.Duration
 
-	// DisableRevalidateKeep keeps no such copy: such responses are fetched
-	// whole once they expire.
+	// DisableRevalidateKeep keeps no copy for revalidation: such responses
+	// are fetched whole once they expire.
 	DisableRevalidateKeep bool
 
 	// Transport sends the requests to the origin. Default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport. When it is an *http.Transport, a response with
+	// a Transfer-Encoding it does not read (anything but chunked) is
+	// fetched again over a connection of its own and decoded (codings.go).
 	Transport http.RoundTripper
 
 	// Logger receives warnings and debug events. Default slog.Default().
@@ -105,11 +141,13 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxBodyBytes   = 8 << 20
-	DefaultMaxURLBytes    = 8 << 10
-	DefaultOriginTimeout  = 30 * time.Second
-	DefaultPassTTL        = 10 * time.Second
-	DefaultRevalidateKeep = 10 * time.Minute
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultMaxURLBytes     = 8 << 10
+	DefaultOriginTimeout   = 30 * time.Second
+	DefaultPassTTL         = 10 * time.Second
+	DefaultRevalidateKeep  = 10 * time.Minute
+	DefaultHeuristicMaxTTL = 24 * time.Hour
+	DefaultCacheName       = "corral"
 )
 
 // ErrInvalidOptions is wrapped by New's errors about its Options.
@@ -143,7 +181,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h.client = &http.Client{
-		Transport:     o.Transport,
+		Transport:     withCodings(o.Transport),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	h.proxy = h.newProxy()
@@ -165,7 +203,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Origin %q has no host", ErrInvalidOptions, o.Origin.Redacted())
 	case o.Origin.RawQuery != "" || o.Origin.Fragment != "":
 		return o, fmt.Errorf("%w: Origin %q: a query or fragment has no place there", ErrInvalidOptions, o.Origin.Redacted())
-	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0:
+	case o.TargetedCacheControl != "" && !isToken(o.TargetedCacheControl):
+		return o, fmt.Errorf("%w: TargetedCacheControl %q is not a header name", ErrInvalidOptions, o.TargetedCacheControl)
+	case o.CacheName != "" && !isCacheName(o.CacheName):
+		return o, fmt.Errorf("%w: CacheName %q is not a token starting with a letter", ErrInvalidOptions, o.CacheName)
+	case o.DefaultTTL < 0 || o.MaxBodyBytes < 0 || o.MaxURLBytes < 0 || o.OriginTimeout < 0 || o.PassTTL < 0 || o.RevalidateKeep < 0 ||
+		o.HeuristicMaxTTL < 0:
 		return o, fmt.Errorf("%w: durations and sizes may not be negative", ErrInvalidOptions)
 	}
 	u := *o.Origin
@@ -178,8 +221,15 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.OriginTimeout, DefaultOriginTimeout)
 	def(&o.PassTTL, DefaultPassTTL)
 	def(&o.RevalidateKeep, DefaultRevalidateKeep)
+	def(&o.HeuristicMaxTTL, DefaultHeuristicMaxTTL)
 	if o.DisableRevalidateKeep {
 		o.RevalidateKeep = 0
+	}
+	if o.DisableHeuristicFreshness {
+		o.HeuristicMaxTTL = 0
+	}
+	if o.CacheName == "" {
+		o.CacheName = DefaultCacheName
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

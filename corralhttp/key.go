@@ -17,8 +17,8 @@ import (
 // the path and query, and every request header that is forwarded, name and
 // values. A header not in Options.ForwardHeaders is not sent to the
 // origin, so it cannot change the response (X-Forwarded-Host, the classic
-// vector, included). A response's Vary can only name headers the origin
-// was sent, which are all in the key already; "Vary: *" is not stored.
+// vector, included), unless a response's Vary names it: then it is sent
+// for that URL's variants, and is in their keys (vary.go).
 //
 // Authorization is the one header sent whose value is not keyed: RFC 9111
 // section 3.5 says when a stored response may answer a request that
@@ -34,7 +34,12 @@ type request struct {
 	header http.Header // the headers forwarded (and Authorization)
 	auth   bool        // the request carries Authorization
 	key    string      // the corral key of its response
-	vkey   string      // the corral key of its validator copy
+	vkey   string      // the corral key of its second copy (for revalidation, stale-if-error)
+	vary   []string    // for a variant: the Vary'd headers its key holds, beyond the URL's
+	proto  string      // the protocol version of the client's request, for Via (not keyed)
+	// noStore: the request says no-store (RFC 9111 section 5.2.1.5), so
+	// nothing its load fetches is stored.
+	noStore bool
 }
 
 // outgoing builds what r becomes at the origin, and its keys.
@@ -57,16 +62,23 @@ func (h *Handler) outgoing(r *http.Request) request {
 			b.WriteString(v)
 		}
 	}
-	req := request{url: u, path: r.URL.Path, header: out}
+	req := request{url: u, path: r.URL.Path, header: out, noStore: hasToken(r.Header.Values("Cache-Control"), "no-store"),
+		proto: protoVersion(r.ProtoMajor, r.ProtoMinor)}
 	if a := r.Header.Values("Authorization"); len(a) > 0 {
 		out["Authorization"] = slices.Clone(a)
 		req.auth = true
 		b.WriteString("\nAuthorization")
 	}
-	sum := sha256.Sum256([]byte(b.String()))
-	id := base64.RawURLEncoding.EncodeToString(sum[:])
-	req.key, req.vkey = "http:"+id, "http-v:"+id
+	req.key, req.vkey = keysOf(b.String())
 	return req
+}
+
+// keysOf returns the corral keys of a response, and of its second copy,
+// for what identifies it.
+func keysOf(what string) (key, vkey string) {
+	sum := sha256.Sum256([]byte(what))
+	id := base64.RawURLEncoding.EncodeToString(sum[:])
+	return "http:" + id, "http-v:" + id
 }
 
 // target is the origin URL for a request URL: the origin's scheme and

@@ -1,6 +1,7 @@
 package corralhttp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 )
 
 // statusError is a load's error for an origin's 5xx response that is not
-// stored: the requests of the load are answered with it, and a stale
-// response the origin allowed for errors is served instead where there is
-// one (stale-if-error).
+// stored: the requests of the load are answered with it, unless a stale
+// response may be served instead (stale-if-error).
 type statusError struct{ s *stored }
 
 func (e *statusError) Error() string {
@@ -24,12 +24,17 @@ func (e *statusError) Error() string {
 }
 
 // load fetches req's response from the origin, as corral's loader: the
-// Entry's freshness and stale window are the response's own. A response
-// that may not be shared goes to st's request only, and a pass marker is
-// stored instead.
+// Entry's freshness and stale-while-revalidate window are the response's
+// own. A response that may not be shared goes to st's request only, and a
+// pass marker is stored instead. When the origin fails (no answer in time,
+// or 500, 502, 503, 504), the response it replaces is served stale if it
+// allows that (stale-if-error), to the requests of this load only.
 func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entry, error) {
 	mine := st.loading()
-	prev := h.previous(ctx, req)
+	prev, varyID := h.previous(ctx, req)
+	if mine {
+		ctx = st.forwardEarly(ctx)
+	}
 	s, big, err := h.fetch(ctx, req, prev)
 	switch {
 	case big != nil:
@@ -38,10 +43,42 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 		}
 		return h.passEntry(req), nil
 	case err != nil:
+		if e, ok := staleOnError(prev, 0); ok {
+			return e, nil
+		}
 		return corral.Entry{}, err
+	case failing(s.Status):
+		if e, ok := staleOnError(prev, s.Status); ok {
+			return e, nil
+		}
 	}
-	v := h.opts.decide(s.Status, s.Header, req.auth, time.UnixMilli(s.Received))
-	s.Fresh, s.Stale, s.Auth = v.fresh.Milliseconds(), v.stale.Milliseconds(), v.auth
+	if mine {
+		st.forwarded(prev != nil, s.revalidated)
+	}
+	return h.settle(ctx, req, st, s, varyID, mine)
+}
+
+// forwarded records why st's own load asked the origin (fwdStale: it had
+// an expired response to revalidate or replace) and whether a 304
+// refreshed that response.
+func (st *state) forwarded(hadStale, revalidated bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fwd = fwdURIMiss
+	if hadStale {
+		st.fwd = fwdStale
+	}
+	if revalidated {
+		st.fwdStatus = http.StatusNotModified
+	}
+}
+
+// settle decides what becomes of s, fetched for req: stored, given to the
+// requests of its load, or to st's request only (mine: st's request runs
+// the load).
+func (h *Handler) settle(ctx context.Context, req request, st *state, s *stored, varyID string, mine bool) (corral.Entry, error) {
+	v, beyond := h.verdictFor(req, s)
+	s.Fresh, s.Stale, s.StaleIfError, s.Auth = v.fresh.Milliseconds(), v.swr.Milliseconds(), v.sie.Milliseconds(), v.auth
 	if !v.share {
 		h.log.Debug("corral: response not shared", "path", req.path, "why", v.why)
 		if s.Status >= 500 {
@@ -54,19 +91,81 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 		}
 		return h.passEntry(req), nil
 	}
+	if len(beyond) > 0 {
+		s.VaryID = cmp.Or(varyID, newVaryID())
+	}
+	b, err := s.encode()
+	switch {
+	case err != nil:
+		return corral.Entry{}, err
+	case req.noStore:
+		return corral.Entry{Value: b}, nil // for the requests of this load only
+	}
+	h.keepSecondCopy(ctx, req, s, v, b)
+	switch {
+	case !v.store && len(beyond) > 0:
+		m := varyMarker{Names: beyond, ID: s.VaryID}
+		return corral.Entry{Value: m.encode(), TTL: h.opts.PassTTL, StaleTTL: -1}, nil
+	case !v.store:
+		return corral.Entry{Value: b}, nil // no-cache, stale: for the requests of this load only
+	}
+	e := freshFor(b, v, time.UnixMilli(s.Received))
+	if mine && e.TTL > 0 {
+		st.mu.Lock()
+		st.stored = true
+		st.mu.Unlock()
+	}
+	return e, nil
+}
+
+// freshFor is the Entry storing b, the response received at received with
+// verdict v, for what is left of its freshness and stale-while-revalidate
+// window now that it has been read and kept: not stored when nothing is.
+func freshFor(b []byte, v verdict, received time.Time) corral.Entry {
+	left := v.fresh - time.Since(received)
+	end := left + v.swr // its stale window's end, from now
+	switch {
+	case end <= time.Millisecond:
+		return corral.Entry{Value: b} // expired while it was read: for the requests of this load only
+	case left <= 0:
+		return corral.Entry{Value: b, TTL: time.Millisecond, StaleTTL: end - time.Millisecond}
+	case v.swr == 0:
+		return corral.Entry{Value: b, TTL: left, StaleTTL: -1}
+	}
+	return corral.Entry{Value: b, TTL: left, StaleTTL: v.swr}
+}
+
+// verdictFor is the policy's verdict on s, fetched for req, and the names
+// s's Vary lists beyond the URL's key (vary.go), for the URL's own key; a
+// variant's response that varies on a header its key does not hold may
+// not be shared.
+func (h *Handler) verdictFor(req request, s *stored) (verdict, []string) {
+	v := h.opts.decide(s.Status, s.Header, req.auth, time.UnixMilli(s.Received))
+	names, _ := varyOf(s.Header)
+	beyond := h.beyondKey(names)
+	if req.vary == nil {
+		return v, beyond
+	}
+	if v.share && !covers(req.vary, beyond) {
+		v = verdict{why: "Vary names a header its variant's key does not hold"}
+	}
+	return v, nil
+}
+
+// staleOnError returns the Entry serving prev stale, marked OnError, when
+// the origin failed (with status, or 0 for no answer) and prev allows it;
+// not stored, so that the next request asks the origin again.
+func staleOnError(prev *stored, status int) (corral.Entry, bool) {
+	if prev == nil || !prev.servableOnError(time.Now()) {
+		return corral.Entry{}, false
+	}
+	s := *prev
+	s.OnError, s.FailedStatus = true, status
 	b, err := s.encode()
 	if err != nil {
-		return corral.Entry{}, err
+		return corral.Entry{}, false
 	}
-	h.keepForRevalidation(ctx, req, s, v, b)
-	if !v.store {
-		return corral.Entry{Value: b}, nil // no-cache: for the requests of this load only
-	}
-	stale := v.stale
-	if stale == 0 {
-		stale = -1 // none
-	}
-	return corral.Entry{Value: b, TTL: max(v.fresh, time.Millisecond), StaleTTL: stale}, nil
+	return corral.Entry{Value: b}, true
 }
 
 // passEntry is the Entry of a pass marker for req: stored for PassTTL, or
@@ -79,54 +178,6 @@ func (h *Handler) passEntry(req request) corral.Entry {
 	}
 	return corral.Entry{Value: passMarker, TTL: h.opts.PassTTL, StaleTTL: -1}
 }
-
-// previous returns the stored response a load may revalidate: the entry
-// being refreshed (stale, inside its window), else the validator copy; nil
-// when there is neither or Redis fails or is slow (the load then fetches
-// the whole response). It waits at most lookupTimeout, so that a load
-// failing open over a silent Redis is not delayed further.
-func (h *Handler) previous(ctx context.Context, req request) *stored {
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	for _, key := range []string{req.key, req.vkey} {
-		if key == req.vkey && h.opts.RevalidateKeep == 0 {
-			break
-		}
-		v, err := h.cache.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		if s, pass, err := decode(v); err == nil && !pass {
-			if etag, lm := s.validators(); etag != "" || lm != "" {
-				return s
-			}
-		}
-	}
-	return nil
-}
-
-// keepForRevalidation stores a copy of s (encoded as b) under req's
-// validator key when s has validators and would otherwise be gone when it
-// next needs revalidating: no-cache, or no stale window.
-func (h *Handler) keepForRevalidation(ctx context.Context, req request, s *stored, v verdict, b []byte) {
-	if h.opts.RevalidateKeep == 0 || (!v.revalidate && v.stale > 0) {
-		return
-	}
-	if etag, lm := s.validators(); etag == "" && lm == "" {
-		return
-	}
-	ttl := max(v.fresh, 0) + h.opts.RevalidateKeep
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	if err := h.cache.Set(ctx, req.vkey, b, ttl); err != nil {
-		h.log.Debug("corral: could not keep a response for revalidation", "path", req.path, errAttr(err))
-	}
-}
-
-// lookupTimeout bounds the Redis calls a load makes for revalidation
-// (reading the response it replaces, keeping a validator copy): they are
-// worth a round trip, not a wait.
-const lookupTimeout = 500 * time.Millisecond
 
 // big is a response over MaxBodyBytes, being read: its load hands it to
 // its own request, which streams it to the client, prefix (what the load
@@ -155,7 +206,7 @@ func (st *state) handOver(b *big) bool {
 }
 
 // fetch sends req to the origin, conditional on prev's validators when
-// prev is set, and reads the response: a 304 refreshes prev's headers. A
+// prev has some, and reads the response: a 304 refreshes prev's headers. A
 // response over MaxBodyBytes is returned unread past the limit, as big.
 // The exchange is bounded by OriginTimeout, and by the load (ctx) unless
 // it is handed over as big.
@@ -172,7 +223,9 @@ func (h *Handler) fetch(ctx context.Context, req request, prev *stored) (*stored
 	return s, nil, err
 }
 
-// exchange is fetch's request and response, under ctx.
+// exchange is fetch's request and response, under ctx. A 304 that is not
+// about prev (another ETag: RFC 9111 section 4.3.4) refreshes nothing: the
+// response is then fetched whole.
 func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*stored, *big, error) {
 	out, err := http.NewRequestWithContext(ctx, http.MethodGet, req.url, nil)
 	if err != nil {
@@ -181,15 +234,9 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	for k, vs := range req.header {
 		out.Header[k] = vs
 	}
-	if prev != nil {
-		etag, lm := prev.validators()
-		if etag != "" {
-			out.Header.Set("If-None-Match", etag)
-		}
-		if lm != "" {
-			out.Header.Set("If-Modified-Since", lm)
-		}
-	}
+	appendMember(out.Header, "Via", h.via(req.proto))
+	conditional := prev != nil && setValidators(out.Header, prev)
+	sent := time.Now() // its age counts from here (RFC 9111 section 4.2.3: response_delay)
 	resp, err := h.client.Do(out)
 	if err != nil {
 		h.metrics.origin("error")
@@ -197,10 +244,15 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	}
 	code := strconv.Itoa(resp.StatusCode) // the metric's label, "error" if the body is cut short
 	defer func() { h.metrics.origin(code) }()
-	received := time.Now()
-	if resp.StatusCode == http.StatusNotModified && prev != nil {
+	if resp.StatusCode == http.StatusNotModified && conditional {
 		resp.Body.Close()
-		return refreshed(prev, resp.Header, received), nil, nil
+		if !selects(resp.Header, prev) {
+			h.log.Debug("corral: a 304 names another response; fetching it whole", "path", req.path)
+			return h.exchange(ctx, req, nil)
+		}
+		s := refreshed(prev, resp.Header, sent)
+		s.revalidated = true
+		return s, nil, nil
 	}
 	if resp.ContentLength > h.opts.MaxBodyBytes {
 		return nil, &big{resp: resp}, nil
@@ -216,8 +268,11 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	}
 	resp.Body.Close()
 	s := &stored{body: body}
-	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), received.UnixMilli()
+	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), sent.UnixMilli()
 	s.Age = int64(ageOf(resp.Header) / time.Second)
+	if p := protoVersion(resp.ProtoMajor, resp.ProtoMinor); p != "1.1" {
+		s.Proto = p
+	}
 	return s, nil, nil
 }
 
@@ -234,20 +289,6 @@ func originError(part string, err error) error {
 		err = ue.Err
 	}
 	return fmt.Errorf("%w (%s): %w", errOrigin, part, err)
-}
-
-// refreshed is prev updated by a 304's headers (RFC 9111 section 4.3.4),
-// received at now.
-func refreshed(prev *stored, h http.Header, now time.Time) *stored {
-	s := &stored{meta: prev.meta, body: prev.body}
-	s.Header = prev.Header.Clone()
-	for k, vs := range storedHeader(h) {
-		if k != "Content-Length" {
-			s.Header[k] = vs
-		}
-	}
-	s.Received, s.Age = now.UnixMilli(), int64(ageOf(h)/time.Second)
-	return s
 }
 
 // storedHeader is h without its hop-by-hop headers (those listed in its

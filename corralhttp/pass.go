@@ -13,27 +13,21 @@ import (
 // Passing a request: methods other than GET and HEAD, and URLs whose
 // responses may not be shared, go to the origin as they are, streamed by
 // net/http/httputil's ReverseProxy, with the same header rules as a load:
-// the forwarded headers, Authorization, and (for a request with a body)
-// Content-Type. Nothing is stored.
+// the forwarded headers, Authorization, (for a request with a body)
+// Content-Type, and for a request passed at its variant's key the
+// headers the variant is keyed on (vary.go); and, since nothing is stored,
+// a GET's Range and If-Range, so that the origin answers them itself.
+// Each is sent with Via, and answered with Cache-Status: fwd=bypass, or
+// fwd=method for a method other than GET and HEAD.
 
 // newProxy returns the Handler's pass-through proxy.
 func (h *Handler) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(h.origin)
-			in := pr.In.Header
-			out := make(http.Header, len(h.forward)+2)
-			for _, name := range append([]string{"Authorization", "Content-Type"}, h.forward...) {
-				if vs := in.Values(name); len(vs) > 0 {
-					out[name] = vs
-				}
-			}
-			pr.Out.Header = out
-		},
+		Rewrite:   h.rewrite,
 		Transport: h.client.Transport,
 		ModifyResponse: func(resp *http.Response) error {
 			h.metrics.origin(strconv.Itoa(resp.StatusCode))
-			resp.Header.Set("X-Cache", Pass)
+			h.mark(resp.Header, passed(resp.Request.Method), protoVersion(resp.ProtoMajor, resp.ProtoMinor))
 			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
 				h.invalidate(resp.Request.Context(), inv)
 			}
@@ -52,6 +46,27 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 	}
 }
 
+// rewrite makes a passed request's pr.Out: see above.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(h.origin)
+	in := pr.In.Header
+	out := make(http.Header, len(h.forward)+3)
+	names := append([]string{"Authorization", "Content-Type"}, h.forward...)
+	if vary, ok := pr.In.Context().Value(varyKey{}).([]string); ok {
+		names = append(names, vary...)
+	}
+	if pr.In.Method == http.MethodGet {
+		names = append(names, "Range", "If-Range")
+	}
+	for _, name := range names {
+		if vs := in.Values(name); len(vs) > 0 {
+			out[name] = vs
+		}
+	}
+	appendMember(out, "Via", h.via(protoVersion(pr.In.ProtoMajor, pr.In.ProtoMinor)))
+	pr.Out.Header = out
+}
+
 var errPassTimeout = errors.New("corralhttp: OriginTimeout")
 
 // pass sends r to the origin and streams the answer back, within
@@ -64,10 +79,14 @@ func (h *Handler) pass(w http.ResponseWriter, r *http.Request) {
 
 type invalidateKey struct{}
 
+// varyKey is the context key of the Vary'd headers a request passed at its
+// variant's key is sent with.
+type varyKey struct{}
+
 // passUnsafe passes a request of another method than GET or HEAD, and
 // when the origin's answer is not an error, invalidates the stored
-// response of its URL (RFC 9111 section 4.4): the variant its forwarded
-// headers select.
+// response of its URL (RFC 9111 section 4.4): the one its forwarded
+// headers select, and with it that response's Vary variants (vary.go).
 func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	safe := r.Method == http.MethodOptions || r.Method == http.MethodTrace
 	if !safe {
@@ -76,7 +95,7 @@ func (h *Handler) passUnsafe(w http.ResponseWriter, r *http.Request) {
 	h.pass(w, r)
 }
 
-// invalidate deletes req's stored response and its validator copy. A
+// invalidate deletes req's stored response and its second copy. A
 // Redis fault is logged as the others are, once a minute (corral queues
 // the invalidation, and applies it once Redis answers).
 func (h *Handler) invalidate(ctx context.Context, req request) {

@@ -2,28 +2,29 @@ package corralhttp
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/pquerna/cachecontrol/cacheobject"
 )
 
 // What may be stored, and for how long: RFC 9111 (HTTP Caching) for a
-// shared cache, with RFC 5861's stale-while-revalidate and stale-if-error.
-// The Cache-Control header is parsed by github.com/pquerna/cachecontrol;
-// the decisions are made here.
+// shared cache, with RFC 5861's stale-while-revalidate and stale-if-error
+// and RFC 9213's targeted fields. The directives are parsed in
+// cachecontrol.go, dates and ages in httpdate.go; the decisions are made
+// here.
 
 // verdict is what the policy decided about one origin response.
 type verdict struct {
-	// store: the response may be kept in Redis, fresh for fresh, and
-	// served stale for stale after that (0: not at all).
-	store        bool
-	fresh, stale time.Duration
+	// store: the response may be kept in Redis, fresh for fresh, then
+	// served stale for swr while it is revalidated (stale-while-revalidate),
+	// and for sie when its revalidation fails (stale-if-error).
+	store           bool
+	fresh, swr, sie time.Duration
 	// share: the response may answer requests other than the one it was
 	// fetched for. Every stored response may; so may a no-cache one, which
 	// is revalidated for every load but may answer the requests that
-	// waited for that load.
+	// waited for that load, and a stale one.
 	share bool
 	// revalidate: the response must be validated with the origin before
 	// each use (no-cache): it is shared with the requests of its load, not
@@ -37,52 +38,43 @@ type verdict struct {
 
 // heuristic lists the status codes RFC 9110 section 15.1 calls
 // "heuristically cacheable": they may be stored without explicit
-// freshness (then for Options.DefaultTTL).
+// freshness (then for their heuristic freshness, or Options.DefaultTTL).
 var heuristic = map[int]bool{200: true, 203: true, 204: true, 300: true, 301: true, 308: true, 404: true, 405: true, 410: true, 414: true, 501: true}
 
 // decide applies the storage rules to a response (status, h) to a request
 // that carried Authorization or not, received at now.
 func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) verdict {
-	cc, err := cacheobject.ParseResponseCacheControl(strings.Join(h.Values("Cache-Control"), ", "))
-	switch {
-	case err != nil:
-		return verdict{why: "malformed Cache-Control: " + err.Error()}
-	case cc.NoStore:
-		return verdict{why: "no-store"}
-	case cc.PrivatePresent:
-		return verdict{why: "private"}
-	case hasToken(h.Values("Vary"), "*"):
-		return verdict{why: "Vary: *"}
-	case len(h.Values("Set-Cookie")) > 0 && !o.CacheSetCookie:
-		return verdict{why: "Set-Cookie"}
-	case status == http.StatusPartialContent || status == http.StatusNotModified:
-		return verdict{why: "status " + strconv.Itoa(status)}
-	case status >= 500 && !o.CacheServerErrors:
-		return verdict{why: "server error"}
+	cc, err := o.cacheDirectives(h)
+	if why := o.unshared(status, h, cc, err, auth); why != "" {
+		return verdict{why: why}
 	}
-	mayAuth := cc.Public || cc.SMaxAge >= 0 || cc.MustRevalidate
+	mayAuth := cc.public || cc.sMaxAge >= 0 || cc.mustRevalidate
 	if auth && !mayAuth {
 		return verdict{why: "request with Authorization, response not public"}
 	}
 	v := verdict{share: true, auth: mayAuth}
-	if cc.NoCachePresent {
+	switch {
+	case cc.noCache:
 		// Validated for every use: shared with the requests of its load,
-		// kept only as the validator copy.
+		// kept only as the second copy.
 		v.revalidate, v.why = true, "no-cache"
+		return v
+	case cc.badFreshness:
+		v.why = "invalid freshness information: stale (RFC 9111 section 4.2.1)"
 		return v
 	}
 	life, explicit := lifetime(cc, h, now)
-	switch {
-	case !explicit && (!heuristic[status] || o.DefaultTTL <= 0):
-		return verdict{why: "no explicit freshness"}
-	case !explicit:
-		life = o.DefaultTTL
+	if !explicit {
+		var ok bool
+		if life, ok = o.heuristicLife(status, cc, h, now); !ok {
+			return verdict{why: "no explicit freshness"}
+		}
 	}
 	v.fresh = life - ageOf(h)
-	if !cc.MustRevalidate && !cc.ProxyRevalidate && cc.SMaxAge < 0 {
-		v.stale = max(seconds(cc.StaleWhileRevalidate), seconds(cc.StaleIfError))
+	if !cc.mustRevalidate && !cc.proxyRevalidate && cc.sMaxAge < 0 {
+		v.swr, v.sie = cc.swr, cc.sie
 	}
-	if v.fresh <= 0 && v.stale <= 0 {
+	if v.fresh <= 0 && v.swr <= 0 {
 		v.why = "already stale"
 		return v
 	}
@@ -90,41 +82,86 @@ func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) ve
 	return v
 }
 
+// unshared returns why a response may go to its own request only, or "".
+func (o *Options) unshared(status int, h http.Header, cc directives, err error, auth bool) string {
+	vary, star := varyOf(h)
+	switch {
+	case err != nil:
+		return err.Error()
+	case cc.noStore:
+		return "no-store"
+	case cc.private:
+		return "private"
+	case star:
+		return "Vary: * (or a header never forwarded)"
+	case auth && slices.Contains(vary, "Authorization"):
+		return "Vary: Authorization, on a request with Authorization"
+	case len(h.Values("Set-Cookie")) > 0 && !o.CacheSetCookie:
+		return "Set-Cookie"
+	case status == http.StatusPartialContent || status == http.StatusNotModified:
+		return "status " + strconv.Itoa(status)
+	case status >= 500 && !o.CacheServerErrors:
+		return "server error"
+	}
+	return ""
+}
+
 // lifetime is the response's freshness lifetime by RFC 9111 section
 // 4.2.1: s-maxage, else max-age, else Expires minus Date; explicit is false
-// when it has none of them.
-func lifetime(cc *cacheobject.ResponseCacheDirectives, h http.Header, now time.Time) (life time.Duration, explicit bool) {
+// when it has none of them. An Expires that is invalid, or given twice,
+// means already expired (section 5.3); a Date that is, the time the
+// response was received (RFC 9110 section 6.6.1). A targeted field's
+// directives stand without Expires (RFC 9213 section 2.2).
+func lifetime(cc directives, h http.Header, now time.Time) (life time.Duration, explicit bool) {
 	switch {
-	case cc.SMaxAge >= 0:
-		return seconds(cc.SMaxAge), true
-	case cc.MaxAge >= 0:
-		return seconds(cc.MaxAge), true
-	case h.Get("Expires") != "":
-		exp, err := http.ParseTime(h.Get("Expires"))
-		if err != nil {
-			return 0, true // an invalid Expires means already expired (section 5.3)
-		}
-		date, err := http.ParseTime(h.Get("Date"))
-		if err != nil {
+	case cc.sMaxAge >= 0:
+		return cc.sMaxAge, true
+	case cc.maxAge >= 0:
+		return cc.maxAge, true
+	case cc.targeted || len(h.Values("Expires")) == 0:
+		return 0, false
+	}
+	exp, ok := headerDate(h, "Expires", now)
+	if !ok {
+		return 0, true
+	}
+	date, ok := headerDate(h, "Date", now)
+	if !ok {
+		date = now
+	}
+	return exp.Sub(date), true
+}
+
+// heuristicLife is the freshness lifetime of a response without explicit
+// freshness, received at now, and whether it has one (RFC 9111 section
+// 4.2.2): only a heuristically cacheable or public one does (section 3);
+// with a valid Last-Modified no later than its Date (or now, without a
+// valid Date), a tenth of the time between them, at most HeuristicMaxTTL
+// (unless that is 0: off); otherwise DefaultTTL, unless that is 0.
+func (o *Options) heuristicLife(status int, cc directives, h http.Header, now time.Time) (time.Duration, bool) {
+	if !heuristic[status] && !cc.public {
+		return 0, false
+	}
+	if modified, ok := headerDate(h, "Last-Modified", now); ok && o.HeuristicMaxTTL > 0 {
+		date, ok := headerDate(h, "Date", now)
+		if !ok {
 			date = now
 		}
-		return exp.Sub(date), true
+		if since := date.Sub(modified); since >= 0 {
+			return min(since/10, o.HeuristicMaxTTL), true
+		}
 	}
-	return 0, false
+	return o.DefaultTTL, o.DefaultTTL > 0
 }
 
-// ageOf is the response's Age header (RFC 9111 section 5.1), 0 when
-// missing or invalid.
-func ageOf(h http.Header) time.Duration {
-	a, err := strconv.ParseInt(strings.TrimSpace(h.Get("Age")), 10, 64)
-	if err != nil || a < 0 {
-		return 0
+// failing reports whether an origin's status is one of the errors for
+// which a stale response may be served instead (RFC 5861 section 4).
+func failing(status int) bool {
+	switch status {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
 	}
-	return seconds(cacheobject.DeltaSeconds(min(a, 1<<31-1)))
-}
-
-func seconds(d cacheobject.DeltaSeconds) time.Duration {
-	return max(time.Duration(d), 0) * time.Second
+	return false
 }
 
 // hasToken reports whether a comma-separated header (all its values) has

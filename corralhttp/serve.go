@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 // served.
 const (
 	Hit       = "HIT"       // fresh, from the cache
-	Stale     = "STALE"     // stale, from the cache, while one request revalidates it (or the origin fails)
+	Stale     = "STALE"     // stale, from the cache, while one request revalidates it, or because the origin failed
 	Miss      = "MISS"      // fetched from the origin for this request
 	Coalesced = "COALESCED" // fetched for another request, in this process or another, that this one waited for
 	Pass      = "PASS"      // not through the cache: other methods, and responses that may not be shared
@@ -32,6 +31,15 @@ type state struct {
 	own      *stored          // a response fetched for it that may not be shared
 	big      *big             // its response, over MaxBodyBytes, to stream
 	answered bool             // its call returned: a load after that is a background refresh
+	// What its own load did, for Cache-Status: why it went to the origin
+	// (fwdURIMiss, fwdStale), the origin's status when it is not the
+	// response's (a 304), and whether the response was stored.
+	fwd       string
+	fwdStatus int
+	stored    bool
+	// early receives the 1xx responses of its own load (informational.go);
+	// nil when the client may not be sent one.
+	early http.ResponseWriter
 }
 
 // loading records that the request's loader runs for it, unless the
@@ -68,7 +76,13 @@ func (outcomes) Observe(ctx context.Context, e corral.Event) {
 // passed to the origin.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	label := h.serve(w, r)
+	label := Pass // what an answer cut short (panic(http.ErrAbortHandler)) was: a pass, or a stream
+	if h.opts.AccessLog != nil {
+		lw := &logWriter{ResponseWriter: w}
+		defer func() { h.logAccess(r, lw, label, time.Since(start)) }()
+		w = lw
+	}
+	label = h.serve(w, r)
 	h.metrics.request(label, time.Since(start))
 }
 
@@ -85,51 +99,88 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.fail(w, http.StatusBadRequest, "corral: a "+r.Method+" request may not have a body")
 	}
 	req := h.outgoing(r)
-	st := new(state)
-	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	early := earlyTo(w, r)
+	res := h.call(r.Context(), req, early)
+	if vr, ok := h.variantFor(r, req, &res); ok {
+		req, res = vr, h.call(r.Context(), vr, early)
+		r = r.WithContext(context.WithValue(r.Context(), varyKey{}, vr.vary)) // sent with them if passed
+	}
+	return h.answer(w, r, req, res)
+}
+
+// result is what one fetch of a request's key gave it.
+type result struct {
+	label string    // the X-Cache value, from the call's outcome
+	now   time.Time // when the call returned
+	err   error
+	own   *stored // a response fetched for this request that may not be shared
+	big   *big    // this request's response, over MaxBodyBytes, to stream
+	v     value   // the value decoded, when the call returned one
+	derr  error   // the value's decoding error
+	// What this request's own load did (state's fields of the same
+	// names); stored only when the Cache stored it in Redis.
+	fwd       string
+	fwdStatus int
+	stored    bool
+}
+
+// call fetches req's key through the Cache; early, if not nil, is sent the
+// 1xx responses of the request's own load.
+func (h *Handler) call(ctx context.Context, req request, early http.ResponseWriter) result {
+	st := &state{early: early}
+	ctx = context.WithValue(ctx, stateKey{}, st)
 	val, err := h.cache.FetchEntry(ctx, req.key, func(ctx context.Context) (corral.Entry, error) {
 		return h.load(ctx, req, st)
 	})
-	now := time.Now()
+	res := result{now: time.Now(), err: err}
 	st.mu.Lock()
 	st.answered = true
-	label := st.label()
-	own, big, outcome := st.own, st.big, st.outcome
+	res.label = st.label()
+	res.own, res.big = st.own, st.big
+	outcome := st.outcome
+	res.fwd, res.fwdStatus, res.stored = st.fwd, st.fwdStatus, st.stored && outcome == corral.EventMiss
 	st.mu.Unlock()
 	if outcome == corral.EventFailOpen || outcome == corral.EventFailSafe {
 		h.failedOpen(req.path)
 	}
-	if big != nil && (label != Miss || err != nil) {
-		big.close() // a refresh's, in the background
-		big = nil
+	if res.big != nil && (res.label != Miss || err != nil) {
+		res.big.close() // a refresh's, in the background
+		res.big = nil
 	}
-	if label != Miss {
-		own = nil
+	if res.label != Miss {
+		res.own = nil
 	}
+	if err == nil && res.own == nil && res.big == nil {
+		res.v, res.derr = decode(val)
+	}
+	return res
+}
+
+// answer answers r, for which req's key gave res, and returns its metrics
+// label.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req request, res result) string {
 	switch {
-	case err != nil:
-		return h.failed(w, r, err, label)
-	case own != nil:
-		h.write(w, r, own, Miss, now)
+	case res.err != nil:
+		return h.failed(w, r, res)
+	case res.own != nil:
+		h.write(w, r, res.own, servedAs(res, Miss), res.now)
 		return Miss
-	case big != nil:
-		h.stream(w, r, big)
+	case res.big != nil:
+		h.stream(w, r, res.big)
 		return Pass
-	}
-	s, pass, err := decode(val)
-	switch {
-	case err != nil:
-		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, errAttr(err))
+	case res.derr != nil:
+		h.log.Warn("corral: a stored response does not decode; passing the request to the origin", "path", req.path, errAttr(res.derr))
 		h.pass(w, r)
 		return Pass
-	case pass, req.auth && !s.Auth && label != Miss:
-		h.pass(w, r)
+	case res.v.s == nil, req.auth && !res.v.s.Auth && res.label != Miss:
+		h.pass(w, r) // a pass marker, or a response not for requests with Authorization
 		return Pass
 	}
-	if label == Hit && !s.fresh(now) {
+	s, label := res.v.s, res.label
+	if s.OnError || label == Hit && !s.fresh(res.now) {
 		label = Stale
 	}
-	h.write(w, r, s, label, now)
+	h.write(w, r, s, servedAs(res, label), res.now)
 	return label
 }
 
@@ -148,15 +199,16 @@ func (st *state) label() string {
 	return Coalesced // a flight of another request here, or a load in another process
 }
 
-// failed answers a request whose fetch failed with err: a Redis fault
+// failed answers a request whose fetch failed (res.err): a Redis fault
 // passes it to the origin; the origin's own failures get 502 or 504.
-func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, label string) string {
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, res result) string {
+	err := res.err
 	var se *statusError
 	f := faultOf(err)
 	switch {
 	case errors.As(err, &se):
-		h.write(w, r, se.s, label, time.Now())
-		return label
+		h.write(w, r, se.s, servedAs(res, res.label), time.Now())
+		return res.label
 	case r.Context().Err() != nil:
 		return labelGone // the client left: nobody to answer
 	case errors.Is(err, corral.ErrClosed):
@@ -192,7 +244,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *big) {
 	for k, vs := range storedHeader(b.resp.Header) {
 		hdr[k] = vs
 	}
-	hdr.Set("X-Cache", Pass)
+	h.mark(hdr, served{label: Pass, fwd: fwdURIMiss}, protoVersion(b.resp.ProtoMajor, b.resp.ProtoMinor))
 	w.WriteHeader(b.resp.StatusCode)
 	if r.Method == http.MethodHead {
 		return
@@ -211,43 +263,4 @@ func (h *Handler) fail(w http.ResponseWriter, status int, msg string) string {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, msg, status)
 	return labelError
-}
-
-// write answers r with s, served as label at now.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, s *stored, label string, now time.Time) {
-	hdr := w.Header()
-	for k, vs := range s.Header {
-		hdr[k] = vs
-	}
-	if label != Miss {
-		hdr.Set("Age", strconv.FormatInt(int64(max(s.age(now), 0)/time.Second), 10))
-	}
-	hdr.Set("X-Cache", label)
-	if notModified(r, s) {
-		hdr.Del("Content-Length")
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	if s.Status != http.StatusNoContent && s.Status != http.StatusNotModified {
-		hdr.Set("Content-Length", strconv.Itoa(len(s.body)))
-	}
-	w.WriteHeader(s.Status)
-	if r.Method != http.MethodHead {
-		w.Write(s.body) // the client's loss, if it fails
-	}
-}
-
-// notModified reports whether r's If-None-Match matches s's ETag (weak
-// comparison, RFC 9110 section 13.1.2), so that it gets 304 Not Modified.
-func notModified(r *http.Request, s *stored) bool {
-	inm, etag := r.Header.Get("If-None-Match"), s.Header.Get("ETag")
-	if inm == "" || etag == "" || s.Status != http.StatusOK {
-		return false
-	}
-	for _, t := range splitTokens(inm) {
-		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(etag, "W/") {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -31,8 +32,10 @@ const envPrefix = "CORRAL_SERVE_"
 // serveFlags are corral serve's flags.
 type serveFlags struct {
 	origin, redis, listen, adminListen, prefix, logLevel string
+	targetedCacheControl, cacheName, accessLog           string
 	defaultTTL, originTimeout, nearTTL, redisTimeout     time.Duration
 	shutdownTimeout, passTTL, revalidateKeep             time.Duration
+	heuristicMaxTTL                                      time.Duration
 	maxBody                                              int64
 	maxURL, nearSize                                     int
 	forwardHeaders                                       []string
@@ -50,18 +53,44 @@ Every sidecar sharing --redis (and --prefix) shares one cache: a response
 missing from it is asked of the origin once, however many requests for it
 arrive at once on however many sidecars; the others wait for that answer.
 
-It caches the answers to GET and HEAD as RFC 9111 and RFC 5861 say (the
-origin's Cache-Control: max-age, s-maxage, no-store, private, no-cache,
-stale-while-revalidate, stale-if-error), keyed by method, URL and the
-forwarded request headers (--forward-header: only those reach the origin,
-so no other header can vary a shared answer, and a Vary can only name
-headers in the key); --default-ttl for answers without freshness. Each
-response says where it came from in X-Cache: HIT, STALE, MISS (this
-request asked the origin), COALESCED (served by another request's load, on
-this sidecar or another) or PASS (not served through the cache). Other
-methods go to the origin as they are (PASS); a POST, PUT, PATCH or DELETE
-that it accepts invalidates the stored response of its URL. Origin
-failures get 502, origin timeouts 504, URLs over --max-url 414.
+It caches the answers to GET and HEAD as RFC 9111, RFC 5861 and RFC 9213
+say (the origin's CDN-Cache-Control, else Cache-Control: max-age, s-maxage,
+no-store, private, no-cache, stale-while-revalidate, stale-if-error; a
+--targeted-cache-control header ahead of both), keyed by method, URL and
+the forwarded request headers (--forward-header: only those reach the
+origin, so no other header can vary a shared answer, but for the headers
+a response's Vary names, which are then sent and keyed for that URL's
+variants). An answer without explicit freshness but with a Last-Modified
+is fresh for a tenth of the time from that to its Date, at most
+--heuristic-max-ttl (RFC 9111 4.2.2); --default-ttl is for answers with
+neither. Each response says
+where it came from in X-Cache: HIT, STALE, MISS (this request asked the
+origin), COALESCED (served by another request's load, on this sidecar or
+another) or PASS (not served through the cache); and the same in
+Cache-Status (RFC 9211), after the origin's own members, naming the cache
+(--cache-name):
+  corral; hit                          HIT
+  corral; hit; detail=stale            STALE, while it is revalidated
+  corral; fwd=stale; fwd-status=503    STALE, because the origin failed
+  corral; fwd=uri-miss; stored         MISS (fwd=stale when it replaced or
+                                       revalidated an expired response,
+                                       fwd-status=304 when a 304 did)
+  corral; fwd=uri-miss; collapsed      COALESCED
+  corral; fwd=bypass                   PASS (fwd=method: not GET or HEAD)
+Via gets "1.1 corral" on responses and on requests to the origin. A 103
+Early Hints reaches the client whose request asked the origin. A GET with
+one byte range of a stored response gets 206 from the cache, and an
+If-None-Match or If-Modified-Since that matches gets 304. Other methods go
+to the origin as they are (PASS); a POST, PUT, PATCH or DELETE that it
+accepts invalidates the stored response of its URL. Origin failures get
+502, origin timeouts 504, URLs over --max-url 414.
+
+--access-log text or json writes one line per request to stdout (the
+sidecar's own log goes to stderr): method, path, status, cache (the
+X-Cache value, or ERROR, GONE), bytes, duration, remote. The query is not
+logged (it may hold tokens), nor any header (Authorization, Cookie). Off
+by default: a sidecar exists for bursts, and a line per request then
+costs more than the answer; turn it on where something reads it.
 
 Redis faults are not origin failures: no request gets a 5xx for one. While
 Redis refuses connections, is silent past --redis-timeout, refuses the
@@ -122,13 +151,15 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	f.StringVar(&o.redis, "redis", "", "Redis URL: redis:// or rediss:// (TLS), with user and password if needed; a Cluster as redis://h1:p1?addr=h2:p2 or redis://h1:p1,h2:p2 (required)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve the cache on")
 	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen, where /healthz is refused rather than 503 while shutting down)")
-	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none (0: such responses are not stored)")
+	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none, explicit or heuristic (0: such responses are not stored)")
+	f.DurationVar(&o.heuristicMaxTTL, "heuristic-max-ttl", corralhttp.DefaultHeuristicMaxTTL, "most heuristic freshness a response without explicit freshness gets from its Last-Modified (10% of the time since it; 0: none)")
 	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")
 	f.IntVar(&o.maxURL, "max-url", corralhttp.DefaultMaxURLBytes, "longest request URI, in bytes; longer ones get 414")
 	f.DurationVar(&o.originTimeout, "origin-timeout", corralhttp.DefaultOriginTimeout, "bound of one origin exchange, body included; past it 504")
 	f.StringSliceVar(&o.forwardHeaders, "forward-header", nil, "request header forwarded to the origin, and part of the cache key (each distinct value costs its own origin request); repeatable or comma-separated (default: none)")
 	f.DurationVar(&o.passTTL, "pass-ttl", corralhttp.DefaultPassTTL, "how long a URL whose response may not be shared goes straight to the origin before the cache is tried again")
 	f.DurationVar(&o.revalidateKeep, "revalidate-keep", corralhttp.DefaultRevalidateKeep, "how long an expired response with validators is kept to revalidate it with a conditional request (0: not kept)")
+	f.StringVar(&o.targetedCacheControl, "targeted-cache-control", "", "response header whose cache directives (an RFC 8941 dictionary, as CDN-Cache-Control) this cache follows ahead of CDN-Cache-Control and Cache-Control, e.g. Corral-Cache-Control (default: none)")
 	f.BoolVar(&o.cacheSetCookie, "cache-set-cookie", false, "store responses that carry Set-Cookie")
 	f.BoolVar(&o.cacheServerErrors, "cache-server-errors", false, "store 5xx responses when their headers allow it")
 	f.StringVar(&o.prefix, "prefix", core.DefaultPrefix, "prefix of the cache's Redis keys (corral.Options.Prefix); sidecars share a cache when they share it")
@@ -137,6 +168,8 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	f.DurationVar(&o.redisTimeout, "redis-timeout", core.DefaultRedisTimeout, "how long Redis may stay silent before a call fails and the sidecar asks the origin itself: a call sent as Redis falls silent fails after 1 to 2 times it, later calls after it (corral.Options.RedisTimeout)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests under way may take to finish at shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.accessLog, "access-log", "off", "one line per request on stdout: off, text or json (no query, no header)")
+	f.StringVar(&o.cacheName, "cache-name", corralhttp.DefaultCacheName, "this cache's name in the Cache-Status and Via headers (a token starting with a letter)")
 	return cmd
 }
 
@@ -214,7 +247,12 @@ func (o serveFlags) check() (serveConfig, error) {
 		{o.redisTimeout <= 0, fmt.Sprintf("--redis-timeout must be positive (got %v)", o.redisTimeout)},
 		{o.passTTL <= 0, fmt.Sprintf("--pass-ttl must be positive (got %v)", o.passTTL)},
 		{o.revalidateKeep < 0, fmt.Sprintf("--revalidate-keep must not be negative (got %v)", o.revalidateKeep)},
+		{o.heuristicMaxTTL < 0, fmt.Sprintf("--heuristic-max-ttl must not be negative (got %v)", o.heuristicMaxTTL)},
+		{o.accessLog != "off" && o.accessLog != "text" && o.accessLog != "json", fmt.Sprintf("--access-log must be off, text or json (got %q)", o.accessLog)},
+		{!isCacheName(o.cacheName), fmt.Sprintf("--cache-name must be a token starting with a letter, such as edge-1 (got %q)", o.cacheName)},
 		{o.shutdownTimeout <= 0, fmt.Sprintf("--shutdown-timeout must be positive (got %v)", o.shutdownTimeout)},
+		{o.targetedCacheControl != "" && !isHeaderName(o.targetedCacheControl),
+			fmt.Sprintf("--targeted-cache-control must be a header name, such as Corral-Cache-Control (got %q)", o.targetedCacheControl)},
 	} {
 		if r.bad {
 			return c, errors.New(r.msg)
@@ -241,6 +279,19 @@ func (o serveFlags) check() (serveConfig, error) {
 		return c, errorf("--log-level: unknown level %q (debug, info, warn or error)", o.logLevel)
 	}
 	return c, nil
+}
+
+// isCacheName reports whether name may name the cache in Cache-Status
+// and Via: a header-name token that starts with a letter.
+func isCacheName(name string) bool {
+	return isHeaderName(name) && (name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z')
+}
+
+// isHeaderName reports whether name is a field name (an RFC 9110 token).
+func isHeaderName(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return r > '~' || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+	})
 }
 
 // redactURLError returns err without the URL net/url puts in its errors
@@ -287,18 +338,23 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 			Observer:     adm.collector,
 			Logger:       log,
 		},
-		DefaultTTL:            o.defaultTTL,
-		MaxBodyBytes:          o.maxBody,
-		MaxURLBytes:           o.maxURL,
-		OriginTimeout:         o.originTimeout,
-		ForwardHeaders:        o.forwardHeaders,
-		CacheSetCookie:        o.cacheSetCookie,
-		CacheServerErrors:     o.cacheServerErrors,
-		PassTTL:               o.passTTL,
-		RevalidateKeep:        o.revalidateKeep,
-		DisableRevalidateKeep: o.revalidateKeep == 0,
-		Logger:                log,
-		Registerer:            adm.registry,
+		DefaultTTL:                o.defaultTTL,
+		MaxBodyBytes:              o.maxBody,
+		MaxURLBytes:               o.maxURL,
+		OriginTimeout:             o.originTimeout,
+		ForwardHeaders:            o.forwardHeaders,
+		TargetedCacheControl:      o.targetedCacheControl,
+		CacheSetCookie:            o.cacheSetCookie,
+		CacheServerErrors:         o.cacheServerErrors,
+		PassTTL:                   o.passTTL,
+		RevalidateKeep:            o.revalidateKeep,
+		DisableRevalidateKeep:     o.revalidateKeep == 0,
+		HeuristicMaxTTL:           o.heuristicMaxTTL,
+		DisableHeuristicFreshness: o.heuristicMaxTTL == 0,
+		CacheName:                 o.cacheName,
+		AccessLog:                 accessLogger(o.accessLog, cmd.OutOrStdout()),
+		Logger:                    log,
+		Registerer:                adm.registry,
 	})
 	if err != nil {
 		return usageError(cmd, err)
@@ -314,6 +370,18 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 	log.Info("corral serve: listening", "listen", mainLn.Addr().String(), "admin", adminAddr(mainLn, adminLn),
 		"origin", c.origin.Redacted(), "redis", redisurl.Redact(o.redis), "prefix", o.prefix)
 	return serveUntil(ctx, servers, adm, o.shutdownTimeout, log)
+}
+
+// accessLogger returns the access log of --access-log mode, writing to w;
+// nil when it is off.
+func accessLogger(mode string, w io.Writer) *slog.Logger {
+	switch mode {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil))
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return nil
 }
 
 // listen opens the main listener and, when adminAddr is set, the admin one.

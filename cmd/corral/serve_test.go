@@ -44,11 +44,13 @@ func TestServeHelp(t *testing.T) {
 		"--origin-timeout duration", "(default 30s)", "--forward-header strings", "--cache-set-cookie", "--cache-server-errors",
 		"--prefix", `(default "corral")`, "--near-size int", "--near-ttl duration", "(default 1s)", "--redis-timeout duration",
 		"(default 2s)", "--shutdown-timeout duration", "(default 10s)", "--log-level", "CORRAL_SERVE_DEFAULT_TTL",
-		"--pass-ttl duration", "--revalidate-keep duration", "repeatable or comma-separated (default: none)",
+		"--pass-ttl duration", "--revalidate-keep duration", "--targeted-cache-control string", "repeatable or comma-separated (default: none)",
 		"X-Cache", "HIT, STALE, MISS", "COALESCED", "PASS", "/healthz", "/metrics", "SIGTERM", "get 405",
 		"it is refused: give load balancers --admin-listen", "that is no flag's is an error", "/ as %2F",
 		"Redis faults are not origin failures", "are passed to the origin each on its own, uncached", "logged once a minute at most",
-		`"ok: serving; redis answers"`, "redis denies a right corral needs (NOPERM)", "naming no more than a reply's code"} {
+		`"ok: serving; redis answers"`, "redis denies a right corral needs (NOPERM)", "naming no more than a reply's code",
+		"--access-log string", `(default "off")`, "--cache-name string", `(default "corral")`, "--heuristic-max-ttl duration", "(default 24h0m0s)",
+		"Cache-Status", "corral; fwd=uri-miss; collapsed", "Via", "nor any header (Authorization, Cookie)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}
@@ -82,6 +84,11 @@ func TestServeBadFlags(t *testing.T) {
 		{append(ok, "--near-size", "-1"), nil, "--near-size must not be negative"},
 		{append(ok, "--shutdown-timeout", "0s"), nil, "--shutdown-timeout must be positive"},
 		{append(ok, "--log-level", "loud"), nil, `--log-level: unknown level "loud"`},
+		{append(ok, "--targeted-cache-control", "Corral Cache"), nil, `--targeted-cache-control must be a header name, such as Corral-Cache-Control (got "Corral Cache")`},
+		{append(ok, "--access-log", "loud"), nil, `--access-log must be off, text or json (got "loud")`},
+		{append(ok, "--cache-name", "1st"), nil, `--cache-name must be a token starting with a letter, such as edge-1 (got "1st")`},
+		{append(ok, "--cache-name", ""), nil, `--cache-name must be a token starting with a letter`},
+		{append(ok, "--heuristic-max-ttl", "-1h"), nil, "--heuristic-max-ttl must not be negative (got -1h0m0s)"},
 		{append(ok, "extra"), nil, `unexpected argument "extra"`},
 		{append(ok, "--bogus"), nil, "serve: unknown flag: --bogus (see 'corral serve --help')"},
 		{[]string{"serve"}, map[string]string{"CORRAL_SERVE_ORIGIN": "http://127.0.0.1:1", "CORRAL_SERVE_REDIS": "redis://127.0.0.1:1",
