@@ -147,10 +147,10 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 // recovered is told by the pipeline that node, found down, answers again:
 // its queued invalidations go first, before its breaker lets the callers'
 // calls through (queue.go).
-func (c *Cache) recovered(node string) {
+func (c *Cache) recovered(node string) error {
 	ctx, cancel := context.WithTimeout(c.drain, c.opts.RedisTimeout)
 	defer cancel()
-	c.queue.Replay(ctx, node, true)
+	return c.queue.Replay(ctx, node, true)
 }
 
 // nodeFailed is the Cache's reaction to a Redis node that may have failed:

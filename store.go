@@ -63,7 +63,7 @@ type storeHooks struct {
 	noticeFailed func(error)       // a notice Redis refused to publish (a write that stood)
 	refusedWrite func(why string)  // a write Redis refused (OOM, a replica)
 	nodeFailed   func()            // a call failed: its node may have failed over
-	recovered    func(node string) // a node found down answers again; its breaker closes on return
+	recovered    func(node string) error // a node found down answers again; its breaker closes on a nil return (transport.Config.Recovered)
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
@@ -80,10 +80,11 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 				s.hooks.nodeFailed()
 			}
 		},
-		Recovered: func(node string) {
+		Recovered: func(node string) error {
 			if s.hooks.recovered != nil {
-				s.hooks.recovered(node)
+				return s.hooks.recovered(node)
 			}
+			return nil
 		},
 	})
 	return s

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -62,19 +63,22 @@ func (q *Queue) Flush(ctx context.Context) {
 // recovery, whose ops pass its tripped breaker: recovery), otherwise all.
 // An invalidation of a node that failed waits for the next replay, and so
 // do the later ones of that node; one Redis refused for good (Denied) is
-// dropped.
-func (q *Queue) Replay(ctx context.Context, node string, recovery bool) {
+// dropped. It returns the first failure, or nil when every invalidation
+// of node (of all nodes for "") that it tried landed or was dropped.
+func (q *Queue) Replay(ctx context.Context, node string, recovery bool) error {
 	q.replayMu.Lock()
 	defer q.replayMu.Unlock()
 	failed := map[string]bool{} // nodes whose invalidation failed in this replay
 	var applied, dropped []invalidation
 	var refusals []error
+	var first error
 	for _, inv := range q.snapshot(true) {
 		at := q.cfg.NodeOf(inv.key)
 		if node != "" && at != node || failed[at] {
 			continue
 		}
-		if ctx.Err() != nil {
+		if err := ctx.Err(); err != nil {
+			first = cmp.Or(first, err)
 			break
 		}
 		rctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
@@ -86,7 +90,7 @@ func (q *Queue) Replay(ctx context.Context, node string, recovery bool) {
 		case q.cfg.Denied(err):
 			dropped, refusals = append(dropped, inv), append(refusals, err)
 		default:
-			failed[at] = true
+			failed[at], first = true, cmp.Or(first, err)
 			q.cfg.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery,
 				slog.Any("err", errprefix.Trim("corral: ", err)))
 		}
@@ -99,4 +103,5 @@ func (q *Queue) Replay(ctx context.Context, node string, recovery bool) {
 	for i, inv := range dropped {
 		q.cfg.Dropped(inv.key, refusals[i])
 	}
+	return first
 }

@@ -141,13 +141,12 @@ func (p *Pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 		}
 		err := p.answers(node, l)
 		if err == nil {
-			t.recovering.Store(true)
-			if p.cfg.Recovered != nil {
-				p.cfg.Recovered(node.addr) // the caller's recovery ops (queued invalidations), first
+			if err = p.recoveryOps(node, t); err == nil {
+				l.breaker.untrip(t)
+				p.trips.Add(-1)
+				return
 			}
-			l.breaker.untrip(t)
-			p.trips.Add(-1)
-			return
+			pause = recoverFirst / 2 // doubled below: the node answers; try again soon
 		}
 		t.latest.Store(&failedCall{err})
 		t.errv.Store(nil) // the calls' error names the latest cause
@@ -156,6 +155,24 @@ func (p *Pipeline) recoverNode(node nodeRef, l *liveness, t *trip) {
 			pause = recoverAuth // a password is not fixed in milliseconds
 		}
 	}
+}
+
+// recoveryOps runs the caller's recovery ops (Config.Recovered: the queued
+// invalidations) of a node that answers again, before its breaker closes.
+// It returns their error when it says they did not get through (Redis
+// unavailable, or their own deadline passed: a process starved of CPU):
+// the breaker then stays open, and the recovery tries again.
+func (p *Pipeline) recoveryOps(node nodeRef, t *trip) error {
+	if p.cfg.Recovered == nil {
+		return nil
+	}
+	t.recovering.Store(true)
+	err := p.cfg.Recovered(node.addr)
+	if err == nil || !Says(err, Unavailable|CallerGone) {
+		return nil
+	}
+	t.recovering.Store(false)
+	return err
 }
 
 // answers asks node whether it can be used again: a PING on a connection

@@ -70,8 +70,13 @@ type Config struct {
 	// Recovered is called by a tripped node's recovery once the node
 	// answers, before its breaker lets the callers' ops through: the ops it
 	// sends marked Op.Recovery go first. node is its address ("" off a
-	// Cluster). May be nil.
-	Recovered func(node string)
+	// Cluster). When it returns an error that says its ops did not get
+	// through (Unavailable, or CallerGone: their deadline passed, as in a
+	// process starved of CPU past it), the breaker
+	// stays open and the recovery probes again, so that what had to go
+	// first still does; any other error (a refusal the ops will keep
+	// meeting) lets the breaker close. May be nil.
+	Recovered func(node string) error
 	Breaker   BreakerConfig
 	Logger    *slog.Logger // the breakers' warnings
 	Stats     Stats        // may be nil

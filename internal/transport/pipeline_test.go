@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,6 +158,8 @@ func TestBatchesShareRoundTrips(t *testing.T) {
 // later ops fail at once with ErrCircuitOpen. Once it answers again, its
 // recovery probe calls Recovered, whose own ops (Op.Recovery) pass while
 // the others are still kept out, and only then does the breaker close.
+// A Recovered whose ops did not get through (here the first: it says so
+// with ErrRedisTimeout) keeps the breaker open, and is called again.
 func TestBlackholedNodeTripsAndRecovers(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -167,13 +170,18 @@ func TestBlackholedNodeTripsAndRecovers(t *testing.T) {
 	var p *Pipeline
 	var during struct{ recovery, other error }
 	ctx := context.Background()
+	calls := 0 // of Recovered, by the one recovery probe
 	p = newPipeline(t, rdb, Config{Timeout: 200 * time.Millisecond, Stats: ch,
-		Recovered: func(string) {
+		Recovered: func(string) error {
 			ch.add("recovered")
+			if calls++; calls == 1 {
+				return fmt.Errorf("replay: %w", ErrRedisTimeout) // its ops did not get through
+			}
 			set := &Op{Ctx: ctx, Key: "k", Recovery: true,
 				Build: func(ctx context.Context, pp redis.Pipeliner) redis.Cmder { return pp.Set(ctx, "k", "replayed", 0) }}
 			during.recovery = resultErr(p.Do(set))
 			during.other = p.Tripped("k")
+			return nil
 		},
 	})
 	if _, err := value(p.Do(get(ctx, "k"))); !errors.Is(err, redis.Nil) {
@@ -207,8 +215,8 @@ func TestBlackholedNodeTripsAndRecovers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("breaker still open 10s after the node answered again: %v", ch.list())
 	}
-	if got := strings.Join(ch.list(), " "); got != "open recovered closed" {
-		t.Fatalf("changes: %s; want open recovered closed", got)
+	if got := strings.Join(ch.list(), " "); got != "open recovered recovered closed" {
+		t.Fatalf("changes: %s; want open recovered recovered closed (the first Recovered failed)", got)
 	}
 	if during.recovery != nil || !errors.Is(during.other, ErrCircuitOpen) {
 		t.Fatalf("during Recovered: the recovery's op = %v, another op's would get %v; want nil, ErrCircuitOpen", during.recovery, during.other)
