@@ -181,6 +181,7 @@ type keyCall struct {
 	key    string
 	how    how
 	pc     *peekCall // its peek, until it is read
+	pcAt   int64     // when it joined pc, sent by another call (startPeek; 0 for its own)
 	f      *flight   // the flight that answers it, until it does
 	joined bool      // f is another call's (await)
 	a      answer
@@ -304,7 +305,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 			continue
 		}
 		var o *transport.Op
-		if k.pc, o = c.startPeek(k.key); o != nil {
+		if k.pc, o, k.pcAt = c.startPeek(k.key); o != nil {
 			ops = append(ops, o)
 		}
 	}
@@ -321,7 +322,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 // whose loads go to b.
 func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *loadBatch) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
-	k.pc = nil
+	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error
 	var done bool
 	if k.a, k.keep, done, failed = c.afterPeek(ctx, k.key, pc, perr, k.how); done {

@@ -166,14 +166,14 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 // before its deadline (rescue.go): then rescued is true and a is its
 // answer. err is the peek's.
 func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, a answer, rescued bool, err error) {
-	pc, o := c.startPeek(key)
+	pc, o, joined := c.startPeek(key)
 	if o != nil {
 		o.ReadBy, _ = ctx.Deadline()
 		c.store.send(o)
 	}
 	select {
 	case <-pc.done:
-		return pc, answer{}, false, pc.err // read inline, or shared with one that ended
+		return pc.forJoiner(joined), answer{}, false, pc.err // read inline, or shared with one that ended
 	default:
 	}
 	r := c.planRescue(ctx, key)
@@ -182,7 +182,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	for {
 		select {
 		case <-pc.done:
-			return pc, answer{}, false, pc.err
+			return pc.forJoiner(joined), answer{}, false, pc.err
 		case <-ctx.Done():
 			return nil, answer{}, false, ctx.Err()
 		case <-fire:

@@ -26,8 +26,8 @@ import (
 // is under way.
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
-	seq  near.Snap     // the near cache before the peek was sent
-	sent int64         // near.Clock before the peek was sent (near cache on)
+	seq  near.Snap     // the near cache before the peek was sent (near cache on)
+	sent int64         // near.Clock before the peek was sent
 	r    peekReply
 	err  error
 }
@@ -72,16 +72,18 @@ func (g *peeks) detach(key string) {
 	g.mu.Unlock()
 }
 
-// startPeek returns key's peek under way, or a new one with o, its read,
-// for the caller to send (store.send, or the pipeline with others).
-func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op) {
+// startPeek returns key's peek under way, with when the caller joined it
+// (near.Clock: see forJoiner), or a new one with o, its read, for the
+// caller to send (store.send, or the pipeline with others; joined 0).
+func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int64) {
 	pc, mine := c.peeks.join(key)
 	if !mine {
-		return pc, nil
+		return pc, nil, near.Clock()
 	}
 	if c.near != nil {
-		pc.seq, pc.sent = c.near.Snapshot(), near.Clock()
+		pc.seq = c.near.Snapshot()
 	}
+	pc.sent = near.Clock()
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	name := wire.EntryName(c.opts.Prefix, key)
 	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
@@ -91,7 +93,27 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op) {
 		}
 		c.peeks.end(key, pc, r, err)
 	})
-	return pc, o
+	return pc, o, 0
+}
+
+// forJoiner is pc's answer for a call that joined it at joined (near.Clock;
+// 0 for the call that sent it): the same, unless the entry it read had gone
+// stale by then, on the local clock counted from before the peek was sent
+// (so never later than on the server's). A call that began after an
+// entry's soft expiry is not served the entry as fresh because a read sent
+// before it is still under way: a token with its own expiry (FetchEntry) is
+// never served past it, however long the reply takes to reach the process.
+// Such a call gets the reply as stale, for its flight to decide.
+func (pc *peekCall) forJoiner(joined int64) *peekCall {
+	if joined == 0 || pc == nil || pc.err != nil || !pc.r.found || pc.r.now >= pc.r.soft {
+		return pc
+	}
+	if left := time.Duration(pc.r.soft-pc.r.now) * time.Millisecond; joined < pc.sent+int64(left) {
+		return pc
+	}
+	stale := *pc
+	stale.r.now = stale.r.soft
+	return &stale
 }
 
 // awaitPeek waits for pc's reply, or returns ctx.Err() when ctx ends first.

@@ -60,9 +60,9 @@ type store struct {
 
 // storeHooks are what the store tells its Cache of. Each may be nil.
 type storeHooks struct {
-	noticeFailed func(error)       // a notice Redis refused to publish (a write that stood)
-	refusedWrite func(why string)  // a write Redis refused (OOM, a replica)
-	nodeFailed   func()            // a call failed: its node may have failed over
+	noticeFailed func(error)             // a notice Redis refused to publish (a write that stood)
+	refusedWrite func(why string)        // a write Redis refused (OOM, a replica)
+	nodeFailed   func()                  // a call failed: its node may have failed over
 	recovered    func(node string) error // a node found down answers again; its breaker closes on a nil return (transport.Config.Recovered)
 }
 
