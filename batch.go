@@ -263,7 +263,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
 	c.peekAll(ctx, calls)
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
-	fire, stop := r.timer()
+	fire, stop := r.Timer()
 	defer stop()
 	if fire != nil && waitAll(ctx, calls, fire, peekDone) {
 		c.rescueWaiting(ctx, &r, calls, ttl, load, peekDone)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/replay"
@@ -43,13 +44,13 @@ type Cache struct {
 	cancelDrain context.CancelFunc
 	tasks       tasks // the goroutines Close waits for
 
-	flights      flights       // the in-process flight of each key (flight.go)
-	peeks        peeks         // the peek under way of each key (peek.go)
-	opens        openLoads     // the fail-open load under way of each key (failsafe.go)
-	refreshSlots chan struct{} // semaphore: background refreshes running (refresh.go)
-	queue        *replay.Queue // invalidations Redis is yet to get (queue.go)
-	warn         warnings      // what was warned of, and when (warn.go)
-	faults       faults        // for Health (health.go)
+	flights      flights                // the in-process flight of each key (flight.go)
+	peeks        peeks                  // the peek under way of each key (peek.go)
+	opens        failopen.Group[opened] // the fail-open load under way of each key (failsafe.go)
+	refreshSlots chan struct{}          // semaphore: background refreshes running (refresh.go)
+	queue        *replay.Queue          // invalidations Redis is yet to get (queue.go)
+	warn         warnings               // what was warned of, and when (warn.go)
+	faults       faults                 // for Health (health.go)
 }
 
 // tasks are the goroutines a Cache runs on its own: flights, background
@@ -115,7 +116,6 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      flights{m: make(map[string]*flight)},
 		peeks:        peeks{m: make(map[string]*peekCall)},
-		opens:        openLoads{m: make(map[string]*openLoad)},
 		warn:         warnings{log: o.Logger},
 	}
 	c.queue = c.newQueue() // before the store, whose recovered hook replays it

@@ -2,9 +2,9 @@ package corral
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/near"
 )
 
@@ -141,38 +141,17 @@ func (c *Cache) heldOpen(key string) (answer, bool) {
 	return answer{val: val, err: e.Err, out: outFailSafe}, true
 }
 
-// openLoads are the fail-open loads of a process, one per key at most:
-// under way, or ended less than RedisTimeout ago (runOpen).
-type openLoads struct {
-	mu sync.Mutex           // guards m
-	m  map[string]*openLoad // the fail-open load of each key
-}
-
-// get returns key's fail-open load, or nil.
-func (g *openLoads) get(key string) *openLoad {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.m[key]
-}
-
-// drop removes key's load o (any, when o is nil).
-func (g *openLoads) drop(key string, o *openLoad) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if o == nil || g.m[key] == o {
-		delete(g.m, key)
-	}
-}
-
-// openLoad is a fail-open load of a key under way (Cache.opens).
-type openLoad struct {
-	done  chan struct{} // closed once the fields below are set
+// opened is what a fail-open load (failopen.Load) returned.
+type opened struct {
 	val   []byte
 	took  time.Duration
 	fr    freshness
 	err   error
 	asked bool // the loader called IsFailOpen: its result may not be a leased load's
 }
+
+// openLoad is a fail-open load of a key (Cache.opens).
+type openLoad = failopen.Load[opened]
 
 // loadOpen runs a fail-open load of key with l, or joins the one under way
 // in this process, and keeps what it returns for fail-safe use; or, when
@@ -185,38 +164,31 @@ func (c *Cache) loadOpen(ctx context.Context, key string, l loader, copies bool)
 	case held:
 		return a.val, 0, freshness{}, true, a.err
 	case !mine:
-		val, took, fr, err = c.joinOpen(ctx, o)
-		return val, took, fr, false, err
+		r := c.joinOpen(ctx, o)
+		return r.val, r.took, r.fr, false, r.err
 	}
 	c.runOpen(ctx, key, l, o)
-	return o.val, o.took, o.fr, false, o.err
+	return o.Result.val, o.Result.took, o.Result.fr, false, o.Result.err
 }
 
 // openLoadOf returns key's fail-open load: the one under way (mine false),
 // or a new one for the caller to run (mine true, with runOpen); or, held,
 // the answer from memory a (see loadOpen).
 func (c *Cache) openLoadOf(key string, copies bool) (o *openLoad, mine bool, a answer, held bool) {
-	g := &c.opens
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if o := g.m[key]; o != nil && !o.ended() {
-		return o, false, answer{}, false
-	}
-	if a, ok := c.failSafeFrom(key, copies); ok {
-		return nil, false, a, true
-	}
-	o = &openLoad{done: make(chan struct{})}
-	g.m[key] = o
-	return o, true, answer{}, false
+	o, mine = c.opens.Claim(key, func() bool {
+		a, held = c.failSafeFrom(key, copies)
+		return held
+	})
+	return o, mine, a, held
 }
 
 // joinOpen waits for o, another caller's fail-open load, or for ctx.
-func (c *Cache) joinOpen(ctx context.Context, o *openLoad) (val []byte, took time.Duration, fr freshness, err error) {
+func (c *Cache) joinOpen(ctx context.Context, o *openLoad) opened {
 	select {
-	case <-o.done:
-		return o.val, o.took, o.fr, o.err
+	case <-o.Done():
+		return o.Result
 	case <-ctx.Done():
-		return nil, 0, freshness{}, c.closedErr(ctx.Err())
+		return opened{err: c.closedErr(ctx.Err())}
 	}
 }
 
@@ -232,24 +204,22 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 		seq = c.held.Seq()
 	}
 	lctx, mark := failingOpen(ctx)
-	o.val, o.took, o.fr, o.err = c.runLoad(lctx, key, l)
-	o.asked = mark.asked.Load()
-	c.hold(key, o, snap, seq)
-	close(o.done)
+	r := &o.Result
+	r.val, r.took, r.fr, r.err = c.runLoad(lctx, key, l)
+	r.asked = mark.asked.Load()
+	c.hold(key, r, snap, seq)
+	o.End()
 	// It stays in opens for RedisTimeout, ended, for a leased load of the
 	// key to take its result (leasedLoad) rather than ask the origin again
 	// as Redis comes back; a Delete or Set of the key (forget) drops it.
-	time.AfterFunc(c.opts.RedisTimeout, func() { c.opens.drop(key, o) })
+	c.opens.DropAfter(c.opts.RedisTimeout, key, o)
 }
-
-// ended reports whether o has its result.
-func (o *openLoad) ended() bool { return isClosed(o.done) }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the
 // top of this file), unless an invalidation of the key came since snap (the
 // near cache's) or held (the held values') were taken, before the load: a
 // Delete that returned during it must not be undone by it.
-func (c *Cache) hold(key string, o *openLoad, snap near.Snap, held uint64) {
+func (c *Cache) hold(key string, o *opened, snap near.Snap, held uint64) {
 	if c.opts.DisableFailSafe || !o.fr.stored() && o.err == nil {
 		return
 	}
@@ -280,7 +250,7 @@ func (c *Cache) hold(key string, o *openLoad, snap near.Snap, held uint64) {
 // no fail-open load under way keep its result: key was just invalidated
 // (Delete, Set, or one queued for Redis).
 func (c *Cache) forget(key string) {
-	c.opens.drop(key, nil)
+	c.opens.Drop(key, nil)
 	if c.held != nil {
 		c.held.Forget(key)
 	}

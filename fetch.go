@@ -177,7 +177,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	default:
 	}
 	r := c.planRescue(ctx, key)
-	fire, stop := r.timer()
+	fire, stop := r.Timer()
 	defer stop()
 	for {
 		select {
@@ -203,10 +203,10 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 	default:
 	}
 	r := c.planRescue(ctx, f.key)
-	if r.at.IsZero() {
+	if r.At.IsZero() {
 		return c.await(ctx, f, joined)
 	}
-	fire, stop := r.timer()
+	fire, stop := r.Timer()
 	defer stop()
 	for {
 		select {

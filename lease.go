@@ -54,11 +54,11 @@ func (l *lease) serverAt(t time.Time) int64 {
 // f's own load (outMiss), or by that fail-open load, which another call
 // ran (outCoalesced).
 func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Duration, fr freshness, err error) {
-	if o := c.opens.get(f.key); o != nil {
+	if o := c.opens.Get(f.key); o != nil {
 		select {
-		case <-o.done:
-			if !o.asked && (o.err == nil || isNotFound(o.err)) {
-				return outCoalesced, o.val, o.took, o.fr, o.err
+		case <-o.Done():
+			if r := o.Result; !r.asked && (r.err == nil || isNotFound(r.err)) {
+				return outCoalesced, r.val, r.took, r.fr, r.err
 			}
 		case <-c.ctx.Done():
 			return outNone, nil, 0, freshness{}, ErrClosed

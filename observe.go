@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/observe"
 	"github.com/corralhq/corral/internal/transport"
 )
 
@@ -197,80 +198,30 @@ var outcomeEvents = [nOutcomes]EventKind{
 // EventFetchStart and EventFetchEnd reach the Tracers only. It returns nil
 // when obs holds no Observer.
 func MultiObserver(obs ...Observer) Observer {
-	var m multiObserver
-	tracer := false
+	in := make([]observe.Observer[Event], 0, len(obs))
 	for _, o := range obs {
-		if o == nil {
-			continue
+		if o != nil {
+			in = append(in, o)
 		}
-		_, t := o.(Tracer)
-		tracer = tracer || t
-		m = append(m, o)
 	}
-	switch {
-	case len(m) == 0:
+	m := observe.New[Event, Stats](classify, in...)
+	if m == nil {
 		return nil
-	case len(m) == 1:
-		return m[0]
-	case tracer:
-		return multiTracer{m}
 	}
-	return m
+	return m.(Observer)
 }
 
-type multiObserver []Observer
-
-func (m multiObserver) Observe(ctx context.Context, e Event) {
-	for _, o := range m {
-		if _, reads := o.(StatsReader); !reads || !e.Kind.Outcome() {
-			o.Observe(ctx, e)
-		}
+// classify is what the fan-out (internal/observe) needs to know of e.
+func classify(e Event) observe.Class {
+	switch {
+	case e.Kind.Outcome():
+		return observe.Outcome
+	case e.Kind == EventFetchStart:
+		return observe.FetchStart
+	case e.Kind == EventFetchEnd:
+		return observe.FetchEnd
 	}
-}
-
-// ReadStats passes the Cache's Stats on to those of m that read them.
-func (m multiObserver) ReadStats(prefix string, stats func() Stats) {
-	for _, o := range m {
-		if r, ok := o.(StatsReader); ok {
-			r.ReadStats(prefix, stats)
-		}
-	}
-}
-
-// wantsOutcomes reports whether one of m is to be told the outcomes of
-// calls: one that does not read them from Stats.
-func (m multiObserver) wantsOutcomes() bool {
-	for _, o := range m {
-		if _, reads := o.(StatsReader); !reads {
-			return true
-		}
-	}
-	return false
-}
-
-type multiTracer struct{ m multiObserver }
-
-func (t multiTracer) Observe(ctx context.Context, e Event) {
-	for _, o := range t.m {
-		_, tracer := o.(Tracer)
-		_, reads := o.(StatsReader)
-		if (tracer || e.Kind != EventFetchEnd) && (!reads || !e.Kind.Outcome()) {
-			o.Observe(ctx, e)
-		}
-	}
-}
-
-func (t multiTracer) ReadStats(prefix string, stats func() Stats) { t.m.ReadStats(prefix, stats) }
-
-func (t multiTracer) Start(ctx context.Context, e Event) context.Context {
-	for _, o := range t.m {
-		if tr, ok := o.(Tracer); ok {
-			ctx = tr.Start(ctx, e)
-		} else if e.Kind != EventFetchStart {
-			o.Observe(ctx, e)
-		}
-	}
-	return ctx
+	return observe.Other
 }
 
 // observeOutcome tells the Observer, if it is to be told outcomes (not a
@@ -290,18 +241,10 @@ func (c *Cache) nearHit(ctx context.Context, key string) { c.count(ctx, key, out
 // Cache's Stats, and whether outcomes are told is decided once.
 func (c *Cache) observing(o Observer) {
 	c.tracer, _ = o.(Tracer)
-	c.outcomes = o != nil
 	if r, ok := o.(StatsReader); ok {
 		r.ReadStats(c.opts.Prefix, c.Stats)
-		switch m := o.(type) {
-		case multiObserver:
-			c.outcomes = m.wantsOutcomes()
-		case multiTracer:
-			c.outcomes = m.m.wantsOutcomes()
-		default:
-			c.outcomes = false
-		}
 	}
+	c.outcomes = o != nil && observe.WantsOutcomes[Event, Stats](o)
 }
 
 // observe tells the Observer, if any, of an event of kind about key. It

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -22,25 +23,16 @@ import (
 // process, as fail-open does. A Redis that answers anything, however
 // slowly, rescues nobody: slow is not down.
 
-const (
-	rescueMargin = 5 * time.Millisecond // left between the rescued load's expected end and the deadline
-	rescueMin    = time.Millisecond     // Redis gets at least this long before a caller is rescued
-)
-
 // rescue is one caller's plan to fail open before its deadline.
-type rescue struct {
-	at    time.Time // when; zero for never
-	began time.Time // when the call's Redis attempt began
-	name  string    // the key's entry name, for its node
-}
+type rescue = failopen.Rescue
 
 // planRescue returns the rescue of a call of key with ctx, beginning now:
 // none without a deadline, or with one later than corral's own verdict on a
 // silent Redis, or with fail-open off.
 func (c *Cache) planRescue(ctx context.Context, key string) rescue {
 	r := c.rescueOf(ctx, 1, func(int) string { return key })
-	if !r.at.IsZero() {
-		r.name = wire.EntryName(c.opts.Prefix, key)
+	if !r.At.IsZero() {
+		r.Name = wire.EntryName(c.opts.Prefix, key)
 	}
 	return r
 }
@@ -49,48 +41,18 @@ func (c *Cache) planRescue(ctx context.Context, key string) rescue {
 // beginning now: planned with the longest last load of the keys, or
 // half-way to the deadline when any is unknown.
 func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) rescue {
+	if c.opts.DisableFailOpen {
+		return rescue{}
+	}
 	deadline, ok := ctx.Deadline()
-	if !ok || c.opts.DisableFailOpen || n == 0 {
-		return rescue{}
-	}
-	now := time.Now()
-	left := deadline.Sub(now)
-	if left >= c.opts.RedisTimeout+transport.MonitorTick || left <= 2*rescueMin {
-		return rescue{}
-	}
-	at := deadline.Add(-left / 2)
-	var longest time.Duration
-	for i := range n {
-		took, ok := c.lastLoad(key(i))
-		if !ok {
-			longest = -1
-			break
-		}
-		longest = max(longest, took)
-	}
-	if longest >= 0 {
-		at = deadline.Add(-longest - rescueMargin)
-	}
-	if earliest := now.Add(rescueMin); at.Before(earliest) {
-		at = earliest
-	}
-	return rescue{at: at, began: now}
-}
-
-// timer returns a channel that fires at r's time, and its stop; nil (never)
-// for no rescue.
-func (r *rescue) timer() (<-chan time.Time, func() bool) {
-	if r.at.IsZero() {
-		return nil, func() bool { return false }
-	}
-	t := time.NewTimer(time.Until(r.at))
-	return t.C, t.Stop
+	return failopen.Plan(deadline, ok, c.opts.RedisTimeout+transport.MonitorTick, n,
+		func(i int) (time.Duration, bool) { return c.lastLoad(key(i)) })
 }
 
 // due reports whether r's caller is to be rescued now: nothing heard from
 // the key's node since its attempt began.
 func (c *Cache) due(r *rescue) bool {
-	return !c.store.heardSince(r.name, r.began)
+	return !c.store.heardSince(r.Name, r.Began)
 }
 
 // rescued answers a caller of key rescued (see the top of this file): from
@@ -107,8 +69,8 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 	case mine:
 		c.runOpenDetached(ctx, key, load, o)
 	}
-	val, _, _, err := c.joinOpen(ctx, o)
-	return answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
+	r := c.joinOpen(ctx, o)
+	return answer{val: r.val, err: r.err, out: rescuedOutcome(ctx, r.err)}
 }
 
 // rescuedOutcome is how a rescued caller whose wait for its fail-open load
@@ -127,9 +89,9 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // the load goes on for the others and for memory, bounded by LoadTimeout.
 func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
 	if !c.tasks.start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
-		o.err = ErrClosed
-		c.opens.drop(key, o)
-		close(o.done)
+		o.Result.err = ErrClosed
+		c.opens.Drop(key, o)
+		o.End()
 	}
 }
 
@@ -171,7 +133,7 @@ func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
 
 // silentFor reports whether the node of key said nothing since r began.
 func (c *Cache) silentFor(r *rescue, key string) bool {
-	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.began)
+	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.Began)
 }
 
 // waitAll waits, in turn, for the channel done gives each of calls (nil:
@@ -219,7 +181,7 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 	for i := range calls {
 		k := &calls[i]
 		ch := done(k)
-		if ch == nil || isClosed(ch) || !c.silentFor(r, k.key) {
+		if ch == nil || failopen.IsClosed(ch) || !c.silentFor(r, k.key) {
 			continue
 		}
 		if k.f != nil {
@@ -232,16 +194,6 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 		ks = append(ks, k)
 	}
 	c.rescueMany(ctx, ks, ttl, load)
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // rescueMany answers the rescued calls ks: from memory, or by their keys'
@@ -275,7 +227,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 	}
 	b.started()
 	for _, j := range loads { // each until the caller's deadline at most, as rescued does
-		val, _, _, err := c.joinOpen(ctx, j.o)
-		j.k.a = answer{val: val, err: err, out: rescuedOutcome(ctx, err)}
+		r := c.joinOpen(ctx, j.o)
+		j.k.a = answer{val: r.val, err: r.err, out: rescuedOutcome(ctx, r.err)}
 	}
 }

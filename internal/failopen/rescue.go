@@ -1,0 +1,59 @@
+package failopen
+
+import "time"
+
+const (
+	rescueMargin = 5 * time.Millisecond // left between the rescued load's expected end and the deadline
+	rescueMin    = time.Millisecond     // Redis gets at least this long before a caller is rescued
+)
+
+// A Rescue is one caller's plan to fail open before its deadline.
+type Rescue struct {
+	At    time.Time // when; zero for never
+	Began time.Time // when the call's Redis attempt began
+	Name  string    // the key's entry name, for its node (the caller's to set)
+}
+
+// Plan returns the rescue of a call of n keys with deadline (none: ok
+// false), beginning now: none when the deadline is no sooner than verdict
+// (when corral itself would give up on a silent Redis), or too near to
+// leave Redis any time; otherwise at the deadline less the longest of the
+// keys' last loads (last(i), the i-th key's, when known) less a margin,
+// or half-way to the deadline when any is unknown.
+func Plan(deadline time.Time, ok bool, verdict time.Duration, n int, last func(i int) (time.Duration, bool)) Rescue {
+	if !ok || n == 0 {
+		return Rescue{}
+	}
+	now := time.Now()
+	left := deadline.Sub(now)
+	if left >= verdict || left <= 2*rescueMin {
+		return Rescue{}
+	}
+	at := deadline.Add(-left / 2)
+	var longest time.Duration
+	for i := range n {
+		took, ok := last(i)
+		if !ok {
+			longest = -1
+			break
+		}
+		longest = max(longest, took)
+	}
+	if longest >= 0 {
+		at = deadline.Add(-longest - rescueMargin)
+	}
+	if earliest := now.Add(rescueMin); at.Before(earliest) {
+		at = earliest
+	}
+	return Rescue{At: at, Began: now}
+}
+
+// Timer returns a channel that fires at r's time, and its stop; nil (never)
+// for no rescue.
+func (r *Rescue) Timer() (<-chan time.Time, func() bool) {
+	if r.At.IsZero() {
+		return nil, func() bool { return false }
+	}
+	t := time.NewTimer(time.Until(r.At))
+	return t.C, t.Stop
+}
