@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -627,7 +629,8 @@ func TestCase_C05_LostLeaseDuringLoad(t *testing.T) {
 
 func TestCase_C07_FirstCallerCancels(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
+	logs := &testkit.Buffer{}
+	e := newEnv(t, &corral.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := context.Background()
 	var runs atomic.Int32
 	// The case's 200ms load, ended by the test once D has joined, so a busy
@@ -659,14 +662,24 @@ func TestCase_C07_FirstCallerCancels(t *testing.T) {
 		t.Fatalf("A = %+v after %v, want DeadlineExceeded at its 50ms deadline", ra, took)
 	}
 	go func() { v, err := call(5 * time.Second); d <- res{v, err} }() // D arrives after A left
-	eventually(t, 5*time.Second, "B, C and D joined A's flight", func() bool { return e.c.Stats().Joined == 3 })
+	// On a starved machine Redis may not answer A's read before A's
+	// rescue point: A is rescued (its load runs directly, fail-open), and
+	// B's flight takes that load's value under its lease, which C and D
+	// join (so 2 calls joined, not 3). The load still runs once.
+	rescued := strings.Contains(logs.String(), "calling the loader directly")
+	joiners := uint64(3)
+	if rescued {
+		joiners = 2
+		t.Log("A was rescued: Redis did not answer its read before its rescue point")
+	}
+	eventually(t, 5*time.Second, "B, C and D joined A's flight (or B's, A rescued)", func() bool { return e.c.Stats().Joined == joiners })
 	close(gate)
 	for name, ch := range map[string]chan res{"B": b, "C": c, "D": d} {
 		if r := <-ch; r.err != nil || r.v != "v" {
 			t.Fatalf("%s = %+v, want the value", name, r)
 		}
 	}
-	if runs.Load() != 1 || e.c.Stats().Coalesced != 3 {
+	if runs.Load() != 1 || e.c.Stats().Coalesced != joiners {
 		t.Fatalf("loader ran %d times, %d calls joined A's flight; want 1 and 3 (B, C, D)", runs.Load(), e.c.Stats().Coalesced)
 	}
 	h := e.rdb.HGetAll(ctx, "corral:e:{c07}:{c07}").Val()
