@@ -404,11 +404,15 @@ func TestDegraded_D5_Eviction(t *testing.T) {
 	})
 
 	t.Run("a renewal takes the evicted lease again", func(t *testing.T) {
-		a, b := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 300 * time.Millisecond}), newCache(t, srv.Client(), opts())
+		// LeaseTTL 3s: the renewal (every second) comes well before the
+		// lease's deadline even on a starved machine, so it finds the lease
+		// evicted, not expired (with 300 ms, a renewal 500 ms late found
+		// it past its deadline: lost, rightly).
+		a, b := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 3 * time.Second}), newCache(t, srv.Client(), opts())
 		var loads atomic.Int32
 		got, finish := holding(t, a, "{d5b}", &loads, nil)
 		admin.Del(ctx, leaseName("d5b"))
-		eventually(t, 5*time.Second, "the holder's renewal takes its lease again", func() bool {
+		eventually(t, 10*time.Second, "the holder's renewal takes its lease again", func() bool {
 			return a.Stats().Evictions == 1 && admin.Exists(ctx, leaseName("d5b")).Val() == 1
 		})
 		finish()
