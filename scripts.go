@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -12,7 +11,8 @@ import (
 )
 
 // The protocol's scripts (scripts/*.lua: see their headers), run through
-// the store's one door (store.go, call), and their arguments and replies.
+// the store's one door (store.go, call): their arguments are built, and
+// their replies parsed, by internal/wire.
 
 var (
 	//go:embed scripts/fetch.lua
@@ -39,21 +39,13 @@ var (
 	rightsScript  = redis.NewScript(rightsSrc)
 )
 
-// largeReply is the largest payload fetch.lua sends with its reply; a larger
-// one is read by a command of its own, bounded by its size.
-const largeReply = 256 << 10
-
 // fetch runs fetch.lua (see its header). A payload too large to come with
 // the reply is read by a command of its own; Entry.Value is the payload
 // decoded (decompressed).
 func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
-	skip := ""
-	if a.skip != 0 {
-		skip = strconv.FormatInt(a.skip, 10)
-	}
 	for range 3 {
 		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
-			a.token, a.leaseTTL.Milliseconds(), strconv.FormatFloat(a.x, 'g', -1, 64), largeReply, skip, a.version)
+			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version)...)
 		if err != nil {
 			return wire.FetchReply{}, errorf("fetch: %w", err)
 		}
@@ -125,9 +117,10 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	}
 	payload, flags := s.encode(w)
 	soft, hard := w.ttls()
-	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload),
-		h.token, payload, flags, ms(soft), ms(hard), fractionalMS(w.took), pub, s.inline, s.version,
-		ms(s.leaseTTL), optionalMS(h.deadline), optionalMS(h.seen), optionalMS(h.softBy))
+	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload), wire.CommitArgs{
+		Token: h.token, Payload: payload, Flags: flags, Soft: soft, Hard: hard, Took: w.took, Publish: pub,
+		Inline: s.inline, Version: s.version, LeaseTTL: s.leaseTTL, Deadline: h.deadline, Seen: h.seen, SoftBy: h.softBy,
+	}.Argv()...)
 	if err != nil {
 		return wire.CommitRejected, errorf("commit: %w", err)
 	}
@@ -147,15 +140,6 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	return wire.Commit(wr.Status), nil
 }
 
-// optionalMS formats a time in server ms for a script, and 0 (none) as the
-// empty string.
-func optionalMS(t int64) string {
-	if t == 0 {
-		return ""
-	}
-	return strconv.FormatInt(t, 10)
-}
-
 // written decodes the reply of a script that writes and publishes
 // (wire.Written). A notice that could not be published (no channel rights)
 // does not undo the write: it is reported to hooks.noticeFailed.
@@ -171,13 +155,11 @@ func (s *store) written(res any) (wire.Written, error) {
 // after deadline (server ms). A lease found missing before h.deadline, over
 // the entry it was taken over (h.seen), was evicted, and is taken again.
 func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
-	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0,
-		h.token, ttl.Milliseconds(), deadline, h.deadline, optionalMS(h.seen))
+	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0, wire.RenewArgv(h.token, ttl, deadline, h.deadline, h.seen)...)
 	if err != nil {
 		return wire.RenewLost, errorf("renew lease: %w", err)
 	}
-	v, _ := res.(int64)
-	return wire.Renewal(v), nil
+	return wire.ParseRenewal(res), nil
 }
 
 // releaseArgs say how release.lua hands a lease back.
@@ -193,15 +175,7 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if err != nil {
 		return false, err
 	}
-	mark := 0
-	if a.mark {
-		mark = 1
-	}
-	hold := int64(0)
-	if a.hold > 0 {
-		hold = ms(a.hold)
-	}
-	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, token, pub, a.notice, hold, mark)
+	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, wire.ReleaseArgv(token, pub, a.notice, a.hold, a.mark)...)
 	if err != nil {
 		return false, errorf("release lease: %w", err)
 	}
@@ -223,7 +197,7 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 	if err != nil {
 		return err
 	}
-	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, ms(s.leaseTTL))
+	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL))
 	if err == nil {
 		_, err = s.written(res)
 	}
@@ -236,7 +210,7 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 // get reads an entry without taking a lease: its value (decoded) and what it
 // caches. ok is false when there is no entry.
 func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
-	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, largeReply)
+	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, wire.LargeReply)
 	if errors.Is(err, redis.Nil) {
 		return nil, wire.Value, false, nil
 	}
@@ -257,16 +231,4 @@ func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.
 		return nil, wire.Value, false, errorf("get %q: %w", n.Entry, err)
 	}
 	return value, f.Kind, true, nil
-}
-
-// fractionalMS formats d in milliseconds with microsecond precision, so
-// that XFetch sees loads shorter than a millisecond too.
-func fractionalMS(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
-}
-
-// ms rounds d up to whole milliseconds, at least 1: Redis rejects a 0 TTL.
-func ms(d time.Duration) int64 {
-	m := (d + time.Millisecond - 1) / time.Millisecond
-	return max(int64(m), 1)
 }

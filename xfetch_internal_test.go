@@ -54,7 +54,7 @@ func TestEarlyRefreshRate(t *testing.T) {
 				p.Del(ctx, n.Lease)
 				expiresIn.Eval(ctx, p, []string{n.Entry}, b.r, d)
 				fetch = fetchScript.Eval(ctx, p, []string{n.Entry, n.Lease}, "tok", time.Minute.Milliseconds(),
-					strconv.FormatFloat(c.earlyFactor(), 'g', -1, 64), largeReply, "", "")
+					strconv.FormatFloat(c.earlyFactor(), 'g', -1, 64), wire.LargeReply, "", "")
 				return nil
 			})
 			if err != nil {

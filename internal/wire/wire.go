@@ -2,7 +2,8 @@
 // headers of scripts/*.lua: the Redis names of a key (names.go), the fields
 // and flags of an entry and the reads that decode them (wire.go), fetch.lua's
 // reply (fetch.go), lease tokens and the replies of the scripts that write
-// (lease.go), and the notices published on a key's channel (notice.go).
+// (lease.go), the notices published on a key's channel (notice.go), and
+// the scripts' arguments (args.go).
 // Every message is built and parsed here, side by side, with one constant
 // for each byte or word of the format. Nothing here talks to Redis.
 package wire
