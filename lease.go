@@ -186,7 +186,7 @@ func (c *Cache) commitFailed(n wire.Names, token string, err error) {
 	if errors.Is(err, ErrPermission) {
 		c.permissionDenied(err) // logged once per right, and Health says so
 	}
-	c.warn.minutely(&c.warn.store, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
+	c.warn.store.Log(c.warn.log, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -244,7 +244,7 @@ func (r recommit) run(c *Cache, f *flight) {
 		}
 		c.stats.redisErrors.Add(1)
 	}
-	c.warn.minutely(&c.warn.store, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
+	c.warn.store.Log(c.warn.log, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -253,7 +253,7 @@ func (r recommit) run(c *Cache, f *flight) {
 // themselves. The first time for a key, it logs a warning.
 func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 	c.stats.valuesTooLarge.Add(1)
-	if c.warn.once(&c.warn.large, n.Entry) {
+	if c.warn.keys.Once(&c.warn.large, n.Entry) {
 		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
 			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
 	}
@@ -281,7 +281,7 @@ func (h handBack) run(c *Cache, f *flight) {
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.stats.redisErrors.Add(1)
-		c.warn.minutely(&c.warn.release, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
+		c.warn.release.Log(c.warn.log, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
 	}
 }
 
@@ -325,7 +325,7 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 				}
 			case err != nil:
 				c.stats.redisErrors.Add(1)
-				c.warn.minutely(&c.warn.renew, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
+				c.warn.renew.Log(c.warn.log, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.leasesLost.Add(1)

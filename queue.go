@@ -46,7 +46,7 @@ func (c *Cache) newQueue() *replay.Queue {
 		},
 		Dropped: func(key string, err error) {
 			c.permissionDenied(err)
-			c.warn.minutely(&c.warn.queue, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
+			c.warn.queue.Log(c.warn.log, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
 			c.stats.dropped.Add(1)
 			c.observe(context.Background(), EventInvalidationDropped, key)
 		},
@@ -85,7 +85,7 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 	if !ok {
 		c.stats.dropped.Add(1)
 		c.observe(ctx, EventInvalidationDropped, key)
-		if c.warn.queue.allow() {
+		if c.warn.queue.Allow() {
 			c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
 				"key", key, "max", c.opts.MaxPendingInvalidations, errAttr(err))
 		}

@@ -292,7 +292,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 		// of apart: no warning per call.
 		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	} else {
-		c.warn.minutely(&c.warn.failOpen, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
+		c.warn.failOpen.Log(c.warn.log, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	}
 	open := commitOpen{token: token}
 	out := outFailOpen

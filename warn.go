@@ -7,14 +7,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/corralhq/corral/internal/warn"
 	"github.com/redis/go-redis/v9"
 )
 
 // What a Cache counts and warns of when Redis refuses something, or an entry
 // does not decode. Warnings are rate-limited (once a minute, or once per
-// key or message), so that a Redis in trouble does not flood the log.
+// key or message: internal/warn's bookkeeping), so that a Redis in trouble
+// does not flood the log.
 
 // warnings are what a Cache warned of, and when, and its first-use checks'
 // progress (rights.go, eviction.go).
@@ -22,20 +23,20 @@ type warnings struct {
 	log *slog.Logger
 
 	// At warn level once a minute at most:
-	notice   everyMinute // notices Redis refused to publish
-	refused  everyMinute // writes Redis refused
-	failOpen everyMinute // fail-open loads (resolve.go)
-	store    everyMinute // commits that failed (lease.go)
-	release  everyMinute // leases not handed back
-	renew    everyMinute // renewals that failed
-	foreign  everyMinute // keys of another type at an entry's name
-	queue    everyMinute // invalidations the queue for Redis dropped (queue.go)
+	notice   warn.Minutely // notices Redis refused to publish
+	refused  warn.Minutely // writes Redis refused
+	failOpen warn.Minutely // fail-open loads (resolve.go)
+	store    warn.Minutely // commits that failed (lease.go)
+	release  warn.Minutely // leases not handed back
+	renew    warn.Minutely // renewals that failed
+	foreign  warn.Minutely // keys of another type at an entry's name
+	queue    warn.Minutely // invalidations the queue for Redis dropped (queue.go)
 
-	// Once per key or message, at most maxWarnedKeys remembered in all:
+	// Once per key or message, at most warn.MaxKeys remembered in all:
 	large  sync.Map // entry names of values over MaxValueBytes
 	decode sync.Map // keys of entries that did not decode
 	rights sync.Map // NOPERM messages
-	keys   atomic.Int64
+	keys   warn.Keys
 
 	checked    atomic.Bool  // the rights check has started (rights.go)
 	policyNext atomic.Int64 // when the eviction policy may be checked (eviction.go)
@@ -46,7 +47,7 @@ type warnings struct {
 // and warns of it once a minute at most.
 func (c *Cache) noticeFailed(err error) {
 	c.stats.noticesFailed.Add(1)
-	if c.warn.notice.allow() {
+	if c.warn.notice.Allow() {
 		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", errAttr(err))
 	}
 }
@@ -55,7 +56,7 @@ func (c *Cache) noticeFailed(err error) {
 // type, or its payload), and warns of it once per key.
 func (c *Cache) decodeFailed(key, what string) {
 	c.stats.decodeFailures.Add(1)
-	if c.warn.once(&c.warn.decode, key) {
+	if c.warn.keys.Once(&c.warn.decode, key) {
 		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
 	}
 }
@@ -77,28 +78,10 @@ func (c *Cache) rightDenied(what string) {
 	// Redis appends where in a script an error was raised: not part of
 	// which right is missing.
 	what, _, _ = strings.Cut(what, " script: ")
-	if c.warn.once(&c.warn.rights, what) {
+	if c.warn.keys.Once(&c.warn.rights, what) {
 		c.opts.Logger.Error("corral: Redis denies a right corral needs; calls that need it return ErrPermission (see the README's ACL rule)", "err", what)
 	}
 }
-
-// once reports whether key is new to seen (and records it): a warning
-// once per key. seen keeps at most maxWarnedKeys keys; past that every key
-// counts as new again, so memory stays bounded.
-func (w *warnings) once(seen *sync.Map, key string) bool {
-	if _, ok := seen.Load(key); ok {
-		return false
-	}
-	if w.keys.Add(1) > maxWarnedKeys {
-		seen.Clear()
-		w.keys.Store(0)
-	}
-	_, loaded := seen.LoadOrStore(key, true)
-	return !loaded
-}
-
-// maxWarnedKeys bounds the keys remembered for once-per-key warnings.
-const maxWarnedKeys = 10000
 
 // refusedWrite counts a write Redis refused while it still serves reads
 // (out of memory, a replica), and warns of it once a minute at most.
@@ -106,20 +89,9 @@ const maxWarnedKeys = 10000
 func (c *Cache) refusedWrite(why string) {
 	c.stats.writesRefused.Add(1)
 	c.faults.seen(errorf("%w (%s)", ErrWriteRefused, why))
-	if c.warn.refused.allow() {
+	if c.warn.refused.Allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly (kept in memory for FailSafe.Throttle), storing nothing", "why", why)
 	}
-}
-
-// minutely logs msg at warn level once a minute at most, through e, and
-// at debug level otherwise: for what can happen on every call while Redis
-// is in trouble.
-func (w *warnings) minutely(e *everyMinute, msg string, args ...any) {
-	if e.allow() {
-		w.log.Warn(msg, args...)
-		return
-	}
-	w.log.Debug(msg, args...)
 }
 
 // isWrongType reports whether err is Redis's WRONGTYPE reply: a key of
@@ -134,7 +106,7 @@ func isWrongType(err error) bool {
 // prefix clash): corral takes it for no entry, and the next commit of key
 // replaces it. The type is read apart (TYPE), in the background.
 func (c *Cache) foreignKey(key, name string) {
-	if !c.warn.foreign.allow() {
+	if !c.warn.foreign.Allow() {
 		return
 	}
 	c.tasks.start(func() {
@@ -150,15 +122,6 @@ func (c *Cache) foreignKey(key, name string) {
 		c.opts.Logger.Warn("corral: a key of another type is at an entry's name (another program's key, or a prefix clash): "+
 			"it is taken as no entry, and the next load or Set of the key replaces it", "key", key, "name", name, "type", kind)
 	})
-}
-
-// everyMinute lets a warning through once a minute.
-type everyMinute struct{ last atomic.Int64 }
-
-func (e *everyMinute) allow() bool {
-	now := time.Now().UnixNano()
-	last := e.last.Load()
-	return now-last >= int64(time.Minute) && e.last.CompareAndSwap(last, now)
 }
 
 // countRedisError counts a failed Redis call, unless it failed because the
