@@ -248,7 +248,7 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 		return answer{}, nil, false, nil
 	}
 	if a, ok := c.failSafe(key); ok {
-		c.stats.redisErrors.Add(1)
+		c.stats.RedisErrors.Add(1)
 		return a, nil, true, nil
 	}
 	return answer{}, nil, false, perr

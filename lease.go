@@ -143,7 +143,7 @@ func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) fol
 		// Redis did not answer, or the connection failed: the commit may yet
 		// land while the lease lives, and is precious, since waiters in other
 		// processes are owed it.
-		c.stats.redisErrors.Add(1)
+		c.stats.RedisErrors.Add(1)
 		return recommit{h: h, e: e, until: renewed.Add(c.opts.LeaseTTL)}
 	case err != nil:
 		c.commitFailed(n, h.token, err)
@@ -161,7 +161,7 @@ func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) fol
 // about the eviction policy was given once (eviction.go); this is logged
 // at debug level only, since a Redis short of memory may evict many.
 func (c *Cache) evictionSeen(n wire.Names, by string) {
-	c.stats.evictions.Add(1)
+	c.stats.Evictions.Add(1)
 	c.opts.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", n.Lease, "by", by)
 }
 
@@ -170,10 +170,10 @@ func (c *Cache) evictionSeen(n wire.Names, by string) {
 // lease counts as lost now.
 func (c *Cache) rejected(f *flight, kept bool) {
 	if kept {
-		c.stats.leasesLost.Add(1)
+		c.stats.LeasesLost.Add(1)
 		c.observe(f.ctx, EventLeaseLost, f.key)
 	}
-	c.stats.commitsRejected.Add(1)
+	c.stats.CommitsRejected.Add(1)
 	c.observe(f.ctx, EventCommitRejected, f.key)
 	c.opts.Logger.Info("corral: commit rejected: the lease was revoked or taken over during the load", "key", f.names.Entry)
 }
@@ -182,7 +182,7 @@ func (c *Cache) rejected(f *flight, kept bool) {
 // only storing it did not, so other processes' waiters re-check rather than
 // fail.
 func (c *Cache) commitFailed(n wire.Names, token string, err error) {
-	c.stats.redisErrors.Add(1)
+	c.stats.RedisErrors.Add(1)
 	if errors.Is(err, ErrPermission) {
 		c.permissionDenied(err) // logged once per right, and Health says so
 	}
@@ -222,7 +222,7 @@ func (r recommit) run(c *Cache, f *flight) {
 			return // closing: the lease expires on its own
 		}
 		pause = min(2*pause, 250*time.Millisecond)
-		c.stats.commitRetries.Add(1)
+		c.stats.CommitRetries.Add(1)
 		var res wire.Commit
 		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
@@ -242,7 +242,7 @@ func (r recommit) run(c *Cache, f *flight) {
 		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable):
 			broken++ // the connection failed under the commit, not before it
 		}
-		c.stats.redisErrors.Add(1)
+		c.stats.RedisErrors.Add(1)
 	}
 	c.warn.store.Log(c.warn.log, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
@@ -252,7 +252,7 @@ func (r recommit) run(c *Cache, f *flight) {
 // MaxValueBytes: it is not stored, and waiters elsewhere are told to load it
 // themselves. The first time for a key, it logs a warning.
 func (c *Cache) tooLarge(n wire.Names, token string, size int) {
-	c.stats.valuesTooLarge.Add(1)
+	c.stats.ValuesTooLarge.Add(1)
 	if c.warn.keys.Once(&c.warn.large, n.Entry) {
 		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
 			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
@@ -265,7 +265,7 @@ func (c *Cache) tooLarge(n wire.Names, token string, size int) {
 // themselves, as for a value over MaxValueBytes (but nothing is wrong, so
 // nothing is logged).
 func (c *Cache) uncached(n wire.Names, token string) {
-	c.stats.uncached.Add(1)
+	c.stats.Uncached.Add(1)
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
 
@@ -280,7 +280,7 @@ func (h handBack) run(c *Cache, f *flight) {
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
-		c.stats.redisErrors.Add(1)
+		c.stats.RedisErrors.Add(1)
 		c.warn.release.Log(c.warn.log, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
 	}
 }
@@ -324,11 +324,11 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 					c.evictionSeen(n, "renewal")
 				}
 			case err != nil:
-				c.stats.redisErrors.Add(1)
+				c.stats.RedisErrors.Add(1)
 				c.warn.renew.Log(c.warn.log, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
 			case res == wire.RenewLost:
 				w.lost = true
-				c.stats.leasesLost.Add(1)
+				c.stats.LeasesLost.Add(1)
 				c.observe(f.ctx, EventLeaseLost, f.key)
 				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
 				return

@@ -55,7 +55,7 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 	}
 	done := make(chan result, 1)
 	start := time.Now()
-	c.stats.loads.Add(1)
+	c.stats.Loads.Add(1)
 	lctx := c.loadStarted(ctx, key) // the loader's: a Tracer's scope in ctx
 	go func() {
 		returned := false
@@ -81,7 +81,7 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 	}
 	took = time.Since(start)
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
-		c.stats.loadErrors.Add(1)
+		c.stats.LoadErrors.Add(1)
 	}
 	c.loadEnded(lctx, key, took, err)
 	return val, took, fr, err

@@ -302,7 +302,7 @@ func (c *Cache) loadEnded(ctx context.Context, key string, took time.Duration, e
 // waitStarted counts a flight that begins to wait for another process's
 // lease, and tells the Observer.
 func (c *Cache) waitStarted(f *flight, w *waiting) {
-	c.stats.waits.Add(1)
+	c.stats.Waits.Add(1)
 	w.began = time.Now()
 	c.observe(f.ctx, EventWaitStart, f.key)
 }

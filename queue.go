@@ -41,13 +41,13 @@ func (c *Cache) newQueue() *replay.Queue {
 		NodeOf: func(key string) string { return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key)) },
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
 		Applied: func(key string) {
-			c.stats.replayed.Add(1)
+			c.stats.Replayed.Add(1)
 			c.observe(context.Background(), EventInvalidationReplayed, key)
 		},
 		Dropped: func(key string, err error) {
 			c.permissionDenied(err)
 			c.warn.queue.Log(c.warn.log, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
-			c.stats.dropped.Add(1)
+			c.stats.Dropped.Add(1)
 			c.observe(context.Background(), EventInvalidationDropped, key)
 		},
 	})
@@ -83,7 +83,7 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 	}
 	added, ok := c.queue.Add(key)
 	if !ok {
-		c.stats.dropped.Add(1)
+		c.stats.Dropped.Add(1)
 		c.observe(ctx, EventInvalidationDropped, key)
 		if c.warn.queue.Allow() {
 			c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
@@ -92,7 +92,7 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 		return errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
 	}
 	if added { // not again for one already queued, which does the same
-		c.stats.queued.Add(1)
+		c.stats.Queued.Add(1)
 		c.observe(ctx, EventInvalidationQueued, key)
 		c.queue.Kick()
 	}
@@ -105,7 +105,7 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 // is done.
 func (c *Cache) supersede(ctx context.Context, key string) {
 	for range c.queue.Superseded(key) {
-		c.stats.replayed.Add(1)
+		c.stats.Replayed.Add(1)
 		c.observe(ctx, EventInvalidationReplayed, key)
 	}
 }
@@ -114,7 +114,7 @@ func (c *Cache) supersede(ctx context.Context, key string) {
 func (c *Cache) abandon() {
 	keys := c.queue.Abandon()
 	for _, key := range keys {
-		c.stats.dropped.Add(1)
+		c.stats.Dropped.Add(1)
 		c.observe(context.Background(), EventInvalidationDropped, key)
 	}
 	if len(keys) > 0 {

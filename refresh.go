@@ -23,16 +23,16 @@ func (r refresh) run(c *Cache, f *flight) {
 		c.releaseLease(f.names, l.token, releaseArgs{})
 		return
 	}
-	c.stats.refreshes.Add(1)
+	c.stats.Refreshes.Add(1)
 	if l.early {
-		c.stats.earlyRefreshes.Add(1)
+		c.stats.EarlyRefreshes.Add(1)
 	}
 	a, next := c.loadAndCommit(f, l, true)
 	if next != nil {
 		next.run(c, f)
 	}
 	if err := a.err; err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
-		c.stats.refreshErrors.Add(1)
+		c.stats.RefreshErrors.Add(1)
 		c.opts.Logger.Warn("corral: background refresh failed; the current value stays", "key", f.key, errAttr(err))
 	}
 }

@@ -40,7 +40,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 		}
 		if f.peekErr != nil {
 			// The peek found Redis failing: no script ran, fail open at once.
-			c.stats.redisErrors.Add(1)
+			c.stats.RedisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
 		f.asking.Store(true)
@@ -134,7 +134,7 @@ func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a ans
 	if c.ctx.Err() != nil {
 		return answer{err: ErrClosed}, nil, true
 	}
-	c.stats.redisErrors.Add(1)
+	c.stats.RedisErrors.Add(1)
 	if left := time.Until(w.leaseEnds); w.sub != nil && left > 0 && redisFailed(err) {
 		// A waiter whose re-check failed: the holder may yet commit (its
 		// node is failing over, or paused). Keep listening, and re-check
@@ -331,7 +331,7 @@ func (o commitOpen) run(c *Cache, f *flight) {
 		}
 		e := c.entry(val, wire.Value, o.fr, o.took)
 		if _, err := c.store.commit(c.drain, f.names, o.token, e); err != nil {
-			c.stats.redisErrors.Add(1)
+			c.stats.RedisErrors.Add(1)
 		}
 	case isNotFound(o.err):
 		c.store.commit(c.drain, f.names, o.token, c.entry(nil, wire.NotFound, o.fr, 0))
@@ -341,7 +341,7 @@ func (o commitOpen) run(c *Cache, f *flight) {
 			notice = wire.FailureNotice(o.err)
 		}
 		if _, err := c.store.release(c.drain, f.names, o.token, releaseArgs{notice: notice}); err != nil {
-			c.stats.redisErrors.Add(1)
+			c.stats.RedisErrors.Add(1)
 		}
 	}
 }

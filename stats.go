@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/internal/stats"
 )
 
 // Stats are a Cache's counters since New.
@@ -100,60 +102,20 @@ func (s Stats) Calls() uint64 {
 		s.Waited + s.FailOpens + s.FailSafeHits + s.Errors
 }
 
-// counters are the live Stats, updated atomically.
+// counters are the live Stats, updated atomically: the calls' outcomes
+// here, the rest in internal/stats.
 type counters struct {
 	outcomes [nOutcomes]atomic.Uint64 // by the outcome of a call; outNone counts Errors
-
-	joined, loads, loadErrors, waits, earlyRefreshes atomic.Uint64
-	refreshes, refreshErrors, leasesLost, evictions  atomic.Uint64
-	commitsRejected, redisErrors                     atomic.Uint64
-	queued, replayed, dropped                        atomic.Uint64
-	commitRetries, valuesTooLarge, uncached          atomic.Uint64
-	writesRefused, noticesFailed, decodeFailures     atomic.Uint64
-	breakerOpens                                     atomic.Uint64
-	subscribes, unsubscribes                         atomic.Uint64
+	stats.Counters
 }
 
 func (c *counters) snapshot() Stats {
+	s := Stats(c.Snapshot())
 	out := func(o outcome) uint64 { return c.outcomes[o].Load() }
-	return Stats{
-		Hits:            out(outHit),
-		NearHits:        out(outNearHit),
-		StaleHits:       out(outStale) + out(outStaleIfError),
-		StaleIfError:    out(outStaleIfError),
-		NegativeHits:    out(outNegative),
-		FailureHits:     out(outFailure),
-		Misses:          out(outMiss),
-		Coalesced:       out(outCoalesced),
-		Waited:          out(outWaited),
-		FailOpens:       out(outFailOpen),
-		FailSafeHits:    out(outFailSafe),
-		Errors:          out(outNone),
-		Joined:          c.joined.Load(),
-		Loads:           c.loads.Load(),
-		LoadErrors:      c.loadErrors.Load(),
-		Waits:           c.waits.Load(),
-		EarlyRefreshes:  c.earlyRefreshes.Load(),
-		Refreshes:       c.refreshes.Load(),
-		RefreshErrors:   c.refreshErrors.Load(),
-		LeasesLost:      c.leasesLost.Load(),
-		Evictions:       c.evictions.Load(),
-		CommitsRejected: c.commitsRejected.Load(),
-		CommitRetries:   c.commitRetries.Load(),
-		ValuesTooLarge:  c.valuesTooLarge.Load(),
-		Uncached:        c.uncached.Load(),
-		DecodeFailures:  c.decodeFailures.Load(),
-		WritesRefused:   c.writesRefused.Load(),
-		NoticesFailed:   c.noticesFailed.Load(),
-		RedisErrors:     c.redisErrors.Load(),
-		BreakerOpens:    c.breakerOpens.Load(),
-
-		InvalidationsQueued:   c.queued.Load(),
-		InvalidationsReplayed: c.replayed.Load(),
-		InvalidationsDropped:  c.dropped.Load(),
-		Subscribes:            c.subscribes.Load(),
-		Unsubscribes:          c.unsubscribes.Load(),
-	}
+	s.Hits, s.NearHits, s.StaleHits, s.StaleIfError = out(outHit), out(outNearHit), out(outStale)+out(outStaleIfError), out(outStaleIfError)
+	s.NegativeHits, s.FailureHits, s.Misses, s.Coalesced = out(outNegative), out(outFailure), out(outMiss), out(outCoalesced)
+	s.Waited, s.FailOpens, s.FailSafeHits, s.Errors = out(outWaited), out(outFailOpen), out(outFailSafe), out(outNone)
+	return s
 }
 
 // count counts a call's outcome, and tells the Observer (observe.go). It
@@ -166,7 +128,7 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 
 // joined counts a call that joined a flight another call started
 // (Stats.Joined).
-func (c *Cache) joined() { c.stats.joined.Add(1) }
+func (c *Cache) joined() { c.stats.Joined.Add(1) }
 
 // refused counts a call of key refused before it began (its arguments,
 // its context, Close): an error of its own. It returns err.
@@ -188,9 +150,3 @@ func (c *Cache) refusedMany(ctx context.Context, keys []string, err error) error
 	}
 	return err
 }
-
-// Subscribed, Unsubscribed and RedisError count for the notifier
-// (notify.Stats).
-func (c *counters) Subscribed()   { c.subscribes.Add(1) }
-func (c *counters) Unsubscribed() { c.unsubscribes.Add(1) }
-func (c *counters) RedisError()   { c.redisErrors.Add(1) }

@@ -99,7 +99,7 @@ type breakerStats struct {
 
 func (b breakerStats) BreakerChanged(node string, to transport.BreakerState) {
 	if to == transport.BreakerOpen {
-		b.stats.breakerOpens.Add(1)
+		b.stats.BreakerOpens.Add(1)
 	}
 	observeBreaker(b.o, node, to)
 }

@@ -46,7 +46,7 @@ type warnings struct {
 // stood (no channel rights: waiters elsewhere fall back to re-checking),
 // and warns of it once a minute at most.
 func (c *Cache) noticeFailed(err error) {
-	c.stats.noticesFailed.Add(1)
+	c.stats.NoticesFailed.Add(1)
 	if c.warn.notice.Allow() {
 		c.opts.Logger.Warn("corral: Redis refused to publish a notice; the write stands, and waiters re-check on their own", errAttr(err))
 	}
@@ -55,7 +55,7 @@ func (c *Cache) noticeFailed(err error) {
 // decodeFailed counts a cached entry of key that did not decode (as what: a
 // type, or its payload), and warns of it once per key.
 func (c *Cache) decodeFailed(key, what string) {
-	c.stats.decodeFailures.Add(1)
+	c.stats.DecodeFailures.Add(1)
 	if c.warn.keys.Once(&c.warn.decode, key) {
 		c.opts.Logger.Warn("corral: a cached entry does not decode; reloading it", "key", key, "as", what)
 	}
@@ -87,7 +87,7 @@ func (c *Cache) rightDenied(what string) {
 // (out of memory, a replica), and warns of it once a minute at most.
 // why is Redis's reason (OOM, READONLY, or its error text).
 func (c *Cache) refusedWrite(why string) {
-	c.stats.writesRefused.Add(1)
+	c.stats.WritesRefused.Add(1)
 	c.faults.seen(errorf("%w (%s)", ErrWriteRefused, why))
 	if c.warn.refused.Allow() {
 		c.opts.Logger.Warn("corral: Redis refuses writes; serving what it holds, loading misses directly (kept in memory for FailSafe.Throttle), storing nothing", "why", why)
@@ -132,6 +132,6 @@ func (c *Cache) countRedisError(ctx context.Context, err error) {
 		c.permissionDenied(err) // Redis answered: it is not failing
 		c.firstUse()
 	case ctx.Err() == nil:
-		c.stats.redisErrors.Add(1)
+		c.stats.RedisErrors.Add(1)
 	}
 }
