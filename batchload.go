@@ -138,7 +138,7 @@ func (b *loadBatch) call(r *loadRound) {
 	if r == nil {
 		return
 	}
-	if !b.c.tasks.start(func() { b.run(r) }) {
+	if !b.c.tasks.Start(func() { b.run(r) }) {
 		r.err = ErrClosed
 		close(r.done)
 	}

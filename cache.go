@@ -3,13 +3,13 @@ package corral
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/replay"
+	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +20,7 @@ import (
 // Its parts own their state: the flights and peeks under way (flight.go,
 // peek.go), the fail-open loads (failsafe.go), the queue of invalidations
 // (queue.go), what it warned of (warn.go), the goroutines Close waits for
-// (tasks); the Cache holds them and its options.
+// (internal/tasks); the Cache holds them and its options.
 type Cache struct {
 	opts     Options
 	store    *store
@@ -42,7 +42,7 @@ type Cache struct {
 	// it RedisTimeout after it began.
 	drain       context.Context
 	cancelDrain context.CancelFunc
-	tasks       tasks // the goroutines Close waits for
+	tasks       tasks.Group // the goroutines Close waits for
 
 	flights      flights                // the in-process flight of each key (flight.go)
 	peeks        peeks                  // the peek under way of each key (peek.go)
@@ -51,43 +51,6 @@ type Cache struct {
 	queue        *replay.Queue          // invalidations Redis is yet to get (queue.go)
 	warn         warnings               // what was warned of, and when (warn.go)
 	faults       faults                 // for Health (health.go)
-}
-
-// tasks are the goroutines a Cache runs on its own: flights, background
-// refreshes, a FetchMany's loads, the first-use checks, the replayer.
-// Close stops new ones from starting and waits for those running.
-type tasks struct {
-	mu     sync.Mutex // guards closed, and wg.Add against Close's wg.Wait
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// start runs f in a goroutine that Close waits for, unless the Cache is
-// closed: it reports whether it started f.
-func (t *tasks) start(f func()) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		f()
-	}()
-	return true
-}
-
-// close stops new tasks from starting. It reports false when they were
-// stopped already.
-func (t *tasks) close() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.closed = true
-	return true
 }
 
 // New returns a Cache that keeps its entries in rdb: a *redis.Client, a
@@ -139,7 +102,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		c.held = near.NewHeld(o.FailSafe.Size, o.FailSafe.MaxBytes)
 	}
 	c.observing(o.Observer)
-	c.tasks.start(func() { c.queue.Run(c.ctx) })
+	c.tasks.Start(func() { c.queue.Run(c.ctx) })
 	c.warmUp()
 	return c, nil
 }
@@ -205,14 +168,14 @@ func (c *Cache) Stats() Stats {
 // and its result dropped. Close does not close the Redis client. Later calls
 // return ErrClosed; a second Close returns nil.
 func (c *Cache) Close() error {
-	if !c.tasks.close() {
+	if !c.tasks.Close() {
 		return nil
 	}
 	deadline := time.Now().Add(c.opts.RedisTimeout)
 	c.cancel()
 	stop := time.AfterFunc(c.opts.RedisTimeout, c.cancelDrain)
 	defer stop.Stop()
-	waitUntil(&c.tasks.wg, deadline)
+	c.tasks.Wait(deadline)
 	if c.queue.Len() > 0 {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
@@ -222,7 +185,7 @@ func (c *Cache) Close() error {
 		c.abandon()
 	}
 	c.cancelDrain()
-	waitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))
+	tasks.WaitUntil(c.notify.Close(), deadline.Add(50*time.Millisecond))
 	c.store.close()
 	if c.near != nil {
 		c.near.Close(deadline)
@@ -232,23 +195,6 @@ func (c *Cache) Close() error {
 		c.held.Close()
 	}
 	return nil
-}
-
-// waitUntil waits for wg, or until deadline. It reports whether wg is done.
-func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // leaseToken returns a new lease token, whose first byte says how this

@@ -25,7 +25,7 @@ func (c *Cache) diagnoseSoon() {
 	if next < 0 || next > 0 && time.Now().UnixNano() < next || !c.warn.policyNext.CompareAndSwap(next, -1) {
 		return
 	}
-	c.tasks.start(func() { // Close waits for it, up to RedisTimeout
+	c.tasks.Start(func() { // Close waits for it, up to RedisTimeout
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if !c.diagnosePolicy(ctx) {

@@ -93,7 +93,7 @@ func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekEr
 			ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
 			how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
 		}
-		if !c.tasks.start(func() { c.run(f) }) {
+		if !c.tasks.Start(func() { c.run(f) }) {
 			f.unhook()
 			stop()
 			return nil, false

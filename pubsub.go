@@ -86,7 +86,7 @@ func detectPubsub(ctx context.Context, noShard bool, probe func(ctx context.Cont
 // would start. New does not wait. While Redis is down or silent the probe
 // fails within RedisTimeout, and the first calls do all of it as before.
 func (c *Cache) warmUp() {
-	c.tasks.start(func() {
+	c.tasks.Start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if _, err := c.store.pubsub(ctx); err == nil {

@@ -88,7 +88,7 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // leaves at its own deadline (joinOpen), as a flight's caller does, while
 // the load goes on for the others and for memory, bounded by LoadTimeout.
 func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
-	if !c.tasks.start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
+	if !c.tasks.Start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
 		o.Result.err = ErrClosed
 		c.opens.Drop(key, o)
 		o.End()

@@ -20,7 +20,7 @@ func (c *Cache) firstUse() {
 	if c.warn.checked.Load() || !c.warn.checked.CompareAndSwap(false, true) {
 		return
 	}
-	c.tasks.start(func() {
+	c.tasks.Start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		c.diagnoseRights(ctx)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -106,7 +107,7 @@ func (b breakerStats) BreakerChanged(node string, to transport.BreakerState) {
 
 // close stops the pipeline (transport.Pipeline.Close), and waits briefly
 // for its recovery probes.
-func (s *store) close() { waitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond)) }
+func (s *store) close() { tasks.WaitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond)) }
 
 // What the pipeline knows of the nodes, for the Cache: its Stats, Health,
 // rescues and replays (transport.Pipeline's queries).

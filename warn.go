@@ -109,7 +109,7 @@ func (c *Cache) foreignKey(key, name string) {
 	if !c.warn.foreign.Allow() {
 		return
 	}
-	c.tasks.start(func() {
+	c.tasks.Start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		kind, err := c.store.keyType(ctx, name)
