@@ -4,9 +4,10 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/fill"
 )
 
 // Options configures a Cache. A nil *Options means all defaults, and the zero
@@ -287,7 +288,7 @@ func (o *Options) withDefaults() (Options, error) {
 	case n.Size > 0 && n.TTL == 0:
 		n.TTL = DefaultNearCacheTTL
 	}
-	if nilInside(r.Observer) {
+	if fill.NilInside(r.Observer) {
 		return Options{}, invalid("Observer is a nil %T", r.Observer)
 	}
 	if r.Codec == nil {
@@ -302,19 +303,6 @@ func (o *Options) withDefaults() (Options, error) {
 	return r, nil
 }
 
-// nilInside reports whether v is an interface holding a nil pointer (or
-// func, map, ...): not nil, yet any call of its methods would fail.
-func nilInside(v any) bool {
-	if v == nil {
-		return false
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
-		return r.IsNil()
-	}
-	return false
-}
-
 // invalid is the error of options that make no sense.
 func invalid(format string, args ...any) error {
 	return errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
@@ -322,25 +310,16 @@ func invalid(format string, args ...any) error {
 
 // fillDurations checks r's durations and fills in their defaults.
 func fillDurations(r *Options) error {
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
-		{"LoadTimeout", &r.LoadTimeout, DefaultLoadTimeout},
-		{"RedisTimeout", &r.RedisTimeout, DefaultRedisTimeout},
-		{"NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL},
-		{"StaleTTL", &r.StaleTTL, 0},
-		{"ErrorTTL", &r.ErrorTTL, 0},
-		{"BreakerCooldown", &r.BreakerCooldown, DefaultBreakerCooldown},
-	} {
-		if *d.v < 0 {
-			return invalid("%s is negative (%v)", d.name, *d.v)
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
+	if err := fill.Defaults(
+		fill.F("LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL),
+		fill.F("LoadTimeout", &r.LoadTimeout, DefaultLoadTimeout),
+		fill.F("RedisTimeout", &r.RedisTimeout, DefaultRedisTimeout),
+		fill.F("NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL),
+		fill.F("StaleTTL", &r.StaleTTL, 0),
+		fill.F("ErrorTTL", &r.ErrorTTL, 0),
+		fill.F("BreakerCooldown", &r.BreakerCooldown, DefaultBreakerCooldown),
+	); err != nil {
+		return invalid("%v", err)
 	}
 	if r.LeaseTTL < minLeaseTTL {
 		return invalid("LeaseTTL %v is below the minimum %v", r.LeaseTTL, minLeaseTTL)
@@ -370,24 +349,15 @@ func fillFactors(r *Options) error {
 
 // fillSizes checks r's counts and sizes and fills in their defaults.
 func fillSizes(r *Options) error {
-	for _, n := range []struct {
-		name string
-		v    *int
-		def  int
-	}{
-		{"NoticeInlineLimit", &r.NoticeInlineLimit, DefaultNoticeInlineLimit},
-		{"MaxBackgroundRefreshes", &r.MaxBackgroundRefreshes, DefaultMaxBackgroundRefreshes},
-		{"BreakerThreshold", &r.BreakerThreshold, DefaultBreakerThreshold},
-		{"MaxValueBytes", &r.MaxValueBytes, DefaultMaxValueBytes},
-		{"CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes},
-		{"MaxPendingInvalidations", &r.MaxPendingInvalidations, DefaultMaxPendingInvalidations},
-	} {
-		if *n.v < 0 {
-			return invalid("%s is negative (%d)", n.name, *n.v)
-		}
-		if *n.v == 0 {
-			*n.v = n.def
-		}
+	if err := fill.Defaults(
+		fill.F("NoticeInlineLimit", &r.NoticeInlineLimit, DefaultNoticeInlineLimit),
+		fill.F("MaxBackgroundRefreshes", &r.MaxBackgroundRefreshes, DefaultMaxBackgroundRefreshes),
+		fill.F("BreakerThreshold", &r.BreakerThreshold, DefaultBreakerThreshold),
+		fill.F("MaxValueBytes", &r.MaxValueBytes, DefaultMaxValueBytes),
+		fill.F("CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes),
+		fill.F("MaxPendingInvalidations", &r.MaxPendingInvalidations, DefaultMaxPendingInvalidations),
+	); err != nil {
+		return invalid("%v", err)
 	}
 	return nil
 }
