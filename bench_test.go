@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/observetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -51,19 +52,7 @@ func benchClient(b *testing.B) *redis.Client {
 var hitParallelism = flag.Int("hit.parallelism", 1, "goroutines per CPU in the hit benchmarks")
 
 func parallelKeys(b *testing.B, prefix string, f func(key string)) {
-	keys := make([]string, hitKeys)
-	for i := range keys {
-		keys[i] = prefix + strconv.Itoa(i)
-	}
-	var next atomic.Int64
-	b.SetParallelism(*hitParallelism)
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(next.Add(7919)) // a prime stride: goroutines spread over the keys
-		for pb.Next() {
-			f(keys[i%hitKeys])
-			i++
-		}
-	})
+	observetest.ParallelKeys(b, *hitParallelism, prefix, f)
 }
 
 // BenchmarkRawGet is the baseline: a plain GET of a warm value.
@@ -479,23 +468,10 @@ func BenchmarkFetchTypedHitNear(b *testing.B) {
 
 // warmNearKeys fetches the hitKeys keys under prefix until each is held by
 // the near cache (its invalidation stream is up, and a copy is stored).
+// warmNearKeys fetches the hitKeys keys under prefix until c's near cache
+// holds each.
 func warmNearKeys(b *testing.B, c *corral.Cache, prefix string, fetch func(key string) error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; i < hitKeys; {
-		key := prefix + strconv.Itoa(i)
-		before := c.Stats().NearHits
-		if err := fetch(key); err != nil {
-			b.Fatal(err)
-		}
-		if err := fetch(key); err != nil {
-			b.Fatal(err)
-		}
-		if c.Stats().NearHits > before {
-			i++
-		} else if time.Now().After(deadline) {
-			b.Fatal("the near cache does not hold the keys")
-		}
-	}
+	observetest.WarmKeys(b, c, true, prefix, fetch)
 }
 
 // BenchmarkNearInvalidation measures how soon a change made by one instance

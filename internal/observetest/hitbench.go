@@ -116,9 +116,15 @@ func (h HitBench) newCache(b *testing.B, near bool, obs corral.Observer) *corral
 	return c
 }
 
-// warm fetches the hitKeys keys under prefix; with near, until each is held
-// by the near cache (its invalidation stream is up, and a copy is stored).
+// warm is WarmKeys.
 func (h HitBench) warm(b *testing.B, c *corral.Cache, near bool, prefix string, fetch func(key string) error) {
+	WarmKeys(b, c, near, prefix, fetch)
+}
+
+// WarmKeys fetches the hit benchmarks' 1,000 keys under prefix; with near,
+// until each is held by c's near cache (its invalidation stream is up, and
+// a copy is stored). The root package's hit benchmarks use it too.
+func WarmKeys(b *testing.B, c *corral.Cache, near bool, prefix string, fetch func(key string) error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; i < hitKeys; {
 		key := prefix + strconv.Itoa(i)
@@ -141,15 +147,21 @@ func (h HitBench) warm(b *testing.B, c *corral.Cache, near bool, prefix string, 
 	}
 }
 
-// parallelKeys runs f over the hitKeys keys named by prefix in parallel,
-// each goroutine starting at its own place in the cycle.
+// parallelKeys is ParallelKeys at h's parallelism.
 func (h HitBench) parallelKeys(b *testing.B, prefix string, f func(key string)) {
+	ParallelKeys(b, h.Parallelism, prefix, f)
+}
+
+// ParallelKeys runs f over the hit benchmarks' 1,000 keys named by prefix
+// in parallel (b.SetParallelism(parallelism)), each goroutine starting at
+// its own place in the cycle. The root package's hit benchmarks use it too.
+func ParallelKeys(b *testing.B, parallelism int, prefix string, f func(key string)) {
 	keys := make([]string, hitKeys)
 	for i := range keys {
 		keys[i] = prefix + strconv.Itoa(i)
 	}
 	var next atomic.Int64
-	b.SetParallelism(h.Parallelism)
+	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(next.Add(7919)) // a prime stride: goroutines spread over the keys
 		for pb.Next() {
