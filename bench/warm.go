@@ -28,16 +28,25 @@ const warmTick = time.Millisecond
 // when it is one, else with one Fetch. The instances run at once so that
 // the warm-up is short: the copies a near cache holds are then young when
 // Redis dies. Each key's warming is bounded by sc.Timeout.
+//
+// It goes round the instances twice: the first load of each key is
+// committed once, by one instance, and its invalidation reaches the others
+// at some time after (an instance that read the key before the commit
+// holds a copy the notice then drops), possibly after that instance's own
+// round ended with every key held; by the second round every commit was
+// made before it began, and a copy a late notice dropped is warmed again.
 func (r *runner) warm(ctx context.Context, sc *Scenario, insts []Instance, vals *values, ns string) error {
-	errs := make([]error, len(insts))
-	var wg sync.WaitGroup
-	for i, in := range insts {
-		wg.Go(func() { errs[i] = warmInstance(ctx, sc, in, vals, ns) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+	for range 2 {
+		errs := make([]error, len(insts))
+		var wg sync.WaitGroup
+		for i, in := range insts {
+			wg.Go(func() { errs[i] = warmInstance(ctx, sc, in, vals, ns) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
 		}
 	}
 	return nil
