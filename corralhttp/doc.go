@@ -162,7 +162,11 @@
 // the body names no host or error, which are logged instead), 503 after
 // Close, 504 when the origin does not answer within Options.OriginTimeout.
 // A 5xx that is not stored goes to the requests of its load as it is,
-// unless a stale response can be served instead. Nothing partial is ever
+// unless a stale response can be served instead, but only to those it
+// would be served to were it stored: not when it is private, no-store,
+// has Set-Cookie or Vary: *, or was fetched with Authorization and is not
+// public; and not to a request that has a header its Vary names that the
+// load did not send. Those requests are passed to the origin, each alone. Nothing partial is ever
 // stored. A response with a Transfer-Encoding Go's client refuses
 // (anything but chunked alone) is fetched again over a connection of its
 // own and decoded (gzip, deflate; codings.go); one it cannot decode gets

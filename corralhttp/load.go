@@ -15,8 +15,10 @@ import (
 )
 
 // statusError is a load's error for an origin's 5xx response that is not
-// stored: the requests of the load are answered with it, unless a stale
-// response may be served instead (stale-if-error).
+// stored, and that nothing but its status keeps from being stored
+// (verdict.errShare): the requests of the load it fits (errorFits) are
+// answered with it, unless a stale response may be served instead
+// (stale-if-error).
 type statusError struct{ s *stored }
 
 func (e *statusError) Error() string {
@@ -79,20 +81,23 @@ func (st *state) forwarded(hadStale, revalidated bool) {
 func (h *Handler) settle(ctx context.Context, req request, st *state, s *stored, varyID string, mine bool) (corral.Entry, error) {
 	v, beyond := h.verdictFor(req, s)
 	s.Fresh, s.Stale, s.StaleIfError, s.Auth = v.fresh.Milliseconds(), v.swr.Milliseconds(), v.sie.Milliseconds(), v.auth
+	if len(beyond) > 0 {
+		s.VaryID = cmp.Or(varyID, newVaryID())
+	}
 	if !v.share {
 		h.log.Debug("corral: response not shared", "path", req.path, "why", v.why)
-		if s.Status >= 500 {
-			return corral.Entry{}, &statusError{s}
+		if v.errShare {
+			return corral.Entry{}, &statusError{s} // to the requests it may answer: errorFits
 		}
 		if mine {
 			st.mu.Lock()
 			st.own = s
 			st.mu.Unlock()
 		}
+		if s.Status >= 500 {
+			return corral.Entry{Value: passMarker}, nil // a passing failure: its other requests pass, no marker is kept
+		}
 		return h.passEntry(req), nil
-	}
-	if len(beyond) > 0 {
-		s.VaryID = cmp.Or(varyID, newVaryID())
 	}
 	b, err := s.encode()
 	switch {

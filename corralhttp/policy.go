@@ -32,6 +32,11 @@ type verdict struct {
 	revalidate bool
 	// auth: the response may answer requests with Authorization.
 	auth bool
+	// errShare: a 5xx not stored (Options.CacheServerErrors off) may answer
+	// the other requests of its load, nothing but its status keeping it
+	// from being stored: not private, no-store, Set-Cookie, Vary: *, nor
+	// fetched with Authorization unless it says it may be shared.
+	errShare bool
 	// why says why a response is not stored, for the debug log.
 	why string
 }
@@ -45,10 +50,10 @@ var heuristic = map[int]bool{200: true, 203: true, 204: true, 300: true, 301: tr
 // that carried Authorization or not, received at now.
 func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) verdict {
 	cc, err := o.cacheDirectives(h)
-	if why := o.unshared(status, h, cc, err, auth); why != "" {
-		return verdict{why: why}
-	}
 	mayAuth := cc.public || cc.sMaxAge >= 0 || cc.mustRevalidate
+	if why := o.unshared(status, h, cc, err, auth); why != "" {
+		return verdict{why: why, errShare: why == whyServerError && (!auth || mayAuth)}
+	}
 	if auth && !mayAuth {
 		return verdict{why: "request with Authorization, response not public"}
 	}
@@ -82,6 +87,9 @@ func (o *Options) decide(status int, h http.Header, auth bool, now time.Time) ve
 	return v
 }
 
+// whyServerError is unshared's reason for a 5xx, when it has no other.
+const whyServerError = "server error"
+
 // unshared returns why a response may go to its own request only, or "".
 func (o *Options) unshared(status int, h http.Header, cc directives, err error, auth bool) string {
 	vary, star := varyOf(h)
@@ -101,7 +109,7 @@ func (o *Options) unshared(status int, h http.Header, cc directives, err error, 
 	case status == http.StatusPartialContent || status == http.StatusNotModified:
 		return "status " + strconv.Itoa(status)
 	case status >= 500 && !o.CacheServerErrors:
-		return "server error"
+		return whyServerError // last: the other reasons come first
 	}
 	return ""
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -351,6 +354,27 @@ func TestNeverServesMismatchedVariant(t *testing.T) {
 		expect(t, get(t, h, "/pv", "Foo: 1"), corralhttp.Pass, 200, "Foo=[1]")
 		expect(t, get(t, h, "/pv"), corralhttp.Hit, 200, "Foo=(none)")
 	})
+	for _, tc := range []struct {
+		name    string
+		header  []string // the 5xx's, name and value
+		first   []string // the request whose load the others join
+		waiters [][]string
+		shared  bool // whether the 5xx may answer any request but first
+	}{
+		{"4.1 a 5xx not stored, Vary beyond the key", []string{"Vary", "Foo"}, nil, [][]string{nil, {"Foo: 1"}, {"Foo: 2"}, {"Foo: 1"}}, true},
+		{"4.1 a 5xx not stored, Vary: *", []string{"Vary", "*"}, nil, [][]string{nil, {"Foo: 1"}}, false},
+		{"4.1 a variant's 5xx, Vary beyond its key", []string{"Vary", "Foo, Bar"}, []string{"Foo: 1"}, [][]string{{"Foo: 1"}, {"Foo: 1", "Bar: x"}}, true},
+		{"5.2.2.7 a private 5xx", []string{"Cache-Control", "private"}, nil, [][]string{nil, nil}, false},
+		{"5.2.2.5 a no-store 5xx", []string{"Cache-Control", "no-store"}, nil, [][]string{nil, nil}, false},
+		{"a 5xx with Set-Cookie", []string{"Set-Cookie", "session=alice"}, nil, [][]string{nil, nil}, false},
+		{"3.5 a 5xx fetched with Authorization", nil, []string{"Authorization: Bearer alice"}, [][]string{{"Authorization: Bearer bob"}}, false},
+		{"3.5 a public 5xx fetched with Authorization", []string{"Cache-Control", "public"}, []string{"Authorization: Bearer alice"}, [][]string{{"Authorization: Bearer bob"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testErrorOnlyWhereItFits(t, srv, tc.header, tc.first, tc.waiters, tc.shared)
+		})
+	}
 	t.Run("4.3.1 revalidation sends the Vary'd header", func(t *testing.T) {
 		t.Parallel()
 		testVariantRevalidation(t, srv)
@@ -568,5 +592,77 @@ func TestHeuristicFreshness(t *testing.T) {
 				t.Errorf("stored for %v, want %v", ttl, tc.fresh)
 			}
 		})
+	}
+}
+
+// testErrorOnlyWhereItFits: a 5xx the cache does not store (with header)
+// is given to the requests that coalesced on its load only where it would
+// be served if stored (RFC 9111 sections 3.5 and 4.1): first's request
+// loads it (a variant's, when first has Foo: a stored response varies on
+// Foo), and waiters join that load before the origin answers. Every
+// answer echoes the request's own Foo and Bar (none are forwarded; a
+// variant's load, or a pass, sends those its Vary names); unless shared,
+// no answer goes to two requests.
+func testErrorOnlyWhereItFits(t *testing.T, srv *redistest.Server, header, first []string, waiters [][]string, shared bool) {
+	variant := slices.ContainsFunc(first, func(h string) bool { return strings.HasPrefix(h, "Foo:") })
+	release := make(chan struct{})
+	var gated atomic.Bool
+	o := startOrigin(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		if variant && n == 1 { // the URL's own response, sending variants to their keys
+			w.Header().Set("Cache-Control", "max-age=60")
+			w.Header().Set("Vary", "Foo")
+			return
+		}
+		if gated.CompareAndSwap(false, true) {
+			<-release
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Add(header[i], header[i+1])
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "Foo=%s Bar=%s #%d", seenAs(r.Header, "Foo"), seenAs(r.Header, "Bar"), n)
+	})
+	open := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(open) // before the origin closes, should the test fail first
+	h := newHandler(t, srv, o, nil)
+	if variant {
+		get(t, h, "/e") // stores the URL's own response
+	}
+	before := o.requests.Load()
+	all := append([][]string{first}, waiters...)
+	answers := make([]*httptest.ResponseRecorder, len(all))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		answers[0] = get(t, h, "/e", first...)
+	}()
+	eventually(t, "the first request's load at the origin", func() bool { return o.requests.Load() > before })
+	joined := h.Stats().Joined
+	var wg sync.WaitGroup
+	for i, hs := range waiters {
+		wg.Go(func() { answers[i+1] = get(t, h, "/e", hs...) })
+	}
+	eventually(t, "the waiters on its load", func() bool { return h.Stats().Joined-joined >= uint64(len(waiters)) })
+	open()
+	wg.Wait()
+	<-done
+	bodies := map[string]bool{}
+	for i, w := range answers {
+		r := httptest.NewRequest(http.MethodGet, "/e", nil)
+		for _, kv := range all[i] {
+			k, v, _ := strings.Cut(kv, ": ")
+			r.Header.Add(k, v)
+		}
+		want := fmt.Sprintf("Foo=%s Bar=%s #", seenAs(r.Header, "Foo"), seenAs(r.Header, "Bar"))
+		if slices.Contains(header, "*") {
+			want = "Foo=(none) Bar=(none) #" // only the forwarded headers are sent
+		}
+		if w.Code != http.StatusServiceUnavailable || !strings.HasPrefix(w.Body.String(), want) {
+			t.Errorf("request %d %q: %d %q, want 503 %q...: an answer fetched for other headers", i, all[i], w.Code, w.Body.String(), want)
+		}
+		if !shared && bodies[w.Body.String()] {
+			t.Errorf("request %d %q: %q shared (%q)", i, all[i], w.Body.String(), header)
+		}
+		bodies[w.Body.String()] = true
 	}
 }

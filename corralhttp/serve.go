@@ -161,7 +161,7 @@ func (h *Handler) call(ctx context.Context, req request, early http.ResponseWrit
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, req request, res result) string {
 	switch {
 	case res.err != nil:
-		return h.failed(w, r, res)
+		return h.failed(w, r, req, res)
 	case res.own != nil:
 		h.write(w, r, res.own, servedAs(res, Miss), res.now)
 		return Miss
@@ -201,12 +201,16 @@ func (st *state) label() string {
 
 // failed answers a request whose fetch failed (res.err): a Redis fault
 // passes it to the origin; the origin's own failures get 502 or 504.
-func (h *Handler) failed(w http.ResponseWriter, r *http.Request, res result) string {
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, req request, res result) string {
 	err := res.err
 	var se *statusError
 	f := faultOf(err)
 	switch {
 	case errors.As(err, &se):
+		if names, fits := h.errorFits(r, req, se, res.label == Miss); !fits {
+			h.pass(w, r.WithContext(context.WithValue(r.Context(), varyKey{}, names))) // with the Vary'd headers
+			return Pass
+		}
 		h.write(w, r, se.s, servedAs(res, res.label), time.Now())
 		return res.label
 	case r.Context().Err() != nil:

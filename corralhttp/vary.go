@@ -2,6 +2,7 @@ package corralhttp
 
 import (
 	"crypto/rand"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -79,6 +80,13 @@ func (h *Handler) beyondKey(names []string) []string {
 // URL's key answered res: when that is a vary marker, or a response varying
 // beyond the key on headers r has.
 func (h *Handler) variantFor(r *http.Request, req request, res *result) (request, bool) {
+	var se *statusError
+	if errors.As(res.err, &se) && req.vary == nil {
+		names, star := varyOf(se.s.Header)
+		if names = h.beyondKey(names); !star && has(r, names) {
+			return variant(r, req, se.s.VaryID, names), true
+		}
+	}
 	if res.err != nil || res.own != nil || res.big != nil || res.derr != nil {
 		return req, false
 	}
@@ -87,14 +95,41 @@ func (h *Handler) variantFor(r *http.Request, req request, res *result) (request
 	}
 	if s := res.v.s; s != nil && s.Header.Get("Vary") != "" {
 		names, _ := varyOf(s.Header)
-		names = h.beyondKey(names)
-		for _, n := range names {
-			if len(r.Header.Values(n)) > 0 {
-				return variant(r, req, s.VaryID, names), true
-			}
+		if names = h.beyondKey(names); has(r, names) {
+			return variant(r, req, s.VaryID, names), true
 		}
 	}
 	return req, false
+}
+
+// has reports whether r has any of the headers names.
+func has(r *http.Request, names []string) bool {
+	for _, n := range names {
+		if len(r.Header.Values(n)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// errorFits reports whether se, the 5xx of the load r's request req
+// coalesced on (loader: r's own), may answer r (RFC 9111 section 4.1, as
+// for a stored response): not with Vary: *, unless r sent it, nor when it
+// varies on a header beyond req's key, which the load did not send, and r
+// has. It returns the names se's Vary lists beyond the URL's key: a
+// request it does not fit is passed with them.
+func (h *Handler) errorFits(r *http.Request, req request, se *statusError, loader bool) ([]string, bool) {
+	names, star := varyOf(se.s.Header)
+	if star {
+		return nil, loader
+	}
+	names = h.beyondKey(names)
+	for _, n := range names {
+		if !slices.Contains(req.vary, n) && len(r.Header.Values(n)) > 0 {
+			return names, false
+		}
+	}
+	return names, true
 }
 
 // variant is req, for r's variant of the headers names under id: they are
