@@ -1,9 +1,12 @@
 // Package diagnose is what corral learns about its Redis, as the user a
 // client logs in as: Run asks all of it at once and grades each finding,
 // for corral.Check (a service's start-up, `corral check`); Warn* judge what
-// a Cache learns in the background at its first use, and log it. It sends
-// only the commands it is given the client for; the Cache's own first-use
-// reads go through the Cache's store.
+// a Cache learns in the background at its first use, and log it; Checks
+// start those first-use checks, once (rights) or until answered (eviction
+// policy). It sends only the commands it is given the client for; the
+// Cache's own first-use reads go through the Cache's store (ChecksConfig's
+// callbacks), and it may not decide when a Cache first used Redis: the
+// Cache calls Checks.Rights and Checks.Policy.
 package diagnose
 
 import (

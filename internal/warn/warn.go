@@ -1,11 +1,16 @@
-// Package warn owns the bookkeeping behind a Cache's warnings: whether one
-// may be logged now (once a minute at most, Minutely) and whether it was
-// logged already (once per key or message, in bounded memory, Keys), so
-// that a Redis in trouble does not flood the log.
+// Package warn owns a Cache's warnings of what Redis refused (a right, a
+// write, a notice, a commit, a lease's hand-back or renewal), of keys in
+// the way and of entries that do not decode: what each counts and says
+// (Set), and the bookkeeping that keeps a Redis in trouble from flooding
+// the log: whether one may be logged now (once a minute at most,
+// Minutely) and whether it was logged already (once per key or message, in
+// bounded memory, Keys). A Set also keeps the latest fault that leaves
+// Redis answering (a right denied, writes refused), for the Cache's Health.
 //
-// It may not touch what a warning says, what a Cache counts, or when a
-// warning is warranted: those stay in the root (warn.go), which tells it
-// only the logger, the message and the key.
+// It may not touch when a warning is warranted: the root calls it, and
+// tells it the errors it tells apart (Config). It counts only into the
+// counters it is given, and reads Redis only through Config.KeyType, in the
+// background through Config.Go.
 package warn
 
 import (
