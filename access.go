@@ -122,7 +122,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 	c.detach(key)
 	switch {
 	case errors.Is(err, ErrWriteRefused):
-		c.refusedWrite(err.Error())
+		c.warn.RefusedWrite(err.Error())
 	case err != nil:
 		c.countRedisError(ctx, err)
 	default:

@@ -50,7 +50,6 @@ type Cache struct {
 	refreshSlots chan struct{}          // semaphore: background refreshes running (refresh.go)
 	queue        *replay.Queue          // invalidations Redis is yet to get (queue.go)
 	warn         warnings               // what was warned of, and when (warn.go)
-	faults       faults                 // for Health (health.go)
 }
 
 // New returns a Cache that keeps its entries in rdb: a *redis.Client, a
@@ -79,13 +78,13 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 		flights:      flights{m: make(map[string]*flight)},
 		peeks:        peeks{m: make(map[string]*peekCall)},
-		warn:         warnings{log: o.Logger},
 	}
 	c.queue = c.newQueue() // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
-		noticeFailed: c.noticeFailed, refusedWrite: c.refusedWrite, nodeFailed: c.nodeFailed,
-		recovered: c.recovered,
+		noticeFailed: func(err error) { c.warn.NoticeFailed(err) }, refusedWrite: func(why string) { c.warn.RefusedWrite(why) },
+		nodeFailed: c.nodeFailed, recovered: c.recovered,
 	})
+	c.initWarnings()
 	c.notify = notify.New(notify.Config{
 		Client: rdb, Mode: c.pubsubMark, NodeFailed: c.nodeFailed,
 		Stats: &c.stats, Timeout: o.RedisTimeout, Logger: o.Logger,

@@ -1,34 +1,6 @@
 package corral
 
-import (
-	"sync/atomic"
-	"time"
-
-	"github.com/corralhq/corral/internal/wire"
-)
-
-// healthWindow is how long after it was last seen a fault that leaves Redis
-// answering (a right denied, writes refused) makes Health report it.
-const healthWindow = 10 * time.Second
-
-// fault is a Redis fault a call met, and when.
-type fault struct {
-	err error
-	at  time.Time
-}
-
-// faults remembers the latest fault that leaves Redis answering.
-type faults struct{ last atomic.Pointer[fault] }
-
-func (f *faults) seen(err error) { f.last.Store(&fault{err: err, at: time.Now()}) }
-
-// recent returns the latest fault seen within healthWindow, or nil.
-func (f *faults) recent() error {
-	if l := f.last.Load(); l != nil && time.Since(l.at) < healthWindow {
-		return l.err
-	}
-	return nil
-}
+import "github.com/corralhq/corral/internal/wire"
 
 // Health returns nil while this Cache can use Redis as it needs, and
 // otherwise why not, as an error to match with errors.Is:
@@ -50,7 +22,7 @@ func (c *Cache) Health() error {
 	if err := c.store.openErr(); err != nil {
 		return err
 	}
-	return c.faults.recent()
+	return c.warn.Recent()
 }
 
 // skipped returns the error of a call of key while its node is tripped, so

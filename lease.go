@@ -158,7 +158,7 @@ func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) fol
 // evictionSeen counts a lease found missing before its deadline, by a
 // renewal (which took it again) or by the commit (which stood): evicted by
 // Redis under maxmemory, most likely (or lost in a failover). The warning
-// about the eviction policy was given once (eviction.go); this is logged
+// about the eviction policy was given once (internal/diagnose's Checks); this is logged
 // at debug level only, since a Redis short of memory may evict many.
 func (c *Cache) evictionSeen(n wire.Names, by string) {
 	c.stats.Evictions.Add(1)
@@ -182,11 +182,7 @@ func (c *Cache) rejected(f *flight, kept bool) {
 // only storing it did not, so other processes' waiters re-check rather than
 // fail.
 func (c *Cache) commitFailed(n wire.Names, token string, err error) {
-	c.stats.RedisErrors.Add(1)
-	if errors.Is(err, ErrPermission) {
-		c.permissionDenied(err) // logged once per right, and Health says so
-	}
-	c.warn.store.Log(c.warn.log, "corral: storing a load's result failed; callers still get it", "key", n.Entry, errAttr(err))
+	c.warn.CommitFailed(n.Entry, err) // a right denied is logged once, and Health says so
 	c.releaseLease(n, token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -244,7 +240,7 @@ func (r recommit) run(c *Cache, f *flight) {
 		}
 		c.stats.RedisErrors.Add(1)
 	}
-	c.warn.store.Log(c.warn.log, "corral: a load's result could not be stored", "key", n.Entry, errAttr(err))
+	c.warn.NotStored(n.Entry, err)
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})
 }
 
@@ -252,11 +248,7 @@ func (r recommit) run(c *Cache, f *flight) {
 // MaxValueBytes: it is not stored, and waiters elsewhere are told to load it
 // themselves. The first time for a key, it logs a warning.
 func (c *Cache) tooLarge(n wire.Names, token string, size int) {
-	c.stats.ValuesTooLarge.Add(1)
-	if c.warn.keys.Once(&c.warn.large, n.Entry) {
-		c.opts.Logger.Warn("corral: a loaded value is over MaxValueBytes; it is returned but not stored",
-			"key", n.Entry, "bytes", size, "max", c.opts.MaxValueBytes)
-	}
+	c.warn.TooLarge(n.Entry, size, c.opts.MaxValueBytes)
 	c.releaseLease(n, token, releaseArgs{notice: wire.TooLarge})
 }
 
@@ -280,8 +272,7 @@ func (h handBack) run(c *Cache, f *flight) {
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
-		c.stats.RedisErrors.Add(1)
-		c.warn.release.Log(c.warn.log, "corral: releasing a lease failed; it expires within LeaseTTL", "key", n.Lease, errAttr(err))
+		c.warn.ReleaseFailed(n.Lease, err)
 	}
 }
 
@@ -324,8 +315,7 @@ func (c *Cache) watch(f *flight, l *lease) *watchdog {
 					c.evictionSeen(n, "renewal")
 				}
 			case err != nil:
-				c.stats.RedisErrors.Add(1)
-				c.warn.renew.Log(c.warn.log, "corral: lease renewal failed; retrying on the next tick", "key", n.Lease, errAttr(err))
+				c.warn.RenewFailed(n.Lease, err)
 			case res == wire.RenewLost:
 				w.lost = true
 				c.stats.LeasesLost.Add(1)

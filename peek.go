@@ -9,6 +9,7 @@ import (
 
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/warn"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -87,8 +88,8 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	name := wire.EntryName(c.opts.Prefix, key)
 	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
-		if isWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
-			c.foreignKey(key, name)
+		if warn.IsWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
+			c.warn.Foreign(key, name)
 			r, err = peekReply{now: r.now}, nil
 		}
 		c.peeks.end(key, pc, r, err)

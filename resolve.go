@@ -81,7 +81,7 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 	case wire.Refused:
 		// No entry, and Redis refuses writes, so nobody can hold the
 		// lease: load here (one load per key in this process).
-		c.refusedWrite(r.RefusedBy)
+		c.warn.RefusedWrite(r.RefusedBy)
 		c.waitEnded(f, w, nil)
 		a, next = c.failOpen(f, "", errorf("%w (%s)", ErrWriteRefused, r.RefusedBy))
 		return a, next, true
@@ -163,7 +163,7 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 		next = refresh{&lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}}
 	}
 	if r.Refused {
-		c.refusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
+		c.warn.RefusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
 	}
 	switch {
 	case out == outStale && r.Flags.RefreshFailed:
@@ -292,7 +292,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 		// of apart: no warning per call.
 		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
 	} else {
-		c.warn.failOpen.Log(c.warn.log, "corral: Redis failed; calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
+		c.warn.FailOpen(f.key, redisErr)
 	}
 	open := commitOpen{token: token}
 	out := outFailOpen

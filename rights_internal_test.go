@@ -49,7 +49,7 @@ func TestRightsCheckRefusedClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.diagnoseRights(ctx)
+			c.warn.checks.CheckRights(ctx)
 			mode, err := c.store.pubsub(ctx)
 			if tc.reply == "" && err != nil || tc.reply != "" && (err == nil || !strings.Contains(err.Error(), tc.reply)) {
 				t.Errorf("pub/sub mode = %+v, %v; want an error with %q", mode, err, tc.reply)

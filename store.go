@@ -21,9 +21,9 @@ import (
 // scripts.go) and the plain commands of this file: the peek's HMGET (peek.go;
 // read in the caller's goroutine when it may), the read of a payload too
 // large to come with its reply, the pub/sub mode's probe (PUBLISH or
-// SPUBLISH, pubsub.go), the rights check (rights.lua, rights.go), the
-// eviction-policy check (CONFIG GET on each master, eviction.go) and the
-// TYPE of a key in the way (warn.go).
+// SPUBLISH, pubsub.go), the rights check (rights.lua), the
+// eviction-policy check (CONFIG GET on each master) and the TYPE of a key in
+// the way (internal/diagnose's Checks and internal/warn's Set, warn.go).
 //
 // The exceptions are connections a pipeline cannot carry, and a diagnosis:
 //

@@ -152,7 +152,7 @@ func (k *checker) modeFinding(infos map[string]serverInfo) {
 }
 
 // eviction reports each master's maxmemory-policy, and its maxmemory: a
-// policy that evicts breaks a guarantee once Redis is full (eviction.go).
+// policy that evicts breaks a guarantee once Redis is full (WarnPolicies).
 func (k *checker) eviction(ctx context.Context) error {
 	policies := map[string]string{}
 	var full, idle []string // evicting policies, with and without a maxmemory
