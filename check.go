@@ -2,8 +2,6 @@ package corral
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 )
 
 // This file holds Check: what a Cache learns about its Redis at its first
-// use (rights.go, pubsub.go, eviction.go, internal/near), asked all at once
+// use (internal/diagnose's Checks, pubsub.go, internal/near), asked all at once
 // and graded, for a service's start-up or `corral check`. The steps are in
 // internal/diagnose.
 
@@ -31,15 +29,8 @@ const (
 	SeverityFailure
 )
 
-var severityNames = [...]string{"ok", "warning", "failure"}
-
 // String returns "ok", "warning" or "failure".
-func (s Severity) String() string {
-	if s < 0 || int(s) >= len(severityNames) {
-		return fmt.Sprintf("Severity(%d)", int(s))
-	}
-	return severityNames[s]
-}
+func (s Severity) String() string { return diagnose.Severity(s).String() }
 
 // MarshalText encodes s as its String, for JSON.
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
@@ -149,20 +140,14 @@ func (r *Report) Err() error {
 // ctx's end. ctx bounds it only with a client that bounds its I/O by the
 // context (ContextTimeoutEnabled); otherwise the client's own timeouts do.
 func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Report, error) {
-	if rdb == nil {
-		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
-	}
-	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
+	if diagnose.NilClient(rdb) {
 		return nil, errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, true)
-	}
-	r, err := diagnose.Run(ctx, diagnose.Config{
+	r, err := diagnose.Check(ctx, diagnose.Config{
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
 		NearCache: o.NearCache.Size > 0, Rights: rightsScript,
 		PubSub: func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error) {
@@ -172,7 +157,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 		Pings: CheckPings,
 	})
 	if err != nil {
-		return nil, diagnose.NotChecked(ctx, rdb, o.RedisTimeout, err, false)
+		return nil, err
 	}
 	return reportOf(r), nil
 }

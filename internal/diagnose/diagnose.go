@@ -12,6 +12,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -47,6 +48,16 @@ const (
 	Failure
 )
 
+var severityNames = [...]string{"ok", "warning", "failure"}
+
+// String returns "ok", "warning" or "failure" (corral.Severity's String).
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("Severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
 // Finding is one thing Run looked at (corral.Finding).
 type Finding struct {
 	Topic    string
@@ -79,6 +90,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return k.r, nil
+}
+
+// Check is corral.Check's work: a PING, then Run, each error said as
+// NotChecked says it.
+func Check(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Client.Ping(ctx).Err(); err != nil {
+		return nil, NotChecked(ctx, cfg.Client, cfg.Timeout, err, true)
+	}
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		return nil, NotChecked(ctx, cfg.Client, cfg.Timeout, err, false)
+	}
+	return r, nil
+}
+
+// NilClient reports whether rdb is nil, or a nil pointer in the interface.
+func NilClient(rdb redis.UniversalClient) bool {
+	v := reflect.ValueOf(rdb)
+	return rdb == nil || v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // checker runs Check's steps.
