@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
 )
 
 // checksFor returns Checks whose background work is queued for the test to
@@ -152,5 +154,31 @@ func TestChecksPolicyRetry(t *testing.T) {
 	}
 	if out := buf.String(); !strings.Contains(out, "level=INFO") || !strings.Contains(out, "answered without it") {
 		t.Errorf("logged:\n%s", out)
+	}
+}
+
+// Check's own pieces: a nil client, however typed, and the grades' names.
+func TestNilClientAndSeverity(t *testing.T) {
+	var typed *redis.Client
+	if !NilClient(nil) || !NilClient(typed) || NilClient(redis.NewClient(&redis.Options{})) {
+		t.Error("NilClient: want true for nil and a nil *redis.Client only")
+	}
+	for s, want := range map[Severity]string{OK: "ok", Warning: "warning", Failure: "failure", 3: "Severity(3)", -1: "Severity(-1)"} {
+		if s.String() != want {
+			t.Errorf("%d: %q; want %q", int(s), s.String(), want)
+		}
+	}
+}
+
+// Check says why a Redis that does not answer its PING could not be
+// checked (the PING fails: Run is not tried).
+func TestCheckPings(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	srv.Stop()
+	_, err := Check(context.Background(), Config{Client: rdb, Prefix: "p", Timeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "check: Redis unreachable") {
+		t.Errorf("Check of a stopped server: %v; want it unreachable", err)
 	}
 }
