@@ -77,7 +77,7 @@ func TestReplayByNode(t *testing.T) {
 			}
 			return nil
 		},
-		Denied:  func(err error) bool { return errors.Is(err, refused) },
+		Denied: func(err error) bool { return errors.Is(err, refused) },
 		Told: func(_ context.Context, e Event, key string) {
 			switch e {
 			case Applied:
