@@ -103,7 +103,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		return c.invalidateLater(ctx, key, err) // applied as a Delete: a newer value may come meanwhile
 	}
 	c.firstUse()
-	c.supersede(ctx, key)
+	c.queue.Superseded(ctx, key)
 	return nil
 }
 
@@ -127,7 +127,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 		c.countRedisError(ctx, err)
 	default:
 		c.firstUse()
-		c.supersede(ctx, key)
+		c.queue.Superseded(ctx, key)
 		return nil
 	}
 	return c.invalidateLater(ctx, key, err)

@@ -1,11 +1,11 @@
 package corral
 
 import (
+	"cmp"
 	"context"
 	"time"
 
 	"github.com/corralhq/corral/internal/failopen"
-	"github.com/corralhq/corral/internal/near"
 )
 
 // Memory is the last line. While this process cannot use Redis for a call
@@ -27,7 +27,8 @@ import (
 //
 // Fail-open loads of a key in this process are one at a time (opens): a
 // flight's and those of callers whose deadline could not wait for Redis
-// (rescue.go) share one.
+// (rescue.go) share one. The memory and the loads' bookkeeping are
+// internal/failopen's (Memory, Group).
 
 // FailSafeOptions configures what a Cache serves from its own memory while
 // it cannot use Redis for a call (see Options.FailSafe). The zero value of
@@ -70,20 +71,16 @@ func (o FailSafeOptions) withDefaults() (FailSafeOptions, error) {
 	if o.TTL < 0 || o.Throttle < 0 || o.Size < 0 || o.MaxBytes < 0 {
 		return o, invalid("FailSafe has a negative TTL, Throttle, Size or MaxBytes (%+v)", o)
 	}
-	o.TTL = cmpOr(o.TTL, DefaultFailSafeTTL)
-	o.Throttle = cmpOr(o.Throttle, DefaultFailSafeThrottle)
-	o.Size = cmpOr(o.Size, DefaultFailSafeSize)
-	o.MaxBytes = cmpOr(o.MaxBytes, DefaultFailSafeMaxBytes)
+	o.TTL = cmp.Or(o.TTL, DefaultFailSafeTTL)
+	o.Throttle = cmp.Or(o.Throttle, DefaultFailSafeThrottle)
+	o.Size = cmp.Or(o.Size, DefaultFailSafeSize)
+	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultFailSafeMaxBytes)
 	return o, nil
 }
 
-// cmpOr returns v, or def when v is zero.
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
+// memory is what this process holds for fail-safe use.
+func (c *Cache) memory() failopen.Memory {
+	return failopen.Memory{Near: c.near, Held: c.held, Throttle: c.opts.FailSafe.Throttle}
 }
 
 // failSafe answers a call of key from memory, when this process holds a
@@ -102,43 +99,19 @@ func (c *Cache) failSafeFrom(key string, copies bool) (answer, bool) {
 	if c.opts.DisableFailSafe {
 		return answer{}, false
 	}
-	if c.near != nil {
-		if !copies {
-			return c.heldOpen(key)
-		}
-		e, typ, ok := c.near.FailSafe(key)
-		if !ok {
-			return answer{}, false
-		}
-		if e.Err != nil {
-			return answer{err: e.Err, out: outFailSafe}, true
-		}
-		if typ == nil {
-			val, _ := e.Val.([]byte)
-			return answer{val: val, out: outFailSafe}, true
-		}
-		b, err := c.opts.Codec.Marshal(e.Val)
+	f, ok := c.memory().Find(key, copies)
+	if !ok {
+		return answer{}, false
+	}
+	a := answer{val: f.Bytes(), err: f.Err, out: outFailSafe}
+	if f.Decoded { // a typed call's copy: its caller decodes it again
+		b, err := c.opts.Codec.Marshal(f.Val)
 		if err != nil {
 			return answer{}, false
 		}
-		return answer{val: b, out: outFailSafe}, true
+		a.val = b
 	}
-	h, ok := c.held.Get(key)
-	if !ok {
-		return answer{}, false
-	}
-	return answer{val: h.Val, err: h.Err, out: outFailSafe}, true
-}
-
-// heldOpen answers from the near cache's copy of a fail-open load's result
-// only, not from a copy read from Redis.
-func (c *Cache) heldOpen(key string) (answer, bool) {
-	e, ok := c.near.FailOpenCopy(key)
-	if !ok {
-		return answer{}, false
-	}
-	val, _ := e.Val.([]byte)
-	return answer{val: val, err: e.Err, out: outFailSafe}, true
+	return a, true
 }
 
 // opened is what a fail-open load (failopen.Load) returned.
@@ -195,19 +168,12 @@ func (c *Cache) joinOpen(ctx context.Context, o *openLoad) opened {
 // runOpen runs o, key's fail-open load with l, that openLoadOf gave the
 // caller, keeps its result, and answers its joiners.
 func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) {
-	var snap near.Snap
-	var seq uint64
-	switch {
-	case c.near != nil:
-		snap = c.near.Snapshot()
-	case c.held != nil:
-		seq = c.held.Seq()
-	}
+	m := c.memory().Mark()
 	lctx, mark := failingOpen(ctx)
 	r := &o.Result
 	r.val, r.took, r.fr, r.err = c.runLoad(lctx, key, l)
 	r.asked = mark.asked.Load()
-	c.hold(key, r, snap, seq)
+	c.hold(key, r, m)
 	o.End()
 	// It stays in opens for RedisTimeout, ended, for a leased load of the
 	// key to take its result (leasedLoad) rather than ask the origin again
@@ -216,34 +182,28 @@ func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) 
 }
 
 // hold keeps what the fail-open load o returned for fail-safe use (see the
-// top of this file), unless an invalidation of the key came since snap (the
-// near cache's) or held (the held values') were taken, before the load: a
-// Delete that returned during it must not be undone by it.
-func (c *Cache) hold(key string, o *opened, snap near.Snap, held uint64) {
+// top of this file), unless an invalidation of the key came since m was
+// taken, before the load: a Delete that returned during it must not be
+// undone by it.
+func (c *Cache) hold(key string, o *opened, m failopen.Mark) {
 	if c.opts.DisableFailSafe || !o.fr.stored() && o.err == nil {
 		return
 	}
-	soft, err := o.fr.soft, o.err
+	k := failopen.Kept{Val: o.val, Err: o.err, Soft: o.fr.soft, Took: o.took}
 	switch {
-	case err == nil:
+	case o.err == nil:
 		if len(o.val) > c.opts.MaxValueBytes {
 			return
 		}
 		if o.fr.exact {
-			soft -= time.Since(o.fr.from)
+			k.Soft -= time.Since(o.fr.from)
 		}
-	case isNotFound(err):
-		soft, err = c.opts.NegativeTTL, ErrNotFound
+	case isNotFound(o.err):
+		k.Soft, k.Err = c.opts.NegativeTTL, ErrNotFound
 	default:
 		return // a failure is not kept: the next caller tries again
 	}
-	now, took := near.Clock(), float64(o.took.Microseconds())/1000
-	if c.near != nil {
-		c.near.PutFailOpen(near.Key{Key: key}, &near.Entry{Val: o.val, Err: err, Soft: now + int64(soft),
-			Took: took, Size: uint32(min(len(o.val), 1<<31))}, snap)
-		return
-	}
-	c.held.Put(key, &near.Value{Val: o.val, Err: err, Until: now + int64(min(c.opts.FailSafe.Throttle, soft)), Took: took}, held)
+	c.memory().Keep(key, k, m)
 }
 
 // forget drops what this process holds of key for fail-safe use, and lets
@@ -251,7 +211,5 @@ func (c *Cache) hold(key string, o *opened, snap near.Snap, held uint64) {
 // (Delete, Set, or one queued for Redis).
 func (c *Cache) forget(key string) {
 	c.opens.Drop(key, nil)
-	if c.held != nil {
-		c.held.Forget(key)
-	}
+	c.memory().Forget(key)
 }

@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/corralhq/corral/internal/replay"
 	"github.com/corralhq/corral/internal/transport"
@@ -40,17 +41,20 @@ func (c *Cache) newQueue() *replay.Queue {
 		},
 		NodeOf: func(key string) string { return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key)) },
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
-		Applied: func(key string) {
-			c.stats.Replayed.Add(1)
-			c.observe(context.Background(), EventInvalidationReplayed, key)
-		},
-		Dropped: func(key string, err error) {
+		Told:   c.toldQueue,
+		Refused: func(key string, err error) {
 			c.permissionDenied(err)
 			c.warn.queue.Log(c.warn.log, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
-			c.stats.Dropped.Add(1)
-			c.observe(context.Background(), EventInvalidationDropped, key)
 		},
 	})
+}
+
+// toldQueue counts (Stats.Invalidations…) and tells the Observer what
+// became of an invalidation queued for Redis.
+func (c *Cache) toldQueue(ctx context.Context, e replay.Event, key string) {
+	[...]*atomic.Uint64{replay.Queued: &c.stats.Queued, replay.Applied: &c.stats.Replayed, replay.Dropped: &c.stats.Dropped}[e].Add(1)
+	c.observe(ctx, [...]EventKind{replay.Queued: EventInvalidationQueued, replay.Applied: EventInvalidationReplayed,
+		replay.Dropped: EventInvalidationDropped}[e], key)
 }
 
 // errPending is the Redis failure of a call of a key whose invalidation
@@ -76,48 +80,27 @@ func queueable(err error) bool {
 
 // invalidateLater queues the invalidation of key that failed with err,
 // when it may not have reached Redis, and returns the error for the caller:
-// err, saying what became of the invalidation.
+// err, saying what became of the invalidation. A write of key that reaches
+// Redis later drops what is queued of it (replay's Superseded): replayed
+// after it, it would undo it.
 func (c *Cache) invalidateLater(ctx context.Context, key string, err error) error {
 	if !queueable(err) || c.ctx.Err() != nil {
 		return err
 	}
-	added, ok := c.queue.Add(key)
-	if !ok {
-		c.stats.Dropped.Add(1)
-		c.observe(ctx, EventInvalidationDropped, key)
-		if c.warn.queue.Allow() {
-			c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
-				"key", key, "max", c.opts.MaxPendingInvalidations, errAttr(err))
-		}
-		return errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
+	if c.queue.Invalidate(ctx, key) { // told Queued, or nothing for one already queued, which does the same
+		return errorf("%w (queued: applied once Redis answers)", err)
 	}
-	if added { // not again for one already queued, which does the same
-		c.stats.Queued.Add(1)
-		c.observe(ctx, EventInvalidationQueued, key)
-		c.queue.Kick()
+	if c.warn.queue.Allow() {
+		c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
+			"key", key, "max", c.opts.MaxPendingInvalidations, errAttr(err))
 	}
-	return errorf("%w (queued: applied once Redis answers)", err)
+	return errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
 }
 
-// supersede drops the queued invalidations of key that a Set or Delete of
-// it, which just reached Redis, makes moot (see invalidations): replayed
-// later, they would undo it. They count as replayed: what they were to do
-// is done.
-func (c *Cache) supersede(ctx context.Context, key string) {
-	for range c.queue.Superseded(key) {
-		c.stats.Replayed.Add(1)
-		c.observe(ctx, EventInvalidationReplayed, key)
-	}
-}
-
-// abandon drops what is still queued: Close could not apply it.
+// abandon drops what is still queued (told Dropped): Close could not
+// apply it.
 func (c *Cache) abandon() {
-	keys := c.queue.Abandon()
-	for _, key := range keys {
-		c.stats.Dropped.Add(1)
-		c.observe(context.Background(), EventInvalidationDropped, key)
-	}
-	if len(keys) > 0 {
+	if keys := c.queue.Abandon(); len(keys) > 0 {
 		c.opts.Logger.Warn("corral: Close could not apply the invalidations queued for Redis; Redis may serve the old values until their TTL",
 			"count", len(keys), "first", keys[0])
 	}

@@ -46,7 +46,7 @@ func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) res
 	}
 	deadline, ok := ctx.Deadline()
 	return failopen.Plan(deadline, ok, c.opts.RedisTimeout+transport.MonitorTick, n,
-		func(i int) (time.Duration, bool) { return c.lastLoad(key(i)) })
+		func(i int) (time.Duration, bool) { return c.memory().LastLoad(key(i)) })
 }
 
 // due reports whether r's caller is to be rescued now: nothing heard from
@@ -95,29 +95,6 @@ func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *op
 	}
 }
 
-// lastLoad returns how long key's latest load took, when this process
-// holds a value of it that says so.
-func (c *Cache) lastLoad(key string) (time.Duration, bool) {
-	var took float64
-	switch {
-	case c.near != nil:
-		e, _, ok := c.near.FailSafe(key)
-		if !ok {
-			return 0, false
-		}
-		took = e.Took
-	case c.held != nil:
-		var ok bool
-		if took, ok = c.held.Took(key); !ok {
-			return 0, false
-		}
-	}
-	if took <= 0 {
-		return 0, false
-	}
-	return time.Duration(took * float64(time.Millisecond)), true
-}
-
 // A FetchMany is rescued the same way, once for the whole call: its keys
 // whose peek or flight still waits on a node that said nothing since the
 // call began are answered from memory, or by one call of its loadMany for
@@ -136,25 +113,9 @@ func (c *Cache) silentFor(r *rescue, key string) bool {
 	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.Began)
 }
 
-// waitAll waits, in turn, for the channel done gives each of calls (nil:
-// nothing to wait for) until fire fires or ctx ends: it reports whether
-// fire fired first.
-func waitAll(ctx context.Context, calls []keyCall, fire <-chan time.Time, done func(k *keyCall) <-chan struct{}) bool {
-	for i := range calls {
-		ch := done(&calls[i])
-		if ch == nil {
-			continue
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		case <-fire:
-			return true
-		}
-	}
-	return false
-}
+// waitAll waits for the calls' peeks or flights (done: peekDone or
+// flightDone) until the rescue fires (true) or ctx ends.
+var waitAll = failopen.WaitAll[keyCall]
 
 // peekDone and flightDone are waitAll's done for peeks and flights.
 func peekDone(k *keyCall) <-chan struct{} {

@@ -1,12 +1,15 @@
-// Package failopen owns the mechanism of a Cache's fail-open loads: the
-// one load per key under way in a process (Group), which callers join
-// rather than ask the origin again, and the plan of a caller rescued before
-// its deadline while Redis is silent (Rescue).
+// Package failopen owns the mechanism of a Cache's fail-open loads and
+// fail-safe memory: the one load per key under way in a process (Group),
+// which callers join rather than ask the origin again; what the process
+// holds of its keys for fail-safe use, kept, found and forgotten (Memory,
+// over internal/near's near cache and held values); and the plan of a
+// caller rescued before its deadline while Redis is silent (Rescue,
+// WaitAll).
 //
-// It knows keys, loads and clocks, nothing else: what a load returns is its
-// caller's type (R), and what is served from memory, what is counted or
-// told, and how a load meets a lease or a flight stay in the root package.
-// It may not touch Redis, the near cache, or a Cache.
+// It knows keys, loads, clocks and that memory, nothing else: what a load
+// returns is its caller's type (R); when memory may answer a call, what is
+// counted or told, and how a load meets a lease or a flight stay in the
+// root package. It may not touch Redis or a Cache.
 package failopen
 
 import (

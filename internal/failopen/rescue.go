@@ -1,6 +1,9 @@
 package failopen
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 const (
 	rescueMargin = 5 * time.Millisecond // left between the rescued load's expected end and the deadline
@@ -56,4 +59,24 @@ func (r *Rescue) Timer() (<-chan time.Time, func() bool) {
 	}
 	t := time.NewTimer(time.Until(r.At))
 	return t.C, t.Stop
+}
+
+// WaitAll waits, in turn, for the channel done gives each of calls (nil:
+// nothing to wait for) until fire fires or ctx ends: it reports whether
+// fire fired first (the calls still waiting are then to be rescued).
+func WaitAll[C any](ctx context.Context, calls []C, fire <-chan time.Time, done func(c *C) <-chan struct{}) bool {
+	for i := range calls {
+		ch := done(&calls[i])
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		case <-fire:
+			return true
+		}
+	}
+	return false
 }

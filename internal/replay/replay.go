@@ -6,8 +6,9 @@
 // invalidation has landed, the Cache does not read that key from Redis
 // (Has): it must never serve what Redis held before the invalidation.
 //
-// A Queue knows keys, their order and their nodes; how an invalidation is
-// sent, and what is counted or told of each, is its Config's.
+// A Queue knows keys, their order and their nodes, and what became of
+// each invalidation (an Event); how an invalidation is sent, and what is
+// counted or told of each, is its Config's.
 package replay
 
 import (
@@ -32,13 +33,32 @@ type Config struct {
 	// Denied reports whether Redis refused an invalidation for good (an
 	// ACL right missing): it is dropped rather than tried again.
 	Denied func(err error) bool
-	// Applied is told of each invalidation applied; Dropped of each one
-	// given up, with Redis's refusal (Denied).
-	Applied func(key string)
-	Dropped func(key string, err error)
+	// Told is told what became of each invalidation (an Event), with the
+	// context of the call that queued or superseded it (else a background
+	// one). It may be nil.
+	Told func(ctx context.Context, e Event, key string)
+	// Refused is told of each invalidation Redis refused for good
+	// (Denied), with its refusal, before it is told Dropped.
+	Refused func(key string, err error)
 	// Rand returns uniform random numbers in [0, 1), to spread Run's tries.
 	Rand   func() float64
 	Logger *slog.Logger
+}
+
+// An Event is what became of an invalidation.
+type Event int
+
+const (
+	Queued  Event = iota // added to the queue (Invalidate)
+	Applied              // landed in Redis; or made moot by a write of its key that did (Superseded)
+	Dropped              // given up: the queue was full, Redis refused it for good, or the cache is closing (Abandon)
+)
+
+// tell tells cfg.Told that e became of key's invalidation.
+func (q *Queue) tell(ctx context.Context, e Event, key string) {
+	if q.cfg.Told != nil {
+		q.cfg.Told(ctx, e, key)
+	}
 }
 
 // replayEvery is how often Run tries the queue while invalidations wait
@@ -92,6 +112,22 @@ func (q *Queue) Has(key string) bool {
 	return q.pending[key] > 0
 }
 
+// Invalidate queues an invalidation of key, tells Queued and wakes Run;
+// or tells nothing when one not yet taken by a replay does the same
+// already (see Add). It reports false, having told Dropped, when the
+// queue is full.
+func (q *Queue) Invalidate(ctx context.Context, key string) bool {
+	added, ok := q.Add(key)
+	switch {
+	case !ok:
+		q.tell(ctx, Dropped, key)
+	case added:
+		q.tell(ctx, Queued, key)
+		q.Kick()
+	}
+	return ok
+}
+
 // Add queues an invalidation of key, unless one not yet taken by a replay
 // is queued already (it does the same): added reports whether it did; ok
 // is false when the queue is full. Run is woken apart (Kick), once the
@@ -114,9 +150,19 @@ func (q *Queue) Add(key string) (added, ok bool) {
 }
 
 // Superseded drops key's invalidations not yet taken by a replay: a write
-// of key just reached Redis after them (see Queue). It returns how many it
-// dropped.
-func (q *Queue) Superseded(key string) int {
+// of key just reached Redis after them (see Queue), and replayed later,
+// they would undo it. Each is told Applied: what it was to do is done. It
+// returns how many it dropped.
+func (q *Queue) Superseded(ctx context.Context, key string) int {
+	n := q.supersede(key)
+	for range n {
+		q.tell(ctx, Applied, key)
+	}
+	return n
+}
+
+// supersede is Superseded, untold.
+func (q *Queue) supersede(key string) int {
 	if q.n.Load() == 0 {
 		return 0
 	}
@@ -143,14 +189,15 @@ func (q *Queue) Kick() {
 	}
 }
 
-// Abandon empties the queue, and returns the keys it held, in order: the
-// cache is closing, and could not apply them.
+// Abandon empties the queue, tells each invalidation Dropped, and returns
+// their keys, in order: the cache is closing, and could not apply them.
 func (q *Queue) Abandon() []string {
 	ops := q.snapshot(true)
 	q.done(ops)
 	keys := make([]string, len(ops))
 	for i, inv := range ops {
 		keys[i] = inv.key
+		q.tell(context.Background(), Dropped, inv.key)
 	}
 	return keys
 }

@@ -36,10 +36,10 @@ func TestInvalidationsOrder(t *testing.T) {
 	if !q.Has("k") {
 		t.Fatal("applying the first invalidation of k dropped the second, made after the replay took the first")
 	}
-	if n := q.Superseded("other"); n != 0 {
+	if n := q.Superseded(context.Background(), "other"); n != 0 {
 		t.Fatalf("superseded(other) dropped %d; want 0, its invalidation was taken by a replay", n)
 	}
-	if n := q.Superseded("k"); n != 1 || q.Has("k") {
+	if n := q.Superseded(context.Background(), "k"); n != 1 || q.Has("k") {
 		t.Fatalf("superseded(k) dropped %d, has(k) %v; want the untaken one dropped", n, q.Has("k"))
 	}
 	mustAdd("k", true) // nothing of k is queued: a new one
@@ -49,7 +49,7 @@ func TestInvalidationsOrder(t *testing.T) {
 	}
 	q.snapshot(true)
 	mustAdd("k", true)
-	if n := q.Superseded("k"); n != 1 || !q.Has("k") {
+	if n := q.Superseded(context.Background(), "k"); n != 1 || !q.Has("k") {
 		t.Fatalf("superseded(k) dropped %d, has(k) %v; want the untaken one dropped, the taken one kept", n, q.Has("k"))
 	}
 	mustAdd("k", true) // the kept one of k was taken: a new one is queued, not absorbed
@@ -61,7 +61,7 @@ func TestInvalidationsOrder(t *testing.T) {
 func TestReplayByNode(t *testing.T) {
 	t.Parallel()
 	down := map[string]bool{"a": true}
-	var sent, applied, dropped []string
+	var sent, applied, dropped, refusals []string
 	var recovering []bool
 	refused := errors.New("NOPERM")
 	q := New(Config{Max: 10, Timeout: time.Second, Rand: func() float64 { return 0.5 },
@@ -77,9 +77,16 @@ func TestReplayByNode(t *testing.T) {
 			}
 			return nil
 		},
-		Denied:  func(err error) bool { return errors.Is(err, refused) },
-		Applied: func(key string) { applied = append(applied, key) },
-		Dropped: func(key string, err error) { dropped = append(dropped, key) },
+		Denied: func(err error) bool { return errors.Is(err, refused) },
+		Told: func(_ context.Context, e Event, key string) {
+			switch e {
+			case Applied:
+				applied = append(applied, key)
+			case Dropped:
+				dropped = append(dropped, key)
+			}
+		},
+		Refused: func(key string, err error) { refusals = append(refusals, key+" "+err.Error()) },
 	})
 	for _, k := range []string{"a1", "b1", "a2", "b-denied", "b2"} {
 		q.Add(k)
@@ -91,6 +98,9 @@ func TestReplayByNode(t *testing.T) {
 	if strings.Join(applied, " ") != "b1 b2" || strings.Join(dropped, " ") != "b-denied" || !q.Has("a1") || !q.Has("a2") {
 		t.Fatalf("applied %v, dropped %v; want b1 b2 applied, b-denied dropped, a's queued", applied, dropped)
 	}
+	if strings.Join(refusals, ",") != "b-denied NOPERM" {
+		t.Fatalf("refused %v; want b-denied's NOPERM", refusals)
+	}
 	down["a"] = false
 	sent, recovering = nil, nil
 	q.Add("b3")
@@ -100,6 +110,9 @@ func TestReplayByNode(t *testing.T) {
 	}
 	if keys := q.Abandon(); len(keys) != 1 || keys[0] != "b3" || q.Len() != 0 {
 		t.Fatalf("Abandon = %v; want [b3], and the queue empty", keys)
+	}
+	if strings.Join(dropped, " ") != "b-denied b3" {
+		t.Fatalf("dropped %v; want b3 abandoned after b-denied", dropped)
 	}
 }
 
@@ -112,8 +125,12 @@ func TestRunApplies(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NodeOf: func(string) string { return "" },
 		Delete: func(ctx context.Context, key string, recovery bool) error { return nil },
-		Denied: func(error) bool { return false }, Dropped: func(string, error) {},
-		Applied: func(key string) { done <- key },
+		Denied: func(error) bool { return false },
+		Told: func(_ context.Context, e Event, key string) {
+			if e == Applied {
+				done <- key
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan struct{})
@@ -128,4 +145,29 @@ func TestRunApplies(t *testing.T) {
 	}
 	cancel()
 	<-ended
+}
+
+// Invalidate tells Queued once per invalidation queued (none for one
+// absorbed), Dropped when the queue is full; Superseded tells Applied for
+// each it dropped, with the caller's context.
+func TestInvalidateTells(t *testing.T) {
+	t.Parallel()
+	type ctxKey struct{}
+	var told []string
+	q := New(Config{Max: 2, Told: func(ctx context.Context, e Event, key string) {
+		told = append(told, []string{"queued", "applied", "dropped"}[e]+" "+key+" "+ctx.Value(ctxKey{}).(string))
+	}})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	for _, k := range []string{"a", "a", "b", "c"} {
+		if ok := q.Invalidate(ctx, k); ok != (k != "c") {
+			t.Fatalf("Invalidate(%s) = %v", k, ok)
+		}
+	}
+	if n := q.Superseded(ctx, "a"); n != 1 {
+		t.Fatalf("Superseded(a) = %d; want 1", n)
+	}
+	want := "queued a caller,queued b caller,dropped c caller,applied a caller"
+	if got := strings.Join(told, ","); got != want {
+		t.Fatalf("told %s; want %s", got, want)
+	}
 }

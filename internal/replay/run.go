@@ -98,10 +98,11 @@ func (q *Queue) Replay(ctx context.Context, node string, recovery bool) error {
 	q.done(applied)
 	q.done(dropped)
 	for _, inv := range applied {
-		q.cfg.Applied(inv.key)
+		q.tell(context.Background(), Applied, inv.key)
 	}
 	for i, inv := range dropped {
-		q.cfg.Dropped(inv.key, refusals[i])
+		q.cfg.Refused(inv.key, refusals[i])
+		q.tell(context.Background(), Dropped, inv.key)
 	}
 	return first
 }
