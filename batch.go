@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -259,7 +260,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 // fetchCalls answers each of calls as fetch would answer it alone: the
 // keys whose flight is under way join it; the others are peeked all at
 // once, and those the peeks do not answer get flights, whose loads go to
-// calls of load (batchload.go). It returns when every call has its answer.
+// calls of load (newBatch). It returns when every call has its answer.
 func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
 	c.peekAll(ctx, calls)
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
@@ -275,7 +276,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 			c.startFlight(ctx, k, ttl, b)
 		}
 	}
-	b.started()
+	b.Started()
 	if fire != nil && waitAll(ctx, calls, fire, flightDone) {
 		c.rescueWaiting(ctx, &r, calls, ttl, load, flightDone)
 	}
@@ -320,7 +321,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 
 // startFlight answers k from its peek, or joins or starts its key's flight,
 // whose loads go to b.
-func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *loadBatch) {
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b loadBatch) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
 	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error
@@ -328,8 +329,8 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 	if k.a, k.keep, done, failed = c.afterPeek(ctx, k.key, pc, perr, k.how); done {
 		return
 	}
-	b.expect(k.key)
-	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, k.how, failed, b.decider(k.key))
+	b.Expect(k.key)
+	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.Loader(k.key)}, k.how, failed, b.Decider(k.key))
 	switch {
 	case !ok:
 		k.a = answer{err: ErrClosed}
@@ -337,7 +338,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 		c.joined()
 	}
 	if !ok || joined {
-		b.decided(k.key) // not b's flight
+		b.Decided(k.key) // not b's flight
 	}
 	k.f, k.joined = f, joined
 }
@@ -377,11 +378,4 @@ func (e *BatchError) Unwrap() []error {
 	return errs
 }
 
-func (e *BatchError) keys() []string {
-	keys := make([]string, 0, len(e.Errs))
-	for k := range e.Errs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func (e *BatchError) keys() []string { return slices.Sorted(maps.Keys(e.Errs)) }
