@@ -5,12 +5,10 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/wire"
-	"github.com/klauspost/compress/s2"
 )
 
-// A payload is a value as stored in an entry: S2-compressed when
-// compression is on and saves space, and never decoded past MaxValueBytes.
-// The store encodes and decodes payloads, so the protocol (the scripts, the
+// A payload is a value as stored in an entry, encoded by internal/payload:
+// the store encodes and decodes payloads, so the protocol (the scripts, the
 // flight) sees only values.
 
 // errBadEntry is wrapped by the error of a fetch whose entry does not decode
@@ -21,32 +19,17 @@ var errBadEntry = errors.New("corral: the entry does not decode")
 // decode returns the value a payload holds: decompressed when it was stored
 // compressed, and no larger than MaxValueBytes.
 func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
-	if !f.Compressed {
-		return payload, nil
-	}
-	n, err := s2.DecodedLen(payload)
-	switch {
-	case err != nil:
-		return nil, errorf("decompress: %w", err)
-	case n > s.maxValue:
-		return nil, errorf("decompress: %d bytes: %w", n, ErrValueTooLarge)
-	}
-	v, err := s2.Decode(nil, payload)
-	if err != nil {
-		return nil, errorf("decompress: %w", err)
-	}
-	return v, nil
+	return s.payload.Decode(payload, f.Compressed)
 }
 
 // encode returns the payload to store for w, compressed when compression is
-// on, w is a value of at least compressMin bytes, and compressing saves space.
+// on, w is a value of at least CompressMinBytes, and compressing saves space.
 func (s *store) encode(w entryWrite) (payload []byte, flags string) {
-	if s.compressMin > 0 && w.kind == wire.Value && len(w.value) >= s.compressMin {
-		if z := s2.Encode(nil, w.value); len(z) < len(w.value) {
-			return z, w.kind.Flags(true)
-		}
+	if w.kind != wire.Value {
+		return w.value, w.kind.Flags(false)
 	}
-	return w.value, w.kind.Flags(false)
+	payload, compressed := s.payload.Encode(w.value)
+	return payload, w.kind.Flags(compressed)
 }
 
 // entryWrite is one entry to store: a load's result or a Set.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/payload"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
@@ -44,13 +45,12 @@ import (
 // RedisTimeout plus its payload's transfer time, and keeps the payload's
 // encoding (compression, size limit) out of the protocol.
 type store struct {
-	pipe        *transport.Pipeline
-	inline      int  // Options.NoticeInlineLimit
-	noShard     bool // Options.DisableShardedPubSub
-	compressMin int  // compress payloads of at least this many bytes; 0: never
-	version     int  // Options.CodecVersion, stored with every entry
-	maxValue    int  // Options.MaxValueBytes
-	hooks       storeHooks
+	pipe    *transport.Pipeline
+	inline  int           // Options.NoticeInlineLimit
+	noShard bool          // Options.DisableShardedPubSub
+	version int           // Options.CodecVersion, stored with every entry
+	payload payload.Codec // Options.CompressMinBytes when Compress, MaxValueBytes
+	hooks   storeHooks
 
 	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
 
@@ -68,11 +68,12 @@ type storeHooks struct {
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
+	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, version: o.CodecVersion,
 		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
-		s.compressMin = o.CompressMinBytes
+		s.payload.CompressMin = o.CompressMinBytes
 	}
+	s.payload.MaxValue, s.payload.TooLarge = o.MaxValueBytes, ErrValueTooLarge
 	s.pipe = transport.New(rdb, transport.Config{
 		Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Stats: breakerStats{o, stats},
 		Breaker: transport.BreakerConfig{Disable: o.DisableBreaker, Threshold: o.BreakerThreshold, Cooldown: o.BreakerCooldown},
