@@ -3,13 +3,11 @@ package corral
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/batch"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
 )
@@ -91,15 +89,7 @@ func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 		if err != nil {
 			return nil, nil, err
 		}
-		vals, failed := make(map[string][]byte, len(found)), map[string]error{}
-		for _, k := range keys {
-			if v, ok := found[k]; ok {
-				if vals[k], err = c.opts.Codec.Marshal(v); err != nil {
-					delete(vals, k)
-					failed[k] = errorf("encode %T: %w", v, err)
-				}
-			}
-		}
+		vals, failed := batch.Encode(keys, found, c.opts.Codec.Marshal)
 		return vals, failed, nil
 	}
 	bc := batchCodec[T]{version: strconv.Itoa(c.opts.CodecVersion), decode: func(b []byte) (T, error) {
@@ -193,13 +183,9 @@ type keyCall struct {
 // own XFetch draw; an empty key gets ErrInvalidKey in errs instead, and
 // counts as an error.
 func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, errs map[string]error) []keyCall {
+	keys = batch.Distinct(keys)
 	calls := make([]keyCall, 0, len(keys))
-	seen := make(map[string]struct{}, len(keys))
 	for _, key := range keys {
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
 		if key == "" {
 			errs[key] = c.refused(ctx, key, errorf("%w: empty key", ErrInvalidKey))
 			continue
@@ -353,29 +339,7 @@ type BatchError struct {
 
 // Error summarises: how many keys failed, and the first few (in key order)
 // with the first line of their error.
-func (e *BatchError) Error() string {
-	keys := e.keys()
-	var b strings.Builder
-	fmt.Fprintf(&b, errPrefix+"%d of the keys failed", len(keys))
-	const shown = 3
-	for _, k := range keys[:min(shown, len(keys))] {
-		msg, _, _ := strings.Cut(bare(e.Errs[k]).Error(), "\n")
-		fmt.Fprintf(&b, "; %q: %s", k, msg)
-	}
-	if len(keys) > shown {
-		fmt.Fprintf(&b, "; and %d more", len(keys)-shown)
-	}
-	return b.String()
-}
+func (e *BatchError) Error() string { return batch.Describe(e.Errs) }
 
 // Unwrap returns each key's error, in key order.
-func (e *BatchError) Unwrap() []error {
-	keys := e.keys()
-	errs := make([]error, len(keys))
-	for i, k := range keys {
-		errs[i] = e.Errs[k]
-	}
-	return errs
-}
-
-func (e *BatchError) keys() []string { return slices.Sorted(maps.Keys(e.Errs)) }
+func (e *BatchError) Unwrap() []error { return batch.InKeyOrder(e.Errs) }
