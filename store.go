@@ -298,3 +298,19 @@ func (s *store) keyType(ctx context.Context, name string) (string, error) {
 	}
 	return cmd.(*redis.StatusCmd).Val(), nil
 }
+
+// decode returns the value a payload (internal/payload) holds: decompressed when it was stored
+// compressed, and no larger than MaxValueBytes.
+func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
+	return s.payload.Decode(payload, f.Compressed)
+}
+
+// encode returns the payload to store for w, compressed when compression is
+// on, w is a value of at least CompressMinBytes, and compressing saves space.
+func (s *store) encode(w entryWrite) (payload []byte, flags string) {
+	if w.kind != wire.Value {
+		return w.value, w.kind.Flags(false)
+	}
+	payload, compressed := s.payload.Encode(w.value)
+	return payload, w.kind.Flags(compressed)
+}
