@@ -12,13 +12,14 @@
 // to load (its loader runs), or not to for now (Decided: it waits for
 // another process's lease, or it ended without loading), and for its owner
 // to have started every flight it will (Started). Then it calls loadMany
-// for the keys that asked, one round, in a goroutine of its own. A flight
+// for the keys that asked, one round, in a goroutine Config.Start runs. A flight
 // that asks later (it took over a lease whose holder died, say) finds no
 // flight undecided, and its key gets a round of its own.
 //
 // It owns the rounds: who is undecided, when a round's call is due, a
 // call's guard against a panic or runtime.Goexit, and each key's part of a
-// round's answer. It may not touch Redis, leases, flights or the Cache:
+// round's answer; and the per-key bookkeeping of a FetchMany that needs no
+// Cache (keys.go). It may not touch Redis, leases, flights or the Cache:
 // it learns of flights only through Expect, Decided, Started and the
 // loaders it hands out, and how a call is bounded (its context, the load
 // timeout, Close) and which errors it says are its Config's.
