@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/batch"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
 )
@@ -90,15 +89,7 @@ func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 		if err != nil {
 			return nil, nil, err
 		}
-		vals, failed := make(map[string][]byte, len(found)), map[string]error{}
-		for _, k := range keys {
-			if v, ok := found[k]; ok {
-				if vals[k], err = c.opts.Codec.Marshal(v); err != nil {
-					delete(vals, k)
-					failed[k] = errorf("encode %T: %w", v, err)
-				}
-			}
-		}
+		vals, failed := batch.Encode(keys, found, c.opts.Codec.Marshal)
 		return vals, failed, nil
 	}
 	bc := batchCodec[T]{version: strconv.Itoa(c.opts.CodecVersion), decode: func(b []byte) (T, error) {
@@ -192,13 +183,9 @@ type keyCall struct {
 // own XFetch draw; an empty key gets ErrInvalidKey in errs instead, and
 // counts as an error.
 func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, errs map[string]error) []keyCall {
+	keys = batch.Distinct(keys)
 	calls := make([]keyCall, 0, len(keys))
-	seen := make(map[string]struct{}, len(keys))
 	for _, key := range keys {
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
 		if key == "" {
 			errs[key] = c.refused(ctx, key, errorf("%w: empty key", ErrInvalidKey))
 			continue
@@ -259,7 +246,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 // fetchCalls answers each of calls as fetch would answer it alone: the
 // keys whose flight is under way join it; the others are peeked all at
 // once, and those the peeks do not answer get flights, whose loads go to
-// calls of load (batchload.go). It returns when every call has its answer.
+// calls of load (newBatch). It returns when every call has its answer.
 func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
 	c.peekAll(ctx, calls)
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
@@ -275,7 +262,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 			c.startFlight(ctx, k, ttl, b)
 		}
 	}
-	b.started()
+	b.Started()
 	if fire != nil && waitAll(ctx, calls, fire, flightDone) {
 		c.rescueWaiting(ctx, &r, calls, ttl, load, flightDone)
 	}
@@ -320,7 +307,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 
 // startFlight answers k from its peek, or joins or starts its key's flight,
 // whose loads go to b.
-func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *loadBatch) {
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b loadBatch) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
 	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error
@@ -328,8 +315,8 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 	if k.a, k.keep, done, failed = c.afterPeek(ctx, k.key, pc, perr, k.how); done {
 		return
 	}
-	b.expect(k.key)
-	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, k.how, failed, b.decider(k.key))
+	b.Expect(k.key)
+	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.Loader(k.key)}, k.how, failed, b.Decider(k.key))
 	switch {
 	case !ok:
 		k.a = answer{err: ErrClosed}
@@ -337,7 +324,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 		c.joined()
 	}
 	if !ok || joined {
-		b.decided(k.key) // not b's flight
+		b.Decided(k.key) // not b's flight
 	}
 	k.f, k.joined = f, joined
 }
@@ -352,36 +339,7 @@ type BatchError struct {
 
 // Error summarises: how many keys failed, and the first few (in key order)
 // with the first line of their error.
-func (e *BatchError) Error() string {
-	keys := e.keys()
-	var b strings.Builder
-	fmt.Fprintf(&b, errPrefix+"%d of the keys failed", len(keys))
-	const shown = 3
-	for _, k := range keys[:min(shown, len(keys))] {
-		msg, _, _ := strings.Cut(bare(e.Errs[k]).Error(), "\n")
-		fmt.Fprintf(&b, "; %q: %s", k, msg)
-	}
-	if len(keys) > shown {
-		fmt.Fprintf(&b, "; and %d more", len(keys)-shown)
-	}
-	return b.String()
-}
+func (e *BatchError) Error() string { return batch.Describe(e.Errs) }
 
 // Unwrap returns each key's error, in key order.
-func (e *BatchError) Unwrap() []error {
-	keys := e.keys()
-	errs := make([]error, len(keys))
-	for i, k := range keys {
-		errs[i] = e.Errs[k]
-	}
-	return errs
-}
-
-func (e *BatchError) keys() []string {
-	keys := make([]string, 0, len(e.Errs))
-	for k := range e.Errs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func (e *BatchError) Unwrap() []error { return batch.InKeyOrder(e.Errs) }

@@ -154,3 +154,8 @@ func errAttr(err error) slog.Attr { return slog.Any("err", bare(err)) }
 func redisFailed(err error) bool {
 	return transport.Says(err, transport.Unavailable) && !errors.Is(err, errBadEntry)
 }
+
+// errBadEntry is wrapped by the error of a fetch whose entry does not decode
+// (a corrupt compressed payload, one over MaxValueBytes): the entry is to be
+// taken as missing, not Redis as failing.
+var errBadEntry = errors.New("corral: the entry does not decode")

@@ -34,7 +34,7 @@ type flight struct {
 	peekErr error // the peek that started the flight found Redis failing
 	// decided, for a flight a FetchMany started, tells its batch that the
 	// flight will not ask to load for now: it waits for another process's
-	// load, or it ended (batchload.go). nil for other flights.
+	// load, or it ended (internal/batch). nil for other flights.
 	decided func()
 
 	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)

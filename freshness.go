@@ -116,3 +116,26 @@ func (h *how) draw(c *Cache) {
 		h.x, h.drawn = c.earlyFactor(), true
 	}
 }
+
+// entryWrite is one entry to store: a load's result or a Set.
+type entryWrite struct {
+	value []byte
+	kind  wire.Kind
+	soft  time.Duration // soft TTL
+	hard  time.Duration // hard TTL: soft + stale window
+	took  time.Duration // the load's duration, for XFetch
+	// expires, for a soft TTL the loader set (FetchEntry), is when it ends
+	// on the local clock (counted from when the loader returned); zero
+	// otherwise. A write sent later, a commit sent again, is stored for
+	// what remains of it (ttls), so it never outlives it.
+	expires time.Time
+}
+
+// ttls returns w's soft and hard TTLs for a write sent now.
+func (w entryWrite) ttls() (soft, hard time.Duration) {
+	if w.expires.IsZero() {
+		return w.soft, w.hard
+	}
+	soft = max(time.Until(w.expires).Truncate(time.Millisecond), time.Millisecond) // not rounded up, as ms would
+	return soft, soft + w.hard - w.soft
+}

@@ -6,12 +6,15 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/internal/batch"
 )
 
 // The loader's guard: every run of a caller's loader, under a lease, fail-open
 // or over a newer entry, goes through runLoader, which bounds it by
 // LoadTimeout, ends it with Close, and turns a panic or runtime.Goexit into an
-// error, so that a loader can neither hang nor crash the flight.
+// error, so that a loader can neither hang nor crash the flight. A
+// FetchMany's loadMany is bounded alike, by its batch (newBatch).
 
 // loader is a flight's load, as the caller that started the flight gave it:
 // a value that lives ttl (Fetch, Fetch[T], FetchMany: bytes), or an Entry
@@ -85,6 +88,49 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 	}
 	c.loadEnded(lctx, key, took, err)
 	return val, took, fr, err
+}
+
+// manyLoader is loadMany as a batch calls it: vals holds the values of the
+// keys found, failed the keys that failed on their own (the typed
+// FetchMany's encoding errors); err fails every key of the call. A key in
+// neither was not found.
+type manyLoader func(ctx context.Context, keys []string) (vals map[string][]byte, failed map[string]error, err error)
+
+// loadBatch gathers the loads of the flights one FetchMany, or one rescue
+// (rescue.go), started into calls of its loadMany (internal/batch).
+type loadBatch struct{ *batch.Batch }
+
+func (b loadBatch) expect(key string) { b.Expect(key) }
+func (b loadBatch) started()          { b.Started() }
+func (b loadBatch) loader(key string) func(context.Context) ([]byte, error) {
+	return b.Loader(key)
+}
+
+// newBatch returns a batch whose calls of load each run in a goroutine the
+// Cache waits for on Close, under context.WithoutCancel of ctx, bounded by
+// LoadTimeout and cancelled by Close, as runLoader runs a single key's
+// loader. A panic becomes a *PanicError, and runtime.Goexit
+// errLoaderExited, for every key of the call; an error once the context
+// ended, ErrClosed or ErrLoadTimeout. The flights' own loaders stop waiting
+// at their deadline (runLoader): a loadMany that ignores its context is
+// abandoned, not waited for.
+func (c *Cache) newBatch(ctx context.Context, load manyLoader) loadBatch {
+	call := func(keys []string) (map[string][]byte, map[string]error, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
+		defer cancel()
+		defer context.AfterFunc(c.ctx, cancel)()
+		vals, failed, err := load(ctx, keys)
+		if err != nil && ctx.Err() != nil {
+			// Most likely the context's error: say which end it met, as
+			// runLoader does (ErrClosed makes the leases go back with a
+			// notice to re-check, not a failure).
+			err = c.loadCut()
+		}
+		return vals, failed, err
+	}
+	return loadBatch{batch.New(batch.Config{Call: call, Start: c.tasks.Start,
+		Panicked: func(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} },
+		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})}
 }
 
 // loadCut is the error of a load whose context ended: ErrClosed when

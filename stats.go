@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/batch"
 	"github.com/corralhq/corral/internal/stats"
 )
 
@@ -141,12 +142,8 @@ func (c *Cache) refused(ctx context.Context, key string, err error) error {
 // each of its keys, each distinct key once, as each counts as a call. It
 // returns err.
 func (c *Cache) refusedMany(ctx context.Context, keys []string, err error) error {
-	seen := make(map[string]struct{}, len(keys))
-	for _, k := range keys {
-		if _, dup := seen[k]; !dup {
-			seen[k] = struct{}{}
-			c.count(ctx, k, outNone)
-		}
+	for _, k := range batch.Distinct(keys) {
+		c.count(ctx, k, outNone)
 	}
 	return err
 }

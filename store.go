@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/payload"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
@@ -44,13 +45,12 @@ import (
 // RedisTimeout plus its payload's transfer time, and keeps the payload's
 // encoding (compression, size limit) out of the protocol.
 type store struct {
-	pipe        *transport.Pipeline
-	inline      int  // Options.NoticeInlineLimit
-	noShard     bool // Options.DisableShardedPubSub
-	compressMin int  // compress payloads of at least this many bytes; 0: never
-	version     int  // Options.CodecVersion, stored with every entry
-	maxValue    int  // Options.MaxValueBytes
-	hooks       storeHooks
+	pipe    *transport.Pipeline
+	inline  int           // Options.NoticeInlineLimit
+	noShard bool          // Options.DisableShardedPubSub
+	version int           // Options.CodecVersion, stored with every entry
+	payload payload.Codec // Options.CompressMinBytes when Compress, MaxValueBytes
+	hooks   storeHooks
 
 	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
 
@@ -68,11 +68,12 @@ type storeHooks struct {
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, maxValue: o.MaxValueBytes, version: o.CodecVersion,
+	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, version: o.CodecVersion,
 		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
-		s.compressMin = o.CompressMinBytes
+		s.payload.CompressMin = o.CompressMinBytes
 	}
+	s.payload.MaxValue, s.payload.TooLarge = o.MaxValueBytes, ErrValueTooLarge
 	s.pipe = transport.New(rdb, transport.Config{
 		Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Stats: breakerStats{o, stats},
 		Breaker: transport.BreakerConfig{Disable: o.DisableBreaker, Threshold: o.BreakerThreshold, Cooldown: o.BreakerCooldown},
@@ -296,4 +297,20 @@ func (s *store) keyType(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return cmd.(*redis.StatusCmd).Val(), nil
+}
+
+// decode returns the value a payload (internal/payload) holds: decompressed when it was stored
+// compressed, and no larger than MaxValueBytes.
+func (s *store) decode(payload []byte, f wire.Flags) ([]byte, error) {
+	return s.payload.Decode(payload, f.Compressed)
+}
+
+// encode returns the payload to store for w, compressed when compression is
+// on, w is a value of at least CompressMinBytes, and compressing saves space.
+func (s *store) encode(w entryWrite) (payload []byte, flags string) {
+	if w.kind != wire.Value {
+		return w.value, w.kind.Flags(false)
+	}
+	payload, compressed := s.payload.Encode(w.value)
+	return payload, w.kind.Flags(compressed)
 }
