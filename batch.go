@@ -307,7 +307,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 
 // startFlight answers k from its peek, or joins or starts its key's flight,
 // whose loads go to b.
-func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b loadBatch) {
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *batch.Batch) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
 	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error

@@ -96,17 +96,9 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 // neither was not found.
 type manyLoader func(ctx context.Context, keys []string) (vals map[string][]byte, failed map[string]error, err error)
 
-// loadBatch gathers the loads of the flights one FetchMany, or one rescue
-// (rescue.go), started into calls of its loadMany (internal/batch).
-type loadBatch struct{ *batch.Batch }
-
-func (b loadBatch) expect(key string) { b.Expect(key) }
-func (b loadBatch) started()          { b.Started() }
-func (b loadBatch) loader(key string) func(context.Context) ([]byte, error) {
-	return b.Loader(key)
-}
-
-// newBatch returns a batch whose calls of load each run in a goroutine the
+// newBatch returns a batch (internal/batch) gathering the loads of the
+// flights one FetchMany, or one rescue (rescue.go), started into calls of
+// load; its calls of load each run in a goroutine the
 // Cache waits for on Close, under context.WithoutCancel of ctx, bounded by
 // LoadTimeout and cancelled by Close, as runLoader runs a single key's
 // loader. A panic becomes a *PanicError, and runtime.Goexit
@@ -114,7 +106,7 @@ func (b loadBatch) loader(key string) func(context.Context) ([]byte, error) {
 // ended, ErrClosed or ErrLoadTimeout. The flights' own loaders stop waiting
 // at their deadline (runLoader): a loadMany that ignores its context is
 // abandoned, not waited for.
-func (c *Cache) newBatch(ctx context.Context, load manyLoader) loadBatch {
+func (c *Cache) newBatch(ctx context.Context, load manyLoader) *batch.Batch {
 	call := func(keys []string) (map[string][]byte, map[string]error, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 		defer cancel()
@@ -128,9 +120,9 @@ func (c *Cache) newBatch(ctx context.Context, load manyLoader) loadBatch {
 		}
 		return vals, failed, err
 	}
-	return loadBatch{batch.New(batch.Config{Call: call, Start: c.tasks.Start,
+	return batch.New(batch.Config{Call: call, Start: c.tasks.Start,
 		Panicked: func(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} },
-		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})}
+		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
 }
 
 // loadCut is the error of a load whose context ended: ErrClosed when

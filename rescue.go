@@ -181,12 +181,12 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 			k.a = a
 			continue
 		case mine:
-			b.expect(k.key)
-			c.runOpenDetached(ctx, k.key, loader{ttl: ttl, bytes: b.loader(k.key)}, o)
+			b.Expect(k.key)
+			c.runOpenDetached(ctx, k.key, loader{ttl: ttl, bytes: b.Loader(k.key)}, o)
 		}
 		loads = append(loads, joined{k, o})
 	}
-	b.started()
+	b.Started()
 	for _, j := range loads { // each until the caller's deadline at most, as rescued does
 		r := c.joinOpen(ctx, j.o)
 		j.k.a = answer{val: r.val, err: r.err, out: rescuedOutcome(ctx, r.err)}
