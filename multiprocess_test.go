@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,11 +211,13 @@ type steadyResult struct {
 // CORRAL_TEST_DURATION; its loader counts runs in Redis and takes swrLoad.
 func childSteady(c *corral.Cache, rdb *redis.Client, key string, n int) int {
 	d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
+	var counted atomic.Uint64 // loads counted in Redis
 	load := func(ctx context.Context) ([]byte, error) {
 		v, err := rdb.Incr(ctx, "loads:"+key).Result()
 		if err != nil {
 			return nil, err
 		}
+		counted.Add(1)
 		<-time.After(swrLoad)
 		return []byte(strconv.FormatInt(v, 10)), nil
 	}
@@ -243,6 +246,11 @@ func childSteady(c *corral.Cache, rdb *redis.Client, key string, n int) int {
 		}()
 	}
 	wg.Wait()
+	// A refresh the last calls started is counted before its loader runs:
+	// its count in Redis is awaited (5 s at most), so that the two agree.
+	for wait := time.Now().Add(5 * time.Second); c.Stats().Refreshes > counted.Load() && time.Now().Before(wait); {
+		<-time.After(5 * time.Millisecond)
+	}
 	res.Stats = c.Stats()
 	json.NewEncoder(os.Stdout).Encode(res)
 	return 0
