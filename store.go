@@ -46,7 +46,6 @@ import (
 type store struct {
 	pipe    *transport.Pipeline
 	inline  int           // Options.NoticeInlineLimit
-	noShard bool          // Options.DisableShardedPubSub
 	version int           // Options.CodecVersion, stored with every entry
 	payload payload.Codec // Options.CompressMinBytes when Compress, MaxValueBytes
 	hooks   storeHooks
@@ -65,7 +64,7 @@ type storeHooks struct {
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, version: o.CodecVersion,
+	s := &store{inline: o.NoticeInlineLimit, version: o.CodecVersion,
 		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
 		s.payload.CompressMin = o.CompressMinBytes
