@@ -132,10 +132,10 @@ func (c *Cache) nodeFailed() {
 }
 
 // pubsubMark returns how this process announces its notices (the mark of
-// its pubsubMode), for the notifier.
+// its notify.Mode), for the notifier.
 func (c *Cache) pubsubMark(ctx context.Context) (byte, error) {
 	m, err := c.store.pubsub(ctx)
-	return m.mark, err
+	return m.Mark, err
 }
 
 // Must returns c, or panics with err. It is for set-up code:
@@ -199,11 +199,8 @@ func (c *Cache) Close() error {
 // leaseToken returns a new lease token, whose first byte says how this
 // process announces the end of its loads once it knows (wire.Announces).
 func (c *Cache) leaseToken() string {
-	var mark byte
-	if m := c.store.mode.Load(); m != nil {
-		mark = m.mark
-	}
-	return wire.NewToken(mark)
+	m, _ := c.store.mode.Known()
+	return wire.NewToken(m.Mark)
 }
 
 // closedErr returns ErrClosed for an error that comes from Close cancelling

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/diagnose"
+	"github.com/corralhq/corral/internal/notify"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -151,8 +152,8 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
 		NearCache: o.NearCache.Size > 0, Rights: rightsScript,
 		PubSub: func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error) {
-			m, err := detectPubsub(ctx, o.DisableShardedPubSub, publish)
-			return m.mark, err
+			m, err := notify.Detect(ctx, o.DisableShardedPubSub, publish)
+			return m.Mark, err
 		},
 		Pings: CheckPings,
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -128,7 +129,7 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	switch {
 	case err != nil:
 		return wire.CommitRejected, errorf("commit: %w", err)
-	case wire.Commit(wr.Status) == wire.CommitRefused && deniedText(wr.Refusal):
+	case wire.Commit(wr.Status) == wire.CommitRefused && transport.ClassifyReply(wr.Refusal)&transport.Denied != 0:
 		// The script's write was refused for want of a right, not of memory.
 		return wire.CommitRejected, errorf("commit %q: %w: %s", n.Entry, ErrPermission, wr.Refusal)
 	case wire.Commit(wr.Status) == wire.CommitRefused:

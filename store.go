@@ -2,11 +2,9 @@ package corral
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/payload"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
@@ -21,8 +19,9 @@ import (
 // command. They are the protocol's scripts (scripts/*.lua, run by
 // scripts.go) and the plain commands of this file: the peek's HMGET (peek.go;
 // read in the caller's goroutine when it may), the read of a payload too
-// large to come with its reply, the pub/sub mode's probe (PUBLISH or
-// SPUBLISH, pubsub.go), the rights check (rights.lua), the
+// large to come with its reply, and the plain commands internal/transport
+// sends and reads for it (commands.go): the pub/sub mode's probe (PUBLISH
+// or SPUBLISH, pubsub.go), the rights check (rights.lua), the
 // eviction-policy check (CONFIG GET on each master) and the TYPE of a key in
 // the way (internal/diagnose's Checks and internal/warn's Set, warn.go).
 //
@@ -47,16 +46,13 @@ import (
 type store struct {
 	pipe    *transport.Pipeline
 	inline  int           // Options.NoticeInlineLimit
-	noShard bool          // Options.DisableShardedPubSub
 	version int           // Options.CodecVersion, stored with every entry
 	payload payload.Codec // Options.CompressMinBytes when Compress, MaxValueBytes
 	hooks   storeHooks
 
-	leaseTTL time.Duration // Options.LeaseTTL: the least a revocation marker lives
-
-	probeMu   sync.Mutex                 // one probe at a time
-	mode      atomic.Pointer[pubsubMode] // nil until detected
-	probeName string                     // Prefix's probe: the pub/sub probe's channel, the rights check's key
+	leaseTTL  time.Duration   // Options.LeaseTTL: the least a revocation marker lives
+	mode      *notify.Learner // the pub/sub mode, learnt once by probe (pubsub.go)
+	probeName string          // Prefix's probe: the pub/sub probe's channel, the rights check's key
 }
 
 // storeHooks are what the store tells its Cache of. Each may be nil.
@@ -68,42 +64,28 @@ type storeHooks struct {
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
-	s := &store{inline: o.NoticeInlineLimit, noShard: o.DisableShardedPubSub, version: o.CodecVersion,
+	s := &store{inline: o.NoticeInlineLimit, version: o.CodecVersion,
 		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
 		s.payload.CompressMin = o.CompressMinBytes
 	}
 	s.payload.MaxValue, s.payload.TooLarge = o.MaxValueBytes, ErrValueTooLarge
-	s.pipe = transport.New(rdb, transport.Config{
-		Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Stats: breakerStats{o, stats},
+	s.mode = notify.NewLearner(o.DisableShardedPubSub, s.probe)
+	cfg := transport.Config{Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Recovered: hooks.recovered,
 		Breaker: transport.BreakerConfig{Disable: o.DisableBreaker, Threshold: o.BreakerThreshold, Cooldown: o.BreakerCooldown},
-		Failed: func(error) {
-			if s.hooks.nodeFailed != nil {
-				s.hooks.nodeFailed()
+		// The breakers' openings counted, their changes told to the Observer.
+		Stats: transport.BreakerFunc(func(node string, to transport.BreakerState) {
+			if to == transport.BreakerOpen {
+				stats.BreakerOpens.Add(1)
 			}
-		},
-		Recovered: func(node string) error {
-			if s.hooks.recovered != nil {
-				return s.hooks.recovered(node)
-			}
-			return nil
-		},
-	})
-	return s
-}
-
-// breakerStats counts the breakers' openings and tells the Observer of
-// their changes.
-type breakerStats struct {
-	o     Options
-	stats *counters
-}
-
-func (b breakerStats) BreakerChanged(node string, to transport.BreakerState) {
-	if to == transport.BreakerOpen {
-		b.stats.BreakerOpens.Add(1)
+			observeBreaker(o, node, to)
+		}),
 	}
-	observeBreaker(b.o, node, to)
+	if hooks.nodeFailed != nil {
+		cfg.Failed = func(error) { hooks.nodeFailed() }
+	}
+	s.pipe = transport.New(rdb, cfg)
+	return s
 }
 
 // close stops the pipeline (transport.Pipeline.Close), and waits briefly
@@ -142,37 +124,10 @@ func (s *store) callAs(ctx context.Context, recovery bool, sc *redis.Script, key
 	return res, denied(err)
 }
 
-// do sends one plain command, built by build, touching key, and returns it
-// answered, or the error that kept it from Redis or that Redis replied.
-func (s *store) do(ctx context.Context, key string, build func(ctx context.Context, p redis.Pipeliner) redis.Cmder) (redis.Cmder, error) {
-	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: key, Build: build})
-	if r.Err != nil {
-		return nil, r.Err
-	}
-	return r.Cmd, r.Cmd.Err()
-}
-
 // denied wraps err with ErrPermission when it is Redis refusing a command
-// or key to the ACL user (transport.Denied: NOPERM, or the error a script
-// gets for a command it may not run), and with ErrWriteRefused when Redis
-// refuses to write (transport.WriteRefused: OOM, READONLY).
-func denied(err error) error {
-	switch c := transport.Classify(err); {
-	case c&transport.Reply == 0:
-		return err
-	case c&transport.Denied != 0:
-		return errorf("%w: %w", ErrPermission, err)
-	case c&transport.WriteRefused != 0:
-		return errorf("%w: %w", ErrWriteRefused, err) // a write the scripts could not catch (Delete's)
-	}
-	return err
-}
-
-// deniedText reports whether an error's text is Redis refusing the ACL
-// user a command or key (transport.Denied).
-func deniedText(msg string) bool {
-	return transport.ClassifyReply(msg)&transport.Denied != 0
-}
+// or key to the ACL user, and with ErrWriteRefused when Redis refuses to
+// write (a write the scripts could not catch: Delete's): transport.Refused.
+func denied(err error) error { return transport.Refused(err, ErrPermission, ErrWriteRefused) }
 
 // read reads an entry's payload and flags (HMGET), allowing for size bytes
 // on the wire. ok is false when the entry has no payload.
@@ -241,62 +196,15 @@ func (s *store) sendAll(ops []*transport.Op) { s.pipe.SendAll(ops) }
 // probe publishes an empty message with command (SPUBLISH or PUBLISH) on
 // Prefix's probe channel, which nobody subscribes to.
 func (s *store) probe(ctx context.Context, command string) error {
-	channel := s.probeName
-	_, err := s.do(ctx, channel, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-		if command == "SPUBLISH" {
-			return p.SPublish(ctx, channel, "")
-		}
-		return p.Publish(ctx, channel, "")
-	})
-	return err
+	return s.pipe.Publish(ctx, command, s.probeName)
 }
 
 // rights runs rights.lua on Prefix's probe key, by EVAL (it runs once; a
 // missing EVALSHA right shows on the first call that needs it), and
 // returns what Redis refused the script's commands, one message each.
 func (s *store) rights(ctx context.Context) (refused []string, err error) {
-	key := s.probeName
-	cmd, err := s.do(ctx, key, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-		return rightsScript.Eval(ctx, p, []string{key})
-	})
-	if err != nil {
-		return nil, denied(err)
-	}
-	list, _ := cmd.(*redis.Cmd).Val().([]any)
-	for _, msg := range list {
-		refused = append(refused, fmt.Sprint(msg))
-	}
-	return refused, nil
-}
-
-// configGet reads the server parameters that match pattern (CONFIG GET)
-// on every master of a Cluster, or on the one server of another client:
-// each reply by node address ("" off a Cluster).
-func (s *store) configGet(ctx context.Context, pattern string) (map[string]map[string]string, error) {
-	results, err := s.pipe.DoEach(ctx, func() *transport.Op {
-		return &transport.Op{Ctx: ctx, Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.ConfigGet(ctx, pattern)
-		}}
-	})
-	if err != nil {
-		return nil, err
-	}
-	replies := make(map[string]map[string]string, len(results))
-	for node, r := range results {
-		replies[node] = r.Cmd.(*redis.MapStringStringCmd).Val()
-	}
-	return replies, nil
-}
-
-// keyType returns the type of the key name (TYPE).
-func (s *store) keyType(ctx context.Context, name string) (string, error) {
-	cmd, err := s.do(ctx, name, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-		return p.Type(ctx, name)
-	})
-	if err != nil {
-		return "", err
-	}
-	return cmd.(*redis.StatusCmd).Val(), nil
+	refused, err = s.pipe.EvalList(ctx, rightsScript, s.probeName)
+	return refused, denied(err)
 }
 
 // decode returns the value a payload (internal/payload) holds: decompressed when it was stored

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
@@ -386,7 +387,7 @@ func TestPublishDetection(t *testing.T) {
 		t.Fatalf("no SPUBLISH: publish = %q, %v; want PUBLISH", pub, err)
 	}
 	s, _ = testStore(t)
-	s.noShard = true
+	s.mode = notify.NewLearner(true, s.probe) // DisableShardedPubSub: the store's Learner holds it
 	if pub, _ := s.publishCommand(ctx); pub != "PUBLISH" {
 		t.Fatalf("DisableShardedPubSub: publish = %q; want PUBLISH", pub)
 	}

@@ -25,16 +25,16 @@ func (c *Cache) initWarnings() {
 	o, bounded := c.opts, c.tasks.Bounded(c.ctx, c.opts.RedisTimeout)
 	set := warn.New(warn.Config{
 		Logger: o.Logger, Stats: &c.stats.Counters, Permission: ErrPermission, WriteRefused: ErrWriteRefused,
-		Go: bounded, KeyType: c.store.keyType,
+		Go: bounded, KeyType: c.store.pipe.Type,
 	})
 	c.warn.Set, c.warn.log = set, o.Logger
 	c.warn.checks = diagnose.NewChecks(diagnose.ChecksConfig{
 		Logger: o.Logger, Prefix: o.Prefix, NoShard: o.DisableShardedPubSub, Go: bounded,
 		PubSub: func(ctx context.Context) (byte, string, error) {
 			m, err := c.store.pubsub(ctx)
-			return m.mark, m.refusal, err
+			return m.Mark, m.Refusal, err
 		},
-		Rights: c.store.rights, ConfigGet: c.store.configGet,
+		Rights: c.store.rights, ConfigGet: c.store.pipe.ConfigGet,
 		Missing: set.RightMissing, Refused: set.RightDenied,
 	})
 }

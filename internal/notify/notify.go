@@ -17,6 +17,11 @@
 // A Notifier sends no command but pub/sub ones. What it needs of the cache
 // it serves is in Config: how that cache publishes (its pub/sub mode), whom
 // to tell when a Cluster node stops answering, and where to count.
+//
+// The pub/sub mode itself is here too (mode.go): a Mode, which Detect
+// learns by publishing with a probe it is given (the cache's, through its
+// one door, or Check's on its own client) and a Learner learns once. It
+// may not send the probe itself, nor know where the probe's channel is.
 package notify
 
 import (

@@ -166,3 +166,21 @@ func classifyNet(err error) Class {
 
 // Says reports whether err says any of c (Classify).
 func Says(err error, c Class) bool { return Classify(err)&c != 0 }
+
+// Refused wraps err with permission when it is Redis refusing a command or
+// key to the ACL user (Denied: NOPERM, or the error a script gets for a
+// command it may not run), and with writeRefused when Redis refuses to
+// write (WriteRefused: OOM, READONLY). Other errors, nil included, are
+// returned as they are. The root passes its ErrPermission and
+// ErrWriteRefused.
+func Refused(err, permission, writeRefused error) error {
+	switch c := Classify(err); {
+	case c&Reply == 0:
+		return err
+	case c&Denied != 0:
+		return errorf("%w: %w", permission, err)
+	case c&WriteRefused != 0:
+		return errorf("%w: %w", writeRefused, err)
+	}
+	return err
+}

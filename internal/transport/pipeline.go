@@ -349,3 +349,9 @@ func (p *Pipeline) Close() *sync.WaitGroup {
 	}
 	return &p.probers
 }
+
+// BreakerFunc is a Stats that is a function.
+type BreakerFunc func(node string, to BreakerState)
+
+// BreakerChanged calls f.
+func (f BreakerFunc) BreakerChanged(node string, to BreakerState) { f(node, to) }

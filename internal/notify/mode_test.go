@@ -1,0 +1,100 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// reply is an error reply of Redis, as go-redis returns it (redis.Error).
+type reply string
+
+func (r reply) Error() string { return string(r) }
+func (reply) RedisError()     {}
+
+var _ redis.Error = reply("")
+
+// Detect takes the first command Redis accepts; a refusal of a command
+// moves on, anything else is an error.
+func TestDetect(t *testing.T) {
+	noPerm := reply("NOPERM User app has no permissions to access the 'x' channel")
+	for _, tc := range []struct {
+		name    string
+		noShard bool
+		answers map[string]error // by command; absent: accepted
+		want    Mode
+		wantErr bool
+	}{
+		{name: "sharded", want: Mode{"SPUBLISH", wire.AnnounceSharded, ""}},
+		{name: "sharded disabled", noShard: true, answers: map[string]error{"SPUBLISH": errors.New("not sent")},
+			want: Mode{"PUBLISH", wire.AnnouncePlain, ""}},
+		{name: "no SPUBLISH", answers: map[string]error{"SPUBLISH": reply("ERR unknown command 'SPUBLISH'")},
+			want: Mode{"PUBLISH", wire.AnnouncePlain, ""}},
+		{name: "no channel rights", answers: map[string]error{"SPUBLISH": noPerm, "PUBLISH": noPerm},
+			want: Mode{"PUBLISH", wire.AnnounceNone, noPerm.Error()}},
+		{name: "no answer", answers: map[string]error{"SPUBLISH": errors.New("i/o timeout")}, wantErr: true},
+		{name: "loading", answers: map[string]error{"SPUBLISH": reply("LOADING Redis is loading")}, wantErr: true},
+		{name: "client refused", answers: map[string]error{"SPUBLISH": reply("WRONGPASS invalid username-password pair")}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Detect(context.Background(), tc.noShard, func(_ context.Context, command string) error {
+				return tc.answers[command]
+			})
+			if tc.wantErr {
+				if err == nil || err.Error()[:len("corral: detect pub/sub: ")] != "corral: detect pub/sub: " {
+					t.Fatalf("Detect = %+v, %v; want a detect pub/sub error", m, err)
+				}
+				return
+			}
+			if err != nil || m != tc.want {
+				t.Fatalf("Detect = %+v, %v; want %+v", m, err, tc.want)
+			}
+		})
+	}
+}
+
+// A Learner probes once for all its concurrent first callers, remembers
+// what it learnt, and probes again after a probe without an answer.
+func TestLearnerProbesOnce(t *testing.T) {
+	var probes atomic.Int64
+	fail := atomic.Bool{}
+	fail.Store(true)
+	l := NewLearner(false, func(context.Context, string) error {
+		probes.Add(1)
+		if fail.Load() {
+			return errors.New("i/o timeout")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	if _, ok := l.Known(); ok {
+		t.Fatal("Known before a probe")
+	}
+	if _, err := l.Learn(ctx); err == nil {
+		t.Fatal("Learn = nil error; want the probe's")
+	}
+	if _, ok := l.Known(); ok {
+		t.Fatal("Known after a failed probe")
+	}
+	fail.Store(false)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if m, err := l.Learn(ctx); err != nil || m.Mark != wire.AnnounceSharded {
+				t.Errorf("Learn = %+v, %v", m, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := probes.Load(); n != 2 {
+		t.Errorf("%d probes; want 2 (one failed, one shared)", n)
+	}
+	if m, ok := l.Known(); !ok || m.Publish != "SPUBLISH" {
+		t.Errorf("Known = %+v, %v", m, ok)
+	}
+}
