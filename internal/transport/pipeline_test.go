@@ -243,8 +243,11 @@ func TestRefusedDialClassifiedAtOnce(t *testing.T) {
 	t0 := time.Now()
 	_, err := value(p.Do(get(context.Background(), "k")))
 	took := time.Since(t0)
-	if c := Classify(err); c&Unreachable == 0 || c&RefusedDial == 0 || took > time.Second {
-		t.Fatalf("GET from a refusing server = %v (class %b) after %v; want Unreachable and RefusedDial, well within the 2s timeout", err, c, took)
+	t.Logf("answered after %v", took) // a few ms on a quiet machine
+	// The bound is the timeout the answer must beat (the classification,
+	// not a timer, ended the call); a starved machine stretches the rest.
+	if c := Classify(err); c&Unreachable == 0 || c&RefusedDial == 0 || took >= 2*time.Second {
+		t.Fatalf("GET from a refusing server = %v (class %b) after %v; want Unreachable and RefusedDial, within the 2s timeout", err, c, took)
 	}
 	if err := p.Tripped("k"); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("Tripped after a refused dial = %v; want ErrCircuitOpen", err)
