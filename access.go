@@ -28,10 +28,7 @@ import (
 // right missing), ErrCircuitOpen and ErrRedisTimeout (Redis failing), each
 // wrapped with context.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := c.validateKey(ctx, key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.validate(ctx, key, nil, false); err != nil {
 		return nil, err
 	}
 	if c.queue.Has(key) {
@@ -79,13 +76,7 @@ func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 // refused to publish does not fail Set: the write stood
 // (Stats.NoticesFailed counts it).
 func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := c.validateKey(ctx, key); err != nil {
-		return err
-	}
-	if ttl <= 0 {
-		return errorf("%w: %v", ErrInvalidTTL, ttl)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.validate(ctx, key, refuse.TTL(ttl), false); err != nil {
 		return err
 	}
 	if value == nil {
@@ -112,10 +103,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 // tells waiters to re-check. Deleting a missing key is not an error; the
 // errors are those of Set, but ErrInvalidTTL and ErrValueTooLarge.
 func (c *Cache) Delete(ctx context.Context, key string) error {
-	if err := c.validateKey(ctx, key); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.validate(ctx, key, nil, false); err != nil {
 		return err
 	}
 	err := c.store.delete(ctx, wire.NewNames(c.opts.Prefix, key))

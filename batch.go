@@ -112,8 +112,8 @@ func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader b
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	if ttl <= 0 {
-		return errorf("%w: %v", ErrInvalidTTL, ttl)
+	if err := refuse.TTL(ttl); err != nil {
+		return err
 	}
 	if nilLoader {
 		return ErrNilLoader
@@ -187,7 +187,7 @@ func (c *Cache) batchCalls(ctx context.Context, keys []string, version string, e
 	calls := make([]keyCall, 0, len(keys))
 	for _, key := range keys {
 		if key == "" {
-			errs[key] = c.refused(ctx, key, errorf("%w: empty key", ErrInvalidKey))
+			errs[key] = c.refused(ctx, key, refuse.Key(ctx, key))
 			continue
 		}
 		calls = append(calls, keyCall{key: key, how: how{version: version}})

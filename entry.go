@@ -70,10 +70,7 @@ func (c *Cache) FetchEntry(ctx context.Context, key string, load func(ctx contex
 
 // fetchEntry is Cache.FetchEntry, without a Tracer's scope.
 func (c *Cache) fetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
-	if err := c.validateKey(ctx, key); err != nil {
-		return nil, c.refused(ctx, key, err)
-	}
-	if err := ready(ctx, load == nil); err != nil {
+	if err := c.validate(ctx, key, nil, load == nil); err != nil {
 		return nil, c.refused(ctx, key, err)
 	}
 	return c.serve(ctx, key, loader{entry: load})

@@ -120,32 +120,22 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// errPrefix begins the text of every error corral returns, once.
+// errPrefix begins the text of every error corral returns, once. errorf is
+// fmt.Errorf for corral's errors, and the only way the package makes one
+// other than a sentinel: errPrefix, then format, with each error among args
+// said without its own errPrefix (internal/errprefix), so that "corral:
+// fetch: " wrapping the pipeline's "corral: Redis unreachable: ..." says
+// "corral: " once. errors.Is and errors.As see every error wrapped with %w.
+// bare says err without errPrefix, for text that puts it after corral's
+// own words (a Finding's Detail, a log record's), bareText the text of an
+// error that came as a string (a remote or cached failure), and errAttr is
+// a log record's "err" attribute, whose message says errPrefix already.
 const errPrefix = errprefix.Corral
 
-// errorf is fmt.Errorf for corral's errors, and the only way the package
-// makes one other than a sentinel: errPrefix, then format, with each error
-// among args said without its own errPrefix. So an operation wraps the
-// errors of the calls it made ("corral: fetch: " and the pipeline's
-// "corral: Redis unreachable: ...") and the result says "corral: " once:
-// "corral: fetch: Redis unreachable: ...". errors.Is and errors.As see
-// every error wrapped with %w, as with fmt.Errorf.
-func errorf(format string, args ...any) error {
-	return errprefix.Errorf(errPrefix, format, args...)
-}
-
-// bare returns err said without errPrefix, for text that puts it after
-// corral's own words: a Finding's Detail, a log record whose message
-// already begins with "corral: ".
-func bare(err error) error { return errprefix.Trim(errPrefix, err) }
-
-// bareText is bare for the text of an error that came as a string: a
-// remote load's failure, a cached one.
-func bareText(s string) string { return errprefix.TrimText(errPrefix, s) }
-
-// errAttr is the "err" attribute of a log record: err without errPrefix,
-// which the record's message says already.
-func errAttr(err error) slog.Attr { return slog.Any("err", bare(err)) }
+func errorf(format string, args ...any) error { return errprefix.Errorf(errPrefix, format, args...) }
+func bare(err error) error                    { return errprefix.Trim(errPrefix, err) }
+func bareText(s string) string                { return errprefix.TrimText(errPrefix, s) }
+func errAttr(err error) slog.Attr             { return slog.Any("err", bare(err)) }
 
 // redisFailed reports whether err says Redis is unavailable
 // (transport.Unavailable: refused, silent, the breaker open, a "not now"

@@ -1,7 +1,6 @@
 package corral
 
 import (
-	"cmp"
 	"context"
 	"time"
 
@@ -64,19 +63,6 @@ const (
 	DefaultFailSafeSize     = 10_000
 	DefaultFailSafeMaxBytes = 16 << 20
 )
-
-// withDefaults fills in o's defaults, or returns an error for a negative
-// field.
-func (o FailSafeOptions) withDefaults() (FailSafeOptions, error) {
-	if o.TTL < 0 || o.Throttle < 0 || o.Size < 0 || o.MaxBytes < 0 {
-		return o, invalid("FailSafe has a negative TTL, Throttle, Size or MaxBytes (%+v)", o)
-	}
-	o.TTL = cmp.Or(o.TTL, DefaultFailSafeTTL)
-	o.Throttle = cmp.Or(o.Throttle, DefaultFailSafeThrottle)
-	o.Size = cmp.Or(o.Size, DefaultFailSafeSize)
-	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultFailSafeMaxBytes)
-	return o, nil
-}
 
 // memory is what this process holds for fail-safe use.
 func (c *Cache) memory() failopen.Memory {

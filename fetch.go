@@ -1,9 +1,11 @@
 package corral
 
 import (
+	"cmp"
 	"context"
 	"time"
 
+	"github.com/corralhq/corral/internal/args"
 	"github.com/corralhq/corral/internal/near"
 )
 
@@ -55,7 +57,7 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 
 // fetchBytes is Cache.Fetch, without a Tracer's scope.
 func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
+	if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
 		return nil, c.refused(ctx, key, err)
 	}
 	return c.serve(ctx, key, loader{ttl: ttl, bytes: load})
@@ -80,41 +82,22 @@ func (c *Cache) serve(ctx context.Context, key string, load loader) ([]byte, err
 	return a.val, a.err
 }
 
-// validateKey rejects calls with an empty key or on a closed Cache. A nil ctx is
-// a programming error, and panics with a message that says so (as the
-// standard library does).
-func (c *Cache) validateKey(ctx context.Context, key string) error {
-	if ctx == nil {
-		panic("corral: nil Context")
-	}
-	if key == "" {
-		return errorf("%w: empty key", ErrInvalidKey)
+// refuse checks a call's arguments as far as that needs no Cache
+// (internal/args), with corral's sentinels.
+var refuse = args.Errors{InvalidKey: ErrInvalidKey, InvalidTTL: ErrInvalidTTL, NilLoader: ErrNilLoader}
+
+// validate checks a call's arguments and state, in this order: its key,
+// whether the Cache is closed, ttlErr (refuse.TTL of its ttl; nil for a
+// call without one), its loader, its context. A nil ctx panics.
+func (c *Cache) validate(ctx context.Context, key string, ttlErr error, nilLoader bool) error {
+	if err := refuse.Key(ctx, key); err != nil {
+		return err
 	}
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
 	c.diagnoseSoon()
-	return nil
-}
-
-// validate checks a call's arguments and state.
-func (c *Cache) validate(ctx context.Context, key string, ttl time.Duration, nilLoader bool) error {
-	if err := c.validateKey(ctx, key); err != nil {
-		return err
-	}
-	if ttl <= 0 {
-		return errorf("%w: %v", ErrInvalidTTL, ttl)
-	}
-	return ready(ctx, nilLoader)
-}
-
-// ready checks what every call checks after its key (and TTL): that it
-// has a loader, and that its context has not ended.
-func ready(ctx context.Context, nilLoader bool) error {
-	if nilLoader {
-		return ErrNilLoader
-	}
-	return ctx.Err()
+	return cmp.Or(ttlErr, refuse.Ready(ctx, nilLoader)) // the first of them
 }
 
 // how says how a call reads an entry: its XFetch draw, and for Fetch[T] its

@@ -2,9 +2,7 @@ package corral
 
 import (
 	"log/slog"
-	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/fill"
@@ -256,108 +254,33 @@ const (
 	DefaultMaxBackgroundRefreshes = 64
 	DefaultBreakerThreshold       = 5
 	DefaultBreakerCooldown        = 2 * time.Second
-
-	minLeaseTTL = 30 * time.Millisecond
 )
 
 // withDefaults validates o and returns a copy with every zero field set to
-// its default.
+// its default. What each field must be is internal/fill's (fill.Options).
 func (o *Options) withDefaults() (Options, error) {
 	var r Options
 	if o != nil {
 		r = *o
 	}
-	if r.Prefix == "" {
-		r.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(r.Prefix, "{}") {
-		return Options{}, invalid("Prefix %q contains a brace; braces would change the Cluster hash slot of corral's keys", r.Prefix)
-	}
-	var err error
-	for _, fill := range []func(*Options) error{fillDurations, fillFactors, fillSizes} {
-		if err = fill(&r); err != nil {
-			return Options{}, err
-		}
-	}
-	if r.FailSafe, err = r.FailSafe.withDefaults(); err != nil {
-		return Options{}, err
-	}
-	switch n := &r.NearCache; {
-	case n.Size < 0 || n.MaxBytes < 0 || n.TTL < 0:
-		return Options{}, invalid("NearCache has a negative Size, MaxBytes or TTL (%+v)", *n)
-	case n.Size > 0 && n.TTL == 0:
-		n.TTL = DefaultNearCacheTTL
-	}
-	if fill.NilInside(r.Observer) {
-		return Options{}, invalid("Observer is a nil %T", r.Observer)
-	}
-	if r.Codec == nil {
-		r.Codec = JSONCodec{}
-	}
-	if r.Logger == nil {
-		r.Logger = slog.Default()
-	}
-	if r.Rand == nil {
-		r.Rand = rand.Float64
+	if err := fill.Options(&r, defaults()); err != nil {
+		return Options{}, errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	return r, nil
 }
 
-// invalid is the error of options that make no sense.
-func invalid(format string, args ...any) error {
-	return errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
-}
-
-// fillDurations checks r's durations and fills in their defaults.
-func fillDurations(r *Options) error {
-	if err := fill.Defaults(
-		fill.F("LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL),
-		fill.F("LoadTimeout", &r.LoadTimeout, DefaultLoadTimeout),
-		fill.F("RedisTimeout", &r.RedisTimeout, DefaultRedisTimeout),
-		fill.F("NegativeTTL", &r.NegativeTTL, DefaultNegativeTTL),
-		fill.F("StaleTTL", &r.StaleTTL, 0),
-		fill.F("ErrorTTL", &r.ErrorTTL, 0),
-		fill.F("BreakerCooldown", &r.BreakerCooldown, DefaultBreakerCooldown),
-	); err != nil {
-		return invalid("%v", err)
+// defaults is an Options of every field's default, as its doc says.
+func defaults() Options {
+	return Options{
+		Prefix: DefaultPrefix, LeaseTTL: DefaultLeaseTTL, LoadTimeout: DefaultLoadTimeout,
+		RedisTimeout: DefaultRedisTimeout, NegativeTTL: DefaultNegativeTTL, BreakerCooldown: DefaultBreakerCooldown,
+		Beta: DefaultBeta, Jitter: DefaultJitter, NoticeInlineLimit: DefaultNoticeInlineLimit,
+		MaxBackgroundRefreshes: DefaultMaxBackgroundRefreshes, BreakerThreshold: DefaultBreakerThreshold,
+		MaxValueBytes: DefaultMaxValueBytes, CompressMinBytes: DefaultCompressMinBytes,
+		MaxPendingInvalidations: DefaultMaxPendingInvalidations,
+		FailSafe: FailSafeOptions{TTL: DefaultFailSafeTTL, Throttle: DefaultFailSafeThrottle,
+			Size: DefaultFailSafeSize, MaxBytes: DefaultFailSafeMaxBytes},
+		NearCache: NearCacheOptions{TTL: DefaultNearCacheTTL},
+		Codec:     JSONCodec{}, Logger: slog.Default(), Rand: rand.Float64,
 	}
-	if r.LeaseTTL < minLeaseTTL {
-		return invalid("LeaseTTL %v is below the minimum %v", r.LeaseTTL, minLeaseTTL)
-	}
-	return nil
-}
-
-// fillFactors checks r's Beta and Jitter and fills in their defaults.
-func fillFactors(r *Options) error {
-	switch {
-	case math.IsNaN(r.Beta) || math.IsInf(r.Beta, 0) || r.Beta < 0:
-		return invalid("Beta %v is not a finite, non-negative number", r.Beta)
-	case r.Beta == 0:
-		r.Beta = DefaultBeta
-	}
-	switch {
-	case math.IsNaN(r.Jitter) || r.Jitter < 0 || r.Jitter >= 1:
-		return invalid("Jitter %v is outside [0, 1)", r.Jitter)
-	case r.Jitter == 0:
-		r.Jitter = DefaultJitter
-	}
-	if r.DisableJitter {
-		r.Jitter = 0
-	}
-	return nil
-}
-
-// fillSizes checks r's counts and sizes and fills in their defaults.
-func fillSizes(r *Options) error {
-	if err := fill.Defaults(
-		fill.F("NoticeInlineLimit", &r.NoticeInlineLimit, DefaultNoticeInlineLimit),
-		fill.F("MaxBackgroundRefreshes", &r.MaxBackgroundRefreshes, DefaultMaxBackgroundRefreshes),
-		fill.F("BreakerThreshold", &r.BreakerThreshold, DefaultBreakerThreshold),
-		fill.F("MaxValueBytes", &r.MaxValueBytes, DefaultMaxValueBytes),
-		fill.F("CompressMinBytes", &r.CompressMinBytes, DefaultCompressMinBytes),
-		fill.F("MaxPendingInvalidations", &r.MaxPendingInvalidations, DefaultMaxPendingInvalidations),
-	); err != nil {
-		return invalid("%v", err)
-	}
-	return nil
 }

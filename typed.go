@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/internal/args"
 	"github.com/corralhq/corral/internal/near"
 )
 
@@ -31,7 +32,7 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 // fetchTyped is Fetch[T], without a Tracer's scope.
 func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
-	if err := c.validate(ctx, key, ttl, load == nil); err != nil {
+	if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
 		return zero, c.refused(ctx, key, err)
 	}
 	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
@@ -47,17 +48,7 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 		}
 	}
 	h.draw(c)
-	encoded := func(ctx context.Context) ([]byte, error) {
-		v, err := load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.opts.Codec.Marshal(v)
-		if err != nil {
-			return nil, errorf("encode %T: %w", v, err)
-		}
-		return b, nil
-	}
+	encoded := args.Encoded(load, c.opts.Codec.Marshal)
 	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h)
 	c.count(ctx, key, a.out)
 	if err != nil {
@@ -73,29 +64,20 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 
 // fromRedisAs is fromRedis for Fetch[T], and the answer's value decoded as
 // T; err is the codec's. A cached entry that does not decode is taken as
-// missing, and asked for once more: a is then the second answer, the one
-// the call counts.
+// missing, and asked for once more (h.skip): a is then the second answer,
+// the one the call counts.
 func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
-	a, keep = c.fromRedis(ctx, key, l, h)
-	if a.err != nil {
-		return v, a, keep, nil
+	for {
+		if a, keep = c.fromRedis(ctx, key, l, h); a.err != nil {
+			return v, a, keep, nil
+		}
+		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
+			return v, a, keep, nil
+		}
+		if a.soft == 0 || h.skip != 0 { // a fresh load, or the second answer
+			return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
+		}
+		c.decodeFailed(key, fmt.Sprintf("%T", v))
+		h.skip, v = a.soft, *new(T)
 	}
-	if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
-		return v, a, keep, nil
-	}
-	if a.soft == 0 {
-		return v, a, keep, errorf("decode %q as %T: %w", key, v, err) // a fresh load
-	}
-	// A cached entry that does not decode: a miss, reloaded once.
-	c.decodeFailed(key, fmt.Sprintf("%T", v))
-	h.skip = a.soft
-	var zero T
-	v = zero
-	if a, keep = c.fromRedis(ctx, key, l, h); a.err != nil {
-		return v, a, keep, nil
-	}
-	if err = c.opts.Codec.Unmarshal(a.val, &v); err != nil {
-		return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
-	}
-	return v, a, keep, nil
 }
