@@ -224,7 +224,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 	} else if a.err == nil {
 		var err error
 		if v, err = bc.decode(a.val); err != nil && a.soft != 0 && !last {
-			c.decodeFailed(k.key, fmt.Sprintf("%T", v))
+			c.warn.DecodeFailed(k.key, fmt.Sprintf("%T", v))
 			k.how.skip, k.a, k.keep = a.soft, answer{}, nil
 			return false
 		} else if err != nil {

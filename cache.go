@@ -27,7 +27,7 @@ type Cache struct {
 	notify   *notify.Notifier
 	stats    counters
 	near     *near.Cache // nil when off (near.go)
-	newer    *near.Newer // values loaded over a newer release's entries (newer.go)
+	newer    *near.Newer // values loaded over a newer release's entries (near.go, overNewer)
 	held     *near.Held  // fail-open results, without the near cache (failsafe.go)
 	tracer   Tracer      // opts.Observer when it is a Tracer, else nil (observe.go)
 	outcomes bool        // opts.Observer is told the outcomes of calls: set, and not a StatsReader

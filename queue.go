@@ -43,7 +43,7 @@ func (c *Cache) newQueue() *replay.Queue {
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
 		Told:   c.toldQueue,
 		Refused: func(key string, err error) {
-			c.permissionDenied(err)
+			c.warn.PermissionDenied(err)
 			c.warn.queue.Log(c.warn.log, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
 		},
 	})

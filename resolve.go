@@ -50,7 +50,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 		switch {
 		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
 			// An entry that does not decode is missing, not Redis failing.
-			c.decodeFailed(f.key, "payload")
+			c.warn.DecodeFailed(f.key, "payload")
 			args.skip = r.Soft
 			continue
 		case err != nil:
@@ -76,7 +76,7 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 		return a, next, true
 	case wire.Newer:
 		// Written by a newer release (its codec version): leave the
-		// entry to it (newer.go).
+		// entry to it (near.go, overNewer).
 		return c.overNewer(f, r.Soft), nil, true
 	case wire.Refused:
 		// No entry, and Redis refuses writes, so nobody can hold the
@@ -128,7 +128,7 @@ func (w *waiting) close() {
 func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a answer, next followUp, done bool) {
 	if errors.Is(err, ErrPermission) {
 		// Loading on every call would hide it: the callers get it.
-		c.permissionDenied(err)
+		c.warn.PermissionDenied(err)
 		return answer{err: err}, nil, true
 	}
 	if c.ctx.Err() != nil {

@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -77,7 +78,23 @@ func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h h
 		if a.soft == 0 || h.skip != 0 { // a fresh load, or the second answer
 			return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
 		}
-		c.decodeFailed(key, fmt.Sprintf("%T", v))
+		c.warn.DecodeFailed(key, fmt.Sprintf("%T", v))
 		h.skip, v = a.soft, *new(T)
 	}
 }
+
+// Codec turns the values of the typed Fetch[T] into bytes and back.
+// Implementations must be safe for concurrent use.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec is the default Codec: encoding/json.
+type JSONCodec struct{}
+
+// Marshal implements Codec with json.Marshal.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal implements Codec with json.Unmarshal.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/corralhq/corral/internal/warn"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // warnings are what a Cache counts and warns of when Redis refuses
@@ -45,16 +46,40 @@ func (c *Cache) firstUse() { c.warn.checks.Rights() }
 // diagnoseSoon starts the check of the eviction policy, once answered.
 func (c *Cache) diagnoseSoon() { c.warn.checks.Policy() }
 
-// decodeFailed counts and warns of an entry of key that did not decode.
-func (c *Cache) decodeFailed(key, what string) { c.warn.DecodeFailed(key, what) }
-
-// permissionDenied logs a right denied (ErrPermission) once; Health says so.
-func (c *Cache) permissionDenied(err error) { c.warn.PermissionDenied(err) }
-
 // countRedisError counts a failed Redis call, unless it failed because the
 // caller's own context ended; a right denied is logged, and is a reply.
 func (c *Cache) countRedisError(ctx context.Context, err error) {
 	if c.warn.RedisError(ctx, err) {
 		c.firstUse()
 	}
+}
+
+// Health returns nil while this Cache can use Redis as it needs, and
+// otherwise why not, as an error to match with errors.Is:
+//
+//   - ErrCircuitOpen, wrapping the cause, while a node's circuit breaker is
+//     open: Redis refuses connections (the connection's error), is silent
+//     (ErrRedisTimeout), refuses the client's credentials (Redis's
+//     WRONGPASS or NOAUTH reply), or kept failing. Calls are then answered
+//     from memory or fail open (Options.FailSafe).
+//   - ErrPermission, wrapping Redis's NOPERM reply, when a call met a right
+//     the ACL user lacks in the last 10 s: the calls that need it fail.
+//   - ErrWriteRefused, naming OOM or READONLY, when Redis refused a write
+//     in the last 10 s: hits are served, nothing is stored.
+//
+// It asks nothing of Redis: it says what the Cache's own calls met, so it
+// costs nothing to call often (a health check). A Cache that has made no
+// call yet is healthy.
+func (c *Cache) Health() error {
+	if err := c.store.openErr(); err != nil {
+		return err
+	}
+	return c.warn.Recent()
+}
+
+// skipped returns the error of a call of key while its node is tripped, so
+// that the call skips Redis without a round through the pipeline; nil
+// otherwise (when no node is tripped, at the cost of one atomic load).
+func (c *Cache) skipped(key string) error {
+	return c.store.skipped(wire.EntryName(c.opts.Prefix, key))
 }
