@@ -6,6 +6,7 @@ package corral_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -168,7 +169,11 @@ func TestDegraded_D3_LostNotices(t *testing.T) {
 			b := newCache(t, srv.Client(), opts())
 			ctx := context.Background()
 			const keys = 40
-			value := []byte(strings.Repeat("v", 15<<10))
+			// Over the client's 16 KB reply buffer by more than the 8 KB hard
+			// limit, and incompressible: one inlined notice alone overflows
+			// the subscriber's output buffer, however fast it reads.
+			value := make([]byte, 30<<10)
+			crand.Read(value)
 			var finishes []func()
 			for i := range keys {
 				finishes = append(finishes, hold(t, a, "{d3:"+strconv.Itoa(i)+"}", value, nil))
