@@ -1,6 +1,9 @@
 package corral_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,6 +55,49 @@ func TestDesignNamesEveryFile(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no library file found: the check is broken")
 	}
+}
+
+// The limits docs/design.md's "Limits" sets the library: no file over
+// maxFileLines lines, no function (its doc comment aside) over
+// maxFuncLines, and the root package, the API and the protocol, within
+// maxRootLines in all. A change that breaks one fails here, naming it.
+const maxFileLines, maxFuncLines, maxRootLines = 400, 60, 5000
+
+func TestLibraryLimits(t *testing.T) {
+	t.Parallel()
+	root := 0
+	for _, dir := range libraryDirs(t) {
+		for _, name := range goFiles(t, dir) {
+			path := filepath.Join(dir, name)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Count(string(src), "\n")
+			if dir == "." {
+				root += lines
+			}
+			if lines > maxFileLines {
+				t.Errorf("%s: %d lines, over %d", path, lines, maxFileLines)
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok {
+					if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+						t.Errorf("%s: func %s is %d lines, over %d", path, fn.Name, n, maxFuncLines)
+					}
+				}
+			}
+		}
+	}
+	if root > maxRootLines {
+		t.Errorf("the root package is %d lines, over %d: what is not the API or the protocol belongs in an internal package", root, maxRootLines)
+	}
+	t.Logf("root package: %d lines", root)
 }
 
 // libraryDirs returns the library's package directories: the root, lock,
