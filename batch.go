@@ -251,10 +251,10 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 	c.peekAll(ctx, calls)
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
 	fire, stop := r.Timer()
-	defer stop()
+	defer func() { stop() }()
 	if fire != nil && waitAll(ctx, calls, fire, peekDone) {
 		c.rescueWaiting(ctx, &r, calls, ttl, load, peekDone)
-		fire = nil
+		fire, stop = r.Again() // for those whose node was heard (rescue.go)
 	}
 	b := c.newBatch(ctx, load)
 	for i := range calls {
@@ -263,8 +263,9 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Durati
 		}
 	}
 	b.Started()
-	if fire != nil && waitAll(ctx, calls, fire, flightDone) {
+	for fire != nil && waitAll(ctx, calls, fire, flightDone) {
 		c.rescueWaiting(ctx, &r, calls, ttl, load, flightDone)
+		fire, stop = r.Again() // nil once had
 	}
 	for i := range calls {
 		if k := &calls[i]; k.f != nil {

@@ -684,8 +684,10 @@ func TestCase_C07_FirstCallerCancels(t *testing.T) {
 			t.Fatalf("%s = %+v, want the value", name, r)
 		}
 	}
-	if runs.Load() != 1 || e.c.Stats().Coalesced != joiners {
-		t.Fatalf("loader ran %d times, %d calls joined A's flight; want 1 and 3 (B, C, D)", runs.Load(), e.c.Stats().Coalesced)
+	// Rescued, B's flight may also be answered by A's fail-open load
+	// (coalesced) rather than commit it under its lease: 2 or 3.
+	if co := e.c.Stats().Coalesced; runs.Load() != 1 || co < joiners || co > 3 {
+		t.Fatalf("loader ran %d times, %d calls answered by another's load; want 1 and %d (B, C, D; or C and D, A rescued, and B)", runs.Load(), co, joiners)
 	}
 	h := e.rdb.HGetAll(ctx, "corral:e:{c07}:{c07}").Val()
 	if h["v"] != "v" || h["f"] != "" {

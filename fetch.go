@@ -161,7 +161,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	}
 	r := c.planRescue(ctx, key)
 	fire, stop := r.Timer()
-	defer stop()
+	defer func() { stop() }()
 	for {
 		select {
 		case <-pc.done:
@@ -172,7 +172,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 			if c.due(&r) {
 				return nil, c.rescued(ctx, key, load), true, nil
 			}
-			fire = nil // Redis answered something: slow, not down
+			fire, stop = r.Again() // Redis answered something: slow, not down, unless silent from now
 		}
 	}
 }
@@ -190,7 +190,7 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 		return c.await(ctx, f, joined)
 	}
 	fire, stop := r.Timer()
-	defer stop()
+	defer func() { stop() }()
 	for {
 		select {
 		case <-f.done:
@@ -202,7 +202,7 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 				c.flights.leave(f)
 				return c.rescued(ctx, f.key, load)
 			}
-			fire = nil
+			fire, stop = r.Again()
 		}
 	}
 }

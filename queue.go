@@ -44,7 +44,7 @@ func (c *Cache) newQueue() *replay.Queue {
 		Told:   c.toldQueue,
 		Refused: func(key string, err error) {
 			c.warn.PermissionDenied(err)
-			c.warn.queue.Log(c.warn.log, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
+			c.warn.queue.Log(c.opts.Logger, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
 		},
 	})
 }

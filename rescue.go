@@ -21,7 +21,8 @@ import (
 // with the flight's own and with other rescued callers, and kept for
 // fail-safe use, so a stampede of short deadlines costs one load per
 // process, as fail-open does. A Redis that answers anything, however
-// slowly, rescues nobody: slow is not down.
+// slowly, rescues nobody: slow is not down (but a reply read late may be
+// an earlier request's: one second chance, failopen's Again).
 
 // rescue is one caller's plan to fail open before its deadline.
 type rescue = failopen.Rescue

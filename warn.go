@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/corralhq/corral/internal/warn"
@@ -17,7 +16,6 @@ import (
 type warnings struct {
 	*warn.Set
 	checks *diagnose.Checks
-	log    *slog.Logger  // for queue
 	queue  warn.Minutely // invalidations the queue for Redis dropped (queue.go)
 }
 
@@ -28,7 +26,7 @@ func (c *Cache) initWarnings() {
 		Logger: o.Logger, Stats: &c.stats.Counters, Permission: ErrPermission, WriteRefused: ErrWriteRefused,
 		Go: bounded, KeyType: c.store.pipe.Type,
 	})
-	c.warn.Set, c.warn.log = set, o.Logger
+	c.warn.Set = set
 	c.warn.checks = diagnose.NewChecks(diagnose.ChecksConfig{
 		Logger: o.Logger, Prefix: o.Prefix, NoShard: o.DisableShardedPubSub, Go: bounded,
 		PubSub: func(ctx context.Context) (byte, string, error) {

@@ -58,3 +58,27 @@ func TestPlan(t *testing.T) {
 		t.Fatal("no rescue has a timer")
 	}
 }
+
+// Again re-plans a rescue once: silence watched from now, due half-way to
+// the deadline; a second Again, or one of a rescue never planned, gets no
+// timer.
+func TestRescueAgain(t *testing.T) {
+	deadline := time.Now().Add(time.Second)
+	r := Plan(deadline, true, 2*time.Second, 1, func(int) (time.Duration, bool) { return 0, false })
+	before := time.Now()
+	fire, stop := r.Again()
+	defer stop()
+	if fire == nil || r.Began.Before(before) {
+		t.Fatalf("Again: timer %v, Began %v; want a timer, silence watched from %v on", fire, r.Began, before)
+	}
+	if half := r.Began.Add(deadline.Sub(r.Began) / 2); !r.At.Equal(half) {
+		t.Errorf("Again: At %v; want half-way to the deadline, %v", r.At, half)
+	}
+	if fire, _ := r.Again(); fire != nil {
+		t.Error("a second Again gave a timer; want one chance")
+	}
+	var never Rescue
+	if fire, _ := never.Again(); fire != nil {
+		t.Error("Again of a rescue never planned gave a timer")
+	}
+}

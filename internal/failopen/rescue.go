@@ -13,8 +13,27 @@ const (
 // A Rescue is one caller's plan to fail open before its deadline.
 type Rescue struct {
 	At    time.Time // when; zero for never
-	Began time.Time // when the call's Redis attempt began
+	Began time.Time // when the call's Redis attempt began, or its silence is watched from (Again)
 	Name  string    // the key's entry name, for its node (the caller's to set)
+
+	deadline time.Time
+	again    bool // Again was given
+}
+
+// Again gives r's caller a second chance, once, when at r's time the node
+// had answered something since Began: perhaps a reply to a request sent
+// before the attempt, read late on a starved machine, which says nothing of
+// the node since. Silence is then watched from now, and the rescue is due
+// half-way to the deadline: Again returns its Timer, or a nil channel when
+// the chance was had, or the deadline is too near to leave Redis any time.
+func (r *Rescue) Again() (<-chan time.Time, func() bool) {
+	now := time.Now()
+	left := r.deadline.Sub(now)
+	if r.again || r.At.IsZero() || left <= 2*rescueMin {
+		return nil, func() bool { return false }
+	}
+	r.again, r.Began, r.At = true, now, now.Add(left/2)
+	return r.Timer()
 }
 
 // Plan returns the rescue of a call of n keys with deadline (none: ok
@@ -48,7 +67,7 @@ func Plan(deadline time.Time, ok bool, verdict time.Duration, n int, last func(i
 	if earliest := now.Add(rescueMin); at.Before(earliest) {
 		at = earliest
 	}
-	return Rescue{At: at, Began: now}
+	return Rescue{At: at, Began: now, deadline: deadline}
 }
 
 // Timer returns a channel that fires at r's time, and its stop; nil (never)
