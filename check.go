@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/diagnose"
-	"github.com/corralhq/corral/internal/notify"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -150,12 +149,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 	}
 	r, err := diagnose.Check(ctx, diagnose.Config{
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
-		NearCache: o.NearCache.Size > 0, Rights: rightsScript,
-		PubSub: func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error) {
-			m, err := notify.Detect(ctx, o.DisableShardedPubSub, publish)
-			return m.Mark, err
-		},
-		Pings: CheckPings,
+		NearCache: o.NearCache.Size > 0, Rights: rightsScript, Pings: CheckPings,
 	})
 	if err != nil {
 		return nil, err

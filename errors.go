@@ -135,7 +135,7 @@ const errPrefix = errprefix.Corral
 func errorf(format string, args ...any) error { return errprefix.Errorf(errPrefix, format, args...) }
 func bare(err error) error                    { return errprefix.Trim(errPrefix, err) }
 func bareText(s string) string                { return errprefix.TrimText(errPrefix, s) }
-func errAttr(err error) slog.Attr             { return slog.Any("err", bare(err)) }
+func errAttr(err error) slog.Attr             { return errprefix.Attr(errPrefix, err) }
 
 // redisFailed reports whether err says Redis is unavailable
 // (transport.Unavailable: refused, silent, the breaker open, a "not now"

@@ -63,7 +63,7 @@ func (f *Fault) Error() string {
 const corralPrefix = "corral: "
 
 // errAttr is a log record's "err" attribute: err, without corralPrefix.
-func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(corralPrefix, err)) }
+func errAttr(err error) slog.Attr { return errprefix.Attr(corralPrefix, err) }
 
 // Unwrap returns Err, so that errors.Is sees corral's sentinels.
 func (f *Fault) Unwrap() error { return f.Err }

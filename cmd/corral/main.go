@@ -54,7 +54,7 @@ func errorf(format string, args ...any) error {
 
 // errAttr is a log record's "err" attribute: err without the library's
 // errPrefix.
-func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(errPrefix, err)) }
+func errAttr(err error) slog.Attr { return errprefix.Attr(errPrefix, err) }
 
 // printError writes err to w, each line after errPrefix, once: a joined
 // error's lines (several bad variables, say) each read as an error of

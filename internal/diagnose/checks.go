@@ -114,11 +114,9 @@ func (c *Checks) policies(ctx context.Context) (map[string]string, error) {
 	}
 	policies := make(map[string]string, len(replies))
 	for node, conf := range replies {
-		p, ok := conf["maxmemory-policy"]
-		if !ok {
-			return nil, ErrNoPolicy
+		if policies[node], err = policyIn(conf); err != nil {
+			return nil, err
 		}
-		policies[node] = p
 	}
 	return policies, nil
 }

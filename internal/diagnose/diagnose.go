@@ -30,10 +30,6 @@ type Config struct {
 	// Rights is scripts/rights.lua: it tries each command corral's
 	// scripts and hit path run, and returns Redis's refusals.
 	Rights *redis.Script
-	// PubSub learns the pub/sub mode as a Cache would, by publishing with
-	// publish (SPUBLISH, then PUBLISH): it returns the mode's mark
-	// (wire.AnnounceSharded, AnnouncePlain or AnnounceNone).
-	PubSub func(ctx context.Context, publish func(ctx context.Context, command string) error) (byte, error)
 	// Pings is how many PINGs time the round trip.
 	Pings int
 }

@@ -73,11 +73,7 @@ var rightsScript = redis.NewScript(`return {}`)
 func TestRunOnAPlainServer(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	r, err := Run(context.Background(), Config{Client: rdb, Prefix: "p", Timeout: 2 * time.Second, Rights: rightsScript,
-		PubSub: func(ctx context.Context, publish func(context.Context, string) error) (byte, error) {
-			return wire.AnnounceSharded, publish(ctx, "SPUBLISH")
-		},
-		Pings: 3})
+	r, err := Run(context.Background(), Config{Client: rdb, Prefix: "p", Timeout: 2 * time.Second, Rights: rightsScript, Pings: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,11 +42,16 @@ func MaxmemoryPolicy(ctx context.Context, rdb redis.Cmdable) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, ok := m["maxmemory-policy"]
-	if !ok {
-		return "", ErrNoPolicy
+	return policyIn(m)
+}
+
+// policyIn returns the maxmemory-policy a CONFIG GET answered, or
+// ErrNoPolicy when its answer lacks it.
+func policyIn(conf map[string]string) (string, error) {
+	if p, ok := conf["maxmemory-policy"]; ok {
+		return p, nil
 	}
-	return p, nil
+	return "", ErrNoPolicy
 }
 
 // evicts reports whether maxmemory-policy p may evict corral's keys: every
@@ -69,7 +74,7 @@ func WarnPolicies(log *slog.Logger, policies map[string]string, err error) (answ
 	case err != nil:
 		log.Info("corral: could not read Redis's maxmemory-policy (CONFIG GET) to learn whether it evicts keys; "+
 			"a policy that does costs at most one extra load per evicted lease, and a miss per evicted entry",
-			slog.Any("err", errprefix.Trim(errPrefix, err)))
+			errprefix.Attr(errPrefix, err))
 		return true
 	}
 	var evicting []string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -130,7 +131,7 @@ func compact(names []string) []string {
 // works, its waiters re-checking on their own: a warning.
 func (k *checker) pubsub(ctx context.Context) error {
 	refused := map[string]error{}
-	mark, err := k.cfg.PubSub(ctx, func(ctx context.Context, command string) error {
+	mode, err := notify.Detect(ctx, k.cfg.NoShard, func(ctx context.Context, command string) error {
 		var err error
 		if command == "SPUBLISH" {
 			err = k.rdb.SPublish(ctx, k.probe, "").Err()
@@ -144,7 +145,7 @@ func (k *checker) pubsub(ctx context.Context) error {
 		return err
 	}
 	const poll = "waiters re-check on their own (within 250 ms of a commit) instead of hearing notices"
-	if mark == wire.AnnounceNone {
+	if mode.Mark == wire.AnnounceNone {
 		k.r.PubSub = "none"
 		k.r.missing(RightOf(refused["PUBLISH"].Error(), k.cfg.Prefix))
 		k.r.add("pubsub", Warning, "none: PUBLISH refused (%v): %s; grant %s", refused["PUBLISH"], poll,
@@ -153,7 +154,7 @@ func (k *checker) pubsub(ctx context.Context) error {
 	}
 	publish, subscribe := "SPUBLISH", "SSUBSCRIBE"
 	k.r.PubSub = "sharded"
-	if mark == wire.AnnouncePlain {
+	if mode.Mark == wire.AnnouncePlain {
 		publish, subscribe = "PUBLISH", "SUBSCRIBE"
 		k.r.PubSub = "plain"
 	}
@@ -167,7 +168,7 @@ func (k *checker) pubsub(ctx context.Context) error {
 		return nil
 	}
 	switch sharded := refused["SPUBLISH"]; {
-	case mark == wire.AnnounceSharded:
+	case mode.Mark == wire.AnnounceSharded:
 		k.r.add("pubsub", OK, "%s", used)
 	case k.cfg.NoShard:
 		k.r.add("pubsub", OK, "%s: DisableShardedPubSub", used)

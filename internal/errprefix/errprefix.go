@@ -9,6 +9,7 @@ package errprefix
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -50,6 +51,10 @@ func Trim(prefix string, err error) error {
 	}
 	return &trimmed{prefix: prefix, err: err}
 }
+
+// Attr is the "err" attribute of a log record: err without prefix (Trim),
+// which the record's message says already.
+func Attr(prefix string, err error) slog.Attr { return slog.Any("err", Trim(prefix, err)) }
 
 // TrimText returns s without prefix at its start or at the start of any of
 // its lines: the text of an error that travelled as a string (a remote

@@ -3,6 +3,7 @@ package errprefix_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -65,5 +66,16 @@ func TestErrorfKeepsIdentity(t *testing.T) {
 	}
 	if got := errprefix.TrimText(p, "corral: a\ncorral: b\nc corral: d"); got != "a\nb\nc corral: d" {
 		t.Errorf("Text = %q", got)
+	}
+}
+
+// Attr is a record's "err": the error without the prefix its message says,
+// still the same error to errors.Is.
+func TestAttr(t *testing.T) {
+	base := errors.New("boom")
+	a := errprefix.Attr(errprefix.Corral, fmt.Errorf("corral: load: %w", base))
+	err, ok := a.Value.Any().(error)
+	if a.Key != "err" || !ok || err.Error() != "load: boom" || !errors.Is(err, base) {
+		t.Fatalf("Attr = %s=%v; want err=load: boom, still base", a.Key, a.Value)
 	}
 }

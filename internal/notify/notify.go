@@ -166,7 +166,7 @@ func (n *Notifier) warn(msg string, args ...any) {
 // errAttr is a warning's "err" attribute: err without the "corral: " that
 // the warning's message begins with (its cause may be one of corral's
 // errors, the pub/sub mode's, say).
-func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(errprefix.Corral, err)) }
+func errAttr(err error) slog.Attr { return errprefix.Attr(errprefix.Corral, err) }
 
 // Subscribe starts listening on channel and waits until the server has
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the

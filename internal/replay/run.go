@@ -3,7 +3,6 @@ package replay
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/corralhq/corral/internal/errprefix"
@@ -92,7 +91,7 @@ func (q *Queue) Replay(ctx context.Context, node string, recovery bool) error {
 		default:
 			failed[at], first = true, cmp.Or(first, err)
 			q.cfg.Logger.Debug("corral: a queued invalidation could not be applied yet", "key", inv.key, "recovery", recovery,
-				slog.Any("err", errprefix.Trim("corral: ", err)))
+				errprefix.Attr(errprefix.Corral, err))
 		}
 	}
 	q.done(applied)

@@ -40,7 +40,7 @@ func bare(err error) error { return errprefix.Trim(errprefix.Corral, err) }
 
 // errAttr is the "err" attribute of a log record, whose message says
 // "corral: " already.
-func errAttr(err error) slog.Attr { return slog.Any("err", bare(err)) }
+func errAttr(err error) slog.Attr { return errprefix.Attr(errprefix.Corral, err) }
 
 // unreachableError is the error of a batch sent to a node that refuses
 // connections.

@@ -79,7 +79,7 @@ func (s *Set) Recent() error {
 
 // errAttr is the "err" attribute of a record: err without corral's prefix,
 // which the record's message says already.
-func errAttr(err error) slog.Attr { return slog.Any("err", errprefix.Trim(errprefix.Corral, err)) }
+func errAttr(err error) slog.Attr { return errprefix.Attr(errprefix.Corral, err) }
 
 // NoticeFailed counts a notice Redis refused to publish, after a write
 // that stood (no channel rights: waiters elsewhere fall back to
