@@ -162,12 +162,18 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	r := c.planRescue(ctx, key)
 	fire, stop := r.Timer()
 	defer func() { stop() }()
+	opened := c.openDone(key, &r)
 	for {
 		select {
 		case <-pc.done:
 			return pc.forJoiner(joined), answer{}, false, pc.err
 		case <-ctx.Done():
 			return nil, answer{}, false, ctx.Err()
+		case <-opened:
+			opened = nil
+			if c.due(&r) { // a fail-open load of the key ended, and Redis is still silent: take its answer now
+				return nil, c.rescued(ctx, key, load), true, nil
+			}
 		case <-fire:
 			if c.due(&r) {
 				return nil, c.rescued(ctx, key, load), true, nil
@@ -175,6 +181,21 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 			fire, stop = r.Again() // Redis answered something: slow, not down, unless silent from now
 		}
 	}
+}
+
+// openDone returns the channel closed when the key's fail-open load under
+// way ends, for a caller with rescue r (nil without one, or without such
+// a load): a caller that Redis leaves silent takes that load's answer as
+// soon as it is there, not at its own rescue's time, which a process
+// starved of CPU may see late.
+func (c *Cache) openDone(key string, r *rescue) <-chan struct{} {
+	if r.At.IsZero() {
+		return nil
+	}
+	if o := c.opens.Get(key); o != nil && !o.Ended() {
+		return o.Done()
+	}
+	return nil
 }
 
 // awaitFor is await for a Fetch with load, which may be rescued before its
@@ -191,12 +212,19 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 	}
 	fire, stop := r.Timer()
 	defer func() { stop() }()
+	opened := c.openDone(f.key, &r)
 	for {
 		select {
 		case <-f.done:
 			return c.await(ctx, f, joined)
 		case <-ctx.Done():
 			return c.await(ctx, f, joined) // as await does: answered at the same moment, or the context's error
+		case <-opened:
+			opened = nil
+			if f.asking.Load() && c.due(&r) { // as peekFor
+				c.flights.leave(f)
+				return c.rescued(ctx, f.key, load)
+			}
 		case <-fire:
 			if f.asking.Load() && c.due(&r) {
 				c.flights.leave(f)

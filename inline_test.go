@@ -34,6 +34,7 @@ func TestInline_ExpiryOnTheServersClock(t *testing.T) {
 		return tm.UnixMilli()
 	}
 	const ttl = 300 * time.Millisecond
+	total := 0
 	for round := range 5 {
 		if err := c.Set(ctx, "k", []byte("old"), ttl); err != nil {
 			t.Fatal(err)
@@ -57,9 +58,14 @@ func TestInline_ExpiryOnTheServersClock(t *testing.T) {
 				t.Fatal("the entry never expired")
 			}
 		}
-		if hits == 0 {
-			t.Fatalf("round %d: no hit before the entry expired", round)
-		}
+		// A round without a hit is one whose first Fetch came after the
+		// expiry (a process starved of CPU between Set and Fetch): it
+		// checks nothing, and is not a failure.
+		t.Logf("round %d: %d hits before the entry expired", round, hits)
+		total += hits
+	}
+	if total == 0 {
+		t.Fatal("no hit before the entry expired in any round: the test checked nothing")
 	}
 }
 

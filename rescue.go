@@ -11,18 +11,8 @@ import (
 )
 
 // A caller whose deadline comes before corral would give up on a silent
-// Redis (about RedisTimeout after the call) is not left to time out: when
-// its Redis attempt is still unanswered, and nothing at all has been heard
-// from the key's node since the attempt began, it fails open (rescue) in
-// time to run the loader before its deadline: at the deadline less the
-// key's last load duration (known from a value this process held), less a
-// margin; at half the time left when the duration is unknown. The load is
-// the key's one fail-open load in this process (failsafe.go's opens), shared
-// with the flight's own and with other rescued callers, and kept for
-// fail-safe use, so a stampede of short deadlines costs one load per
-// process, as fail-open does. A Redis that answers anything, however
-// slowly, rescues nobody: slow is not down (but a reply read late may be
-// an earlier request's: one second chance, failopen's Again).
+// Redis fails open in time to run the loader before it (rescue): when and
+// why, docs/design.md, section 4.4 ("Rescue").
 
 // rescue is one caller's plan to fail open before its deadline.
 type rescue = failopen.Rescue

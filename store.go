@@ -25,20 +25,8 @@ import (
 // eviction-policy check (CONFIG GET on each master) and the TYPE of a key in
 // the way (internal/diagnose's Checks and internal/warn's Set, warn.go).
 //
-// The exceptions are connections a pipeline cannot carry, and a diagnosis:
-//
-//   - internal/notify's subscriptions: long-lived pub/sub connections,
-//     which go-redis keeps subscribed across reconnects;
-//   - the near cache's invalidation stream (internal/near): CLIENT
-//     TRACKING redirects a connection's invalidations to another one's
-//     ID, so both are dedicated connections, held for the Cache's life;
-//   - Check (check.go, internal/diagnose), which has no Cache: it reports
-//     what the client itself meets, node by node, and through a pipeline
-//     its round trips would be timed with the batching, its "not now"
-//     replies retried and its refusals turned into a breaker's
-//     ErrCircuitOpen;
-//   - the slot map go-redis reloads on a Cluster when a node fails
-//     (Cache.nodeFailed): go-redis's own command, in its own time.
+// The exceptions (connections a pipeline cannot carry, and a diagnosis)
+// are listed in docs/design.md, section 4.1.
 
 // store runs corral's Redis commands through the pipeline, each bounded by
 // RedisTimeout plus its payload's transfer time, and keeps the payload's
