@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -31,10 +32,16 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := c.validate(ctx, key, nil, false); err != nil {
 		return nil, err
 	}
-	if c.queue.Has(key) {
+	if c.pending(key) {
 		return nil, ErrMiss // invalidated here, and Redis has not heard yet (queue.go)
 	}
-	v, kind, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
+	v, r, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
+	if ok && err == nil {
+		var verdict epochs.Verdict
+		if verdict, err = c.judge(ctx, r.Born, r.Tags); verdict == epochs.Hard {
+			ok = false // invalidated (groups.go): no entry; a soft invalidation leaves it, stale
+		}
+	}
 	switch {
 	case err != nil:
 		c.countRedisError(ctx, err)
@@ -49,7 +56,7 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	if !ok {
 		return nil, ErrMiss
 	}
-	return entryAnswer(v, kind)
+	return entryAnswer(v, r.Flags.Kind)
 }
 
 // entryAnswer is what a cached entry answers: its value, ErrNotFound, or its
@@ -76,7 +83,13 @@ func entryAnswer(v []byte, kind wire.Kind) ([]byte, error) {
 // refused to publish does not fail Set: the write stood
 // (Stats.NoticesFailed counts it).
 func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := c.validate(ctx, key, refuse.TTL(ttl), false); err != nil {
+	return c.set(ctx, key, value, c.freshness(ttl), refuse.TTL(ttl))
+}
+
+// set is Set, and SetEntry, of value with freshness fr; ttlErr is the
+// refusal of its TTL, or nil.
+func (c *Cache) set(ctx context.Context, key string, value []byte, fr freshness, ttlErr error) error {
+	if err := c.validate(ctx, key, ttlErr, false); err != nil {
 		return err
 	}
 	if value == nil {
@@ -85,7 +98,12 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 	if len(value) > c.opts.MaxValueBytes {
 		return errorf("%w: %d bytes, MaxValueBytes is %d", ErrValueTooLarge, len(value), c.opts.MaxValueBytes)
 	}
-	_, err := c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", c.entry(value, wire.Value, c.freshness(ttl), 0))
+	w := c.entry(value, wire.Value, fr, 0)
+	w.born = c.groups.BornAt(ctx, 0)
+	err := c.tagged(ctx, w)
+	if err == nil {
+		_, err = c.store.commit(ctx, wire.NewNames(c.opts.Prefix, key), "", w)
+	}
 	c.detach(key)
 	if err != nil {
 		if !errors.Is(err, ErrWriteRefused) {
@@ -94,7 +112,7 @@ func (c *Cache) Set(ctx context.Context, key string, value []byte, ttl time.Dura
 		return c.invalidateLater(ctx, key, err) // applied as a Delete: a newer value may come meanwhile
 	}
 	c.firstUse()
-	c.queue.Superseded(ctx, key)
+	c.queue.Superseded(ctx, string(queuedKey)+key)
 	return nil
 }
 
@@ -115,7 +133,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 		c.countRedisError(ctx, err)
 	default:
 		c.firstUse()
-		c.queue.Superseded(ctx, key)
+		c.queue.Superseded(ctx, string(queuedKey)+key)
 		return nil
 	}
 	return c.invalidateLater(ctx, key, err)

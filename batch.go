@@ -288,7 +288,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 		} else if ok {
 			c.flights.leave(f)
 		}
-		if c.queue.Has(k.key) {
+		if c.pending(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)
 			continue
 		}
@@ -297,12 +297,9 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 			ops = append(ops, o)
 		}
 	}
-	switch {
-	case len(ops) == 1:
+	if len(ops) > 0 {
 		ops[0].ReadBy, _ = ctx.Deadline()
-		c.store.send(ops[0])
-	case len(ops) > 1:
-		c.store.sendAll(ops)
+		c.sendPeeks(ops)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
@@ -49,6 +50,8 @@ type Cache struct {
 	opens        failopen.Group[opened] // the fail-open load under way of each key (failsafe.go)
 	refreshSlots chan struct{}          // semaphore: background refreshes running (refresh.go)
 	queue        *replay.Queue          // invalidations Redis is yet to get (queue.go)
+	groups       *epochs.Mirror         // the group invalidations, as this process knows them (groups.go)
+	records      epochs.Records         // their records in Redis
 	warn         warnings               // what was warned of, and when (warn.go)
 }
 
@@ -102,6 +105,18 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	}
 	c.observing(o.Observer)
 	c.tasks.Start(func() { c.queue.Run(c.ctx) })
+	c.records = epochs.Records{Prefix: o.Prefix,
+		Call: func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error) {
+			return c.store.callAs(ctx, recovery, sc, keys, 0, args...)
+		}}
+	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock, Max: maxTagRecords,
+		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: clustered(rdb),
+		Held: func(tag string) bool {
+			if tag == "" {
+				return c.queue.Has(string(epochs.Clear))
+			}
+			return c.queue.Has(string(epochs.HardTags)+tag) || c.queue.Has(string(epochs.SoftTags)+tag)
+		}})
 	c.warmUp()
 	return c, nil
 }
@@ -210,4 +225,10 @@ func (c *Cache) closedErr(err error) error {
 		return ErrClosed
 	}
 	return err
+}
+
+// clustered reports whether rdb is a Cluster's client.
+func clustered(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }

@@ -279,7 +279,7 @@ func TestDegraded_D2_NearCacheWithoutInvalidations(t *testing.T) {
 // readmeACL is the ACL rule the README gives for a corral user with the
 // default Prefix (keep them the same).
 var readmeACL = strings.Fields(`resetchannels ~corral:* &corral:* &__redis__:invalidate
-	+@connection +evalsha +eval +time +get +set +del +pttl +pexpire +exists
+	+@connection +evalsha +eval +time +get +mget +set +del +pttl +pexpire +exists +scan
 	+hset +hget +hmget +hstrlen +hdel +publish +spublish +subscribe +ssubscribe
 	+unsubscribe +sunsubscribe +config|get +client|tracking +client|id`)
 
@@ -320,6 +320,23 @@ func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 	if err := waiter.Delete(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
+	// Group invalidation: tagged entries, their records, the sweep.
+	if err := holder.SetEntry(ctx, "t", corral.Entry{Value: []byte("x"), TTL: time.Minute, Tags: []string{"g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiter.InvalidateTags(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Get(ctx, "t"); !errors.Is(err, corral.ErrMiss) {
+		t.Fatalf("Get of an invalidated entry = %v; want ErrMiss", err)
+	}
+	if err := holder.Expire(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the sweep", func() bool { _, err := srv.Client().Get(ctx, "corral:e:{"+wire.SlotTag("warm")+"}:warm").Result(); return err != nil })
 	for _, c := range []*corral.Cache{holder, waiter} {
 		if st := c.Stats(); st.NoticesFailed != 0 || st.RedisErrors != 0 || st.FailOpens != 0 {
 			t.Fatalf("stats %+v; want no failed notice, Redis error or fail-open", st)

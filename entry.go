@@ -31,6 +31,12 @@ type Entry struct {
 	// caller refreshes it in the background, even when Options.StaleTTL is
 	// 0, and is never refreshed early (XFetch).
 	StaleTTL time.Duration
+
+	// Tags are the groups the value belongs to ("product:42",
+	// "tenant:7"): InvalidateTags or ExpireTags of any of them invalidates
+	// it. None may be empty or hold a NUL byte (the load fails with
+	// ErrInvalidTag); repeats count once.
+	Tags []string
 }
 
 // FetchEntry is Fetch for a loader that decides how long each value it

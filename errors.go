@@ -33,6 +33,11 @@ var (
 	// *BatchError, for that key alone).
 	ErrInvalidKey = errors.New("corral: invalid key")
 
+	// ErrInvalidTag is returned by InvalidateTags and ExpireTags without
+	// tags, and for a tag that is empty or holds a NUL byte (there, and in
+	// Entry.Tags).
+	ErrInvalidTag = errors.New("corral: invalid tag")
+
 	// ErrInvalidTTL is returned for a ttl that is zero or negative.
 	ErrInvalidTTL = errors.New("corral: invalid ttl")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/failopen"
 )
 
@@ -86,7 +87,7 @@ func (c *Cache) failSafeFrom(key string, copies bool) (answer, bool) {
 		return answer{}, false
 	}
 	f, ok := c.memory().Find(key, copies)
-	if !ok {
+	if !ok || c.groups.Judge(f.Born, f.Tags) == epochs.Hard { // what this process knows of the group invalidations
 		return answer{}, false
 	}
 	a := answer{val: f.Bytes(), err: f.Err, out: outFailSafe}
@@ -198,4 +199,10 @@ func (c *Cache) hold(key string, o *opened, m failopen.Mark) {
 func (c *Cache) forget(key string) {
 	c.opens.Drop(key, nil)
 	c.memory().Forget(key)
+}
+
+// forgetAll is forget of every key (a group invalidation).
+func (c *Cache) forgetAll() {
+	c.opens.DropAll()
+	c.memory().ForgetAll()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/internal/args"
 	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
 )
 
 // Fetch returns key's value: from Redis when an entry is there, else from
@@ -122,7 +123,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 	}
 	var pc *peekCall
 	var perr error
-	if c.queue.Has(key) {
+	if c.pending(key) {
 		perr = errPending // not from Redis until its invalidation lands there (queue.go)
 	} else if perr = c.skipped(key); perr == nil {
 		var a answer
@@ -152,7 +153,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	pc, o, joined := c.startPeek(key)
 	if o != nil {
 		o.ReadBy, _ = ctx.Deadline()
-		c.store.send(o)
+		c.sendPeeks([]*transport.Op{o})
 	}
 	select {
 	case <-pc.done:

@@ -220,6 +220,13 @@ func (g *flights) detach(key string) {
 	g.mu.Unlock()
 }
 
+// detachAll is detach of every key (a group invalidation).
+func (g *flights) detachAll() {
+	g.mu.Lock()
+	clear(g.m)
+	g.mu.Unlock()
+}
+
 // A followUp is what remains for a flight to do once its callers have
 // their answer: a background refresh under the lease it took, a commit to
 // send again, a lease to hand back. resolve returns it, and the flight's

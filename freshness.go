@@ -30,6 +30,7 @@ type freshness struct {
 	stale time.Duration // the stale window after it; 0 for none
 	exact bool          // soft is the loader's own (an Entry's): Jitter does not spread it
 	from  time.Time     // when exact: when the loader returned, from which soft counts
+	tags  string        // the value's tags (internal/epochs' encoding), "" for none
 }
 
 // stored reports whether a value with this freshness is stored at all.
@@ -80,6 +81,7 @@ func (c *Cache) entry(value []byte, kind wire.Kind, fr freshness, took time.Dura
 		if exact {
 			w.expires = fr.from.Add(w.soft)
 		}
+		w.tags = fr.tags
 	}
 	if w.hard > w.soft || kind != wire.Value {
 		w.took = 0 // refreshed once stale, or (not found, failure) not refreshed early at all
@@ -129,6 +131,8 @@ type entryWrite struct {
 	// otherwise. A write sent later, a commit sent again, is stored for
 	// what remains of it (ttls), so it never outlives it.
 	expires time.Time
+	born    int64  // when its load began on the records' clock (Cache.bornAt); 0: the commit's own clock
+	tags    string // its tags (a value's only)
 }
 
 // ttls returns w's soft and hard TTLs for a write sent now.

@@ -18,6 +18,7 @@ import (
 type lease struct {
 	token     string
 	serverNow int64     // the server clock (ms) when fetch.lua granted it
+	micros    int64     // the same, in microseconds (the b of the entry it writes)
 	at        time.Time // the local clock when that reply arrived
 	early     bool      // taken by XFetch on a fresh entry
 	// seen is the soft expiry (server ms) of the entry the lease was taken
@@ -80,6 +81,7 @@ func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Durati
 func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next followUp) {
 	n := f.names
 	w := c.watch(f, l)
+	born := c.groups.BornAt(f.ctx, l.micros) // before the load: group invalidations after it reach what it loads
 	out, val, took, fr, err := c.leasedLoad(f)
 	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
 
@@ -114,13 +116,16 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next
 		return answer{err: err, out: out}, nil
 	}
 	e := c.entry(val, kind, fr, took)
-	if kept {
-		next = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
-	} else {
+	e.born = born
+	if !kept {
 		// The watchdog found the lease held by another, or revoked: the
 		// commit would be rejected, or, should the lease be missing by now,
 		// taken for an evicted lease's and stored after a Delete.
 		c.rejected(f, false)
+	} else if terr := c.tagged(c.drain, e); terr != nil {
+		c.commitFailed(n, l.token, terr) // not stored: its tags' records might not outlive it
+	} else {
+		next = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
 	}
 	if kind != wire.Value {
 		return answer{err: err, out: out}, next

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
+	"github.com/corralhq/corral/internal/epochs"
 )
 
 // The loader's guard: every run of a caller's loader, under a lease, fail-open
@@ -33,7 +34,14 @@ func (c *Cache) callLoader(ctx context.Context, l loader) (val []byte, fr freshn
 		return val, c.freshness(l.ttl), err
 	}
 	e, err := l.entry(ctx)
-	return e.Value, c.entryFreshness(e), err
+	if err != nil {
+		return e.Value, freshness{}, err
+	}
+	fr = c.entryFreshness(e)
+	if fr.tags, err = epochs.Encode(e.Tags); err != nil {
+		return nil, freshness{}, errorf("%w: %w", ErrInvalidTag, err)
+	}
+	return e.Value, fr, nil
 }
 
 // runLoader runs f's load under context.WithoutCancel(f.ctx), bounded by

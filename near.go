@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/redis/go-redis/v9"
 )
@@ -66,6 +67,9 @@ func (c *Cache) nearGet(k near.Key, h *how) (*near.Entry, bool) {
 	e, now := c.near.Lookup(k)
 	if e == nil {
 		return nil, false
+	}
+	if c.groups.CheckAt(e.Born, e.Tags, now) != epochs.Valid {
+		return nil, false // invalidated (groups.go), or records to read first: Redis decides
 	}
 	if c.earlyRefresh() && near.Early(e, c.opts.Beta*maxDraw, now) {
 		h.draw(c)

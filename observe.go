@@ -155,6 +155,15 @@ const (
 	// began; it returned (Duration, Err).
 	EventFetchStart
 	EventFetchEnd
+
+	// Group invalidations that reached Redis (or were replayed there):
+	// EventTagInvalidated once per tag of an InvalidateTags or ExpireTags
+	// (Key: the tag; Stats.TagInvalidations), EventCleared for a Clear
+	// (Stats.Clears), EventExpired for an Expire (Key; Stats.Expires). With
+	// the call's context, context.Background() when replayed.
+	EventTagInvalidated
+	EventCleared
+	EventExpired
 )
 
 var eventNames = [...]string{
@@ -168,6 +177,7 @@ var eventNames = [...]string{
 	EventInvalidationQueued: "invalidation_queued", EventInvalidationReplayed: "invalidation_replayed",
 	EventInvalidationDropped: "invalidation_dropped",
 	EventFetchStart:          "fetch_start", EventFetchEnd: "fetch_end",
+	EventTagInvalidated: "tag_invalidated", EventCleared: "cleared", EventExpired: "expired",
 }
 
 // String returns k's name in snake case ("hit", "stale_if_error", ...),

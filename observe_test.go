@@ -36,8 +36,8 @@ func (r *recorder) Observe(ctx context.Context, e corral.Event) {
 		r.t.Errorf("event %v with context %v, prefix %q", e.Kind, ctx, e.Prefix)
 	case breaker && (e.Node == "" || e.Key != ""):
 		r.t.Errorf("breaker event %+v: want a node and no key", e)
-	case !breaker && e.Key == "" && e.Kind != corral.EventError:
-		r.t.Errorf("event %+v without a key", e) // (a call of an empty key ends in an error)
+	case !breaker && e.Key == "" && e.Kind != corral.EventError && e.Kind != corral.EventCleared:
+		r.t.Errorf("event %+v without a key", e) // (a call of an empty key ends in an error; a Clear has none)
 	case (e.Kind == corral.EventLoadEnd || e.Kind == corral.EventWaitEnd) && e.Duration <= 0:
 		r.t.Errorf("event %+v without a duration", e)
 	case e.Kind == corral.EventFetchStart || e.Kind == corral.EventFetchEnd:

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/warn"
@@ -70,6 +71,13 @@ func (g *peeks) end(key string, pc *peekCall, r peekReply, err error) {
 func (g *peeks) detach(key string) {
 	g.mu.Lock()
 	delete(g.m, key)
+	g.mu.Unlock()
+}
+
+// detachAll is detach of every key (a group invalidation).
+func (g *peeks) detachAll() {
+	g.mu.Lock()
+	clear(g.m)
 	g.mu.Unlock()
 }
 
@@ -139,7 +147,8 @@ type peekCopy struct {
 // never later than the entry: a token is not served past its TTL).
 func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
 	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
-	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size)}
+	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size),
+		Born: p.reply.born, Tags: p.reply.tags}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
@@ -155,6 +164,9 @@ func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
 	}
 	if x > 0 && r.took > 0 && float64(r.now)+r.took*x >= float64(r.soft) {
 		return answer{}, false // picked for early refresh: fetch.lua takes the lease
+	}
+	if c.groups.Check(r.born, r.tags) != epochs.Valid {
+		return answer{}, false // invalidated (groups.go), or records to read first: the flight decides
 	}
 	out := outHit
 	switch r.flags.Kind {
@@ -178,12 +190,14 @@ type peekReply struct {
 	now     int64   // the server's clock, ms
 	sent    int64   // near.Clock before the peek was sent (near cache on)
 	version int     // the codec version it was written with (0 when absent)
+	born    int64   // when its load began, on the records' clock (wire.FieldBorn)
+	tags    string  // its tags (wire.FieldTags)
 }
 
 // peeked is what a peek found (e), with its payload decoded, and the
 // server's clock when it was read (now).
 func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
-	r := peekReply{found: e.Found, flags: e.Flags, soft: e.Soft, took: e.Took, now: now, version: e.Version}
+	r := peekReply{found: e.Found, flags: e.Flags, soft: e.Soft, took: e.Took, now: now, version: e.Version, born: e.Born, tags: e.Tags}
 	if !e.Found {
 		return r, nil
 	}

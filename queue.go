@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/replay"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
@@ -36,15 +38,18 @@ const DefaultMaxPendingInvalidations = 10_000
 func (c *Cache) newQueue() *replay.Queue {
 	return replay.New(replay.Config{
 		Max: c.opts.MaxPendingInvalidations, Timeout: c.opts.RedisTimeout, Rand: c.opts.Rand, Logger: c.opts.Logger,
-		Delete: func(ctx context.Context, key string, recovery bool) error {
-			return c.store.deleteAs(ctx, wire.NewNames(c.opts.Prefix, key), recovery)
+		Delete: c.replayed,
+		NodeOf: func(key string) string {
+			if key[0] != queuedKey {
+				return c.store.nodeOf(wire.ClearName(c.opts.Prefix))
+			}
+			return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key[1:]))
 		},
-		NodeOf: func(key string) string { return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key)) },
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
 		Told:   c.toldQueue,
 		Refused: func(key string, err error) {
 			c.warn.PermissionDenied(err)
-			c.warn.queue.Log(c.opts.Logger, "corral: a queued invalidation was dropped: Redis denies it", "key", key, errAttr(err))
+			c.warn.queue.Log(c.opts.Logger, "corral: a queued invalidation was dropped: Redis denies it", "key", key[1:], errAttr(err))
 		},
 	})
 }
@@ -52,6 +57,7 @@ func (c *Cache) newQueue() *replay.Queue {
 // toldQueue counts (Stats.Invalidations…) and tells the Observer what
 // became of an invalidation queued for Redis.
 func (c *Cache) toldQueue(ctx context.Context, e replay.Event, key string) {
+	key = key[1:] // the kind of invalidation dropped (queuedKey...)
 	[...]*atomic.Uint64{replay.Queued: &c.stats.Queued, replay.Applied: &c.stats.Replayed, replay.Dropped: &c.stats.Dropped}[e].Add(1)
 	c.observe(ctx, [...]EventKind{replay.Queued: EventInvalidationQueued, replay.Applied: EventInvalidationReplayed,
 		replay.Dropped: EventInvalidationDropped}[e], key)
@@ -84,10 +90,43 @@ func queueable(err error) bool {
 // Redis later drops what is queued of it (replay's Superseded): replayed
 // after it, it would undo it.
 func (c *Cache) invalidateLater(ctx context.Context, key string, err error) error {
+	return c.queueOrDrop(ctx, string(queuedKey)+key, key, err)
+}
+
+// The queue's entries: a key's invalidation is queuedKey and the key, a
+// tag's the kind (epochs.HardTags, SoftTags) and the tag, a Clear's
+// epochs.Clear alone.
+const queuedKey = 'k'
+
+// pending reports whether key has an invalidation queued.
+func (c *Cache) pending(key string) bool {
+	return c.queue.Len() > 0 && c.queue.Has(string(queuedKey)+key)
+}
+
+// invalidateGroupLater queues a group invalidation (kind, of tags) that
+// failed with err, as invalidateLater does a key's: one entry per tag, one
+// for a Clear. Until it lands, this process holds what it concerns
+// invalidated (epochs' Config.Held).
+func (c *Cache) invalidateGroupLater(ctx context.Context, kind epochs.Kind, tags []string, err error) error {
+	if kind == epochs.Clear {
+		tags = []string{""}
+	}
+	out := err
+	for _, tag := range tags {
+		if e := c.queueOrDrop(ctx, string(kind)+tag, tag, err); out == err || !c.queue.Has(string(kind)+tag) {
+			out = e // the first tag's answer, or the first dropped
+		}
+	}
+	return out
+}
+
+// queueOrDrop queues entry (of key, for the log) after err, and returns
+// the caller's error: err, saying what became of it.
+func (c *Cache) queueOrDrop(ctx context.Context, entry, key string, err error) error {
 	if !queueable(err) || c.ctx.Err() != nil {
 		return err
 	}
-	if c.queue.Invalidate(ctx, key) { // told Queued, or nothing for one already queued, which does the same
+	if c.queue.Invalidate(ctx, entry) { // told Queued, or nothing for one already queued, which does the same
 		return errorf("%w (queued: applied once Redis answers)", err)
 	}
 	if c.warn.queue.Allow() {
@@ -95,6 +134,25 @@ func (c *Cache) invalidateLater(ctx context.Context, key string, err error) erro
 			"key", key, "max", c.opts.MaxPendingInvalidations, errAttr(err))
 	}
 	return errorf("%w (not queued for Redis: %d invalidations wait already)", err, c.opts.MaxPendingInvalidations)
+}
+
+// replayed applies a queued invalidation (see queuedKey) to Redis; a
+// group's is then applied here too, and counted.
+func (c *Cache) replayed(ctx context.Context, entry string, recovery bool) error {
+	kind, rest := epochs.Kind(entry[0]), entry[1:]
+	if kind == queuedKey {
+		return c.store.deleteAs(ctx, wire.NewNames(c.opts.Prefix, rest), recovery)
+	}
+	var tags []string
+	if kind != epochs.Clear {
+		tags = []string{rest}
+	}
+	at := near.Clock()
+	now, hard, soft, err := c.records.MarkAs(ctx, recovery, kind, tags)
+	if err == nil {
+		c.marked(context.Background(), kind, tags, now, hard, soft, at)
+	}
+	return denied(err)
 }
 
 // abandon drops what is still queued (told Dropped): Close could not

@@ -36,6 +36,14 @@ func TestReadmeFetchEntry(t *testing.T) {
 	readmetest.Snippet(t, "README.md", "### Values that set their own TTL: FetchEntry", "example_entry_test.go", "ExampleCache_FetchEntry")
 }
 
+// The README's "Invalidating groups" shows the body of
+// ExampleCache_InvalidateTags (which go test runs against a real Redis),
+// unindented.
+func TestReadmeInvalidateTags(t *testing.T) {
+	t.Parallel()
+	readmetest.Snippet(t, "README.md", "### Invalidating groups: tags, Clear, Expire", "example_groups_test.go", "ExampleCache_InvalidateTags")
+}
+
 // The Install section's commands, run as the README words them in a new
 // module (the clone's path, ../corral there, is this repository's), get the
 // library, and the Quick start's program builds against it: the way to use

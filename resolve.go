@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
@@ -53,7 +54,13 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			c.warn.DecodeFailed(f.key, "payload")
 			args.skip = r.Soft
 			continue
-		case err != nil:
+		case err == nil && (r.Kind == wire.Hit || r.Kind == wire.Stale):
+			var again bool
+			if again, err = c.regroup(fctx, r, &args); again {
+				continue
+			}
+		}
+		if err != nil {
 			if a, next, done := c.askFailed(f, &w, token, err); done {
 				return a, next
 			}
@@ -63,6 +70,25 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			return a, next
 		}
 	}
+}
+
+// regroup judges the entry fetch.lua served (r) by the group
+// invalidations (groups.go): again when fetch.lua is to be asked again,
+// args saying to take it as missing (invalidated) or as stale (softly
+// invalidated). An error is the records' read's.
+func (c *Cache) regroup(ctx context.Context, r wire.FetchReply, args *fetchArgs) (again bool, err error) {
+	v, err := c.judge(ctx, r.Born, r.Tags)
+	switch {
+	case err != nil:
+		return false, err
+	case v == epochs.Hard && args.skip != r.Soft:
+		args.skip = r.Soft
+		return true, nil
+	case v == epochs.Soft && r.Kind == wire.Hit && args.stale != r.Soft:
+		args.stale = r.Soft
+		return true, nil
+	}
+	return false, nil
 }
 
 // follow does what fetch.lua's reply r says: serve the entry, load here
@@ -87,7 +113,7 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 		return a, next, true
 	case wire.Load:
 		c.waitEnded(f, w, nil) // the holder gave its lease up: load here
-		a, next = c.loadHere(f, &lease{token: token, serverNow: r.Now, at: time.Now(), seen: seen})
+		a, next = c.loadHere(f, &lease{token: token, serverNow: r.Now, micros: r.Micros, at: time.Now(), seen: seen})
 		return a, next, true
 	}
 	// WAIT: another process holds the lease.
@@ -160,7 +186,7 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 		out = outStale
 	}
 	if r.Refresh {
-		next = refresh{&lease{token: token, serverNow: r.Now, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}}
+		next = refresh{&lease{token: token, serverNow: r.Now, micros: r.Micros, at: time.Now(), early: r.Kind == wire.Hit, seen: r.Soft}}
 	}
 	if r.Refused {
 		c.warn.RefusedWrite(r.RefusedBy) // served as is: no refresh while Redis refuses writes
@@ -215,6 +241,10 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		switch n.Kind {
 		case wire.NoticeValue:
 			return answer{val: n.Value, out: outWaited}, true
+		case wire.NoticeBorn:
+			if v, err := c.judge(f.ctx, n.Born, n.Tags); err == nil && v == epochs.Valid {
+				return answer{val: n.Value, out: outWaited}, true
+			} // invalidated since the load began (groups.go): fetch again, which decides
 		case wire.NoticeNotFound:
 			return answer{err: ErrNotFound, out: outWaited}, true
 		case wire.NoticeFailed:
@@ -330,11 +360,18 @@ func (o commitOpen) run(c *Cache, f *flight) {
 			val = []byte{}
 		}
 		e := c.entry(val, wire.Value, o.fr, o.took)
-		if _, err := c.store.commit(c.drain, f.names, o.token, e); err != nil {
+		e.born = 1 // its load's start on the records' clock is unknown: the earliest, on the safe side
+		err := c.tagged(c.drain, e)
+		if err == nil {
+			_, err = c.store.commit(c.drain, f.names, o.token, e)
+		}
+		if err != nil {
 			c.stats.RedisErrors.Add(1)
 		}
 	case isNotFound(o.err):
-		c.store.commit(c.drain, f.names, o.token, c.entry(nil, wire.NotFound, o.fr, 0))
+		e := c.entry(nil, wire.NotFound, o.fr, 0)
+		e.born = 1
+		c.store.commit(c.drain, f.names, o.token, e)
 	default:
 		notice := wire.Recheck
 		if o.err != nil && !errors.Is(o.err, ErrClosed) {

@@ -30,6 +30,8 @@ var (
 	readSrc string
 	//go:embed scripts/rights.lua
 	rightsSrc string
+	//go:embed scripts/expire.lua
+	expireSrc string
 
 	fetchScript   = redis.NewScript(fetchSrc)
 	commitScript  = redis.NewScript(commitSrc)
@@ -38,6 +40,7 @@ var (
 	deleteScript  = redis.NewScript(deleteSrc)
 	readScript    = redis.NewScript(readSrc)
 	rightsScript  = redis.NewScript(rightsSrc)
+	expireScript  = redis.NewScript(expireSrc)
 )
 
 // fetch runs fetch.lua (see its header). A payload too large to come with
@@ -46,7 +49,7 @@ var (
 func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
 	for range 3 {
 		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
-			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version)...)
+			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale)...)
 		if err != nil {
 			return wire.FetchReply{}, errorf("fetch: %w", err)
 		}
@@ -79,6 +82,7 @@ type fetchArgs struct {
 	x        float64 // the XFetch draw
 	skip     int64   // the soft expiry of an entry the caller could not use; 0 for none
 	version  string  // the caller's codec version; "" for any
+	stale    int64   // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
 }
 
 // commit stores w under n. With a token it stores only while that token holds
@@ -121,6 +125,7 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload), wire.CommitArgs{
 		Token: h.token, Payload: payload, Flags: flags, Soft: soft, Hard: hard, Took: w.took, Publish: pub,
 		Inline: s.inline, Version: s.version, LeaseTTL: s.leaseTTL, Deadline: h.deadline, Seen: h.seen, SoftBy: h.softBy,
+		Born: w.born, Tags: w.tags,
 	}.Argv()...)
 	if err != nil {
 		return wire.CommitRejected, errorf("commit: %w", err)
@@ -208,28 +213,43 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 	return nil
 }
 
-// get reads an entry without taking a lease: its value (decoded) and what it
-// caches. ok is false when there is no entry.
-func (s *store) get(ctx context.Context, n wire.Names) (value []byte, kind wire.Kind, ok bool, err error) {
-	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, wire.LargeReply)
-	if errors.Is(err, redis.Nil) {
-		return nil, wire.Value, false, nil
-	}
-	if err != nil {
-		return nil, wire.Value, false, errorf("get: %w", err)
-	}
-	r, err := wire.ParseRead(res)
-	if err != nil {
-		return nil, wire.Value, false, errorf("get: %w", err)
-	}
-	payload, f := r.Payload, r.Flags
-	if payload == nil {
-		if payload, f, ok, err = s.read(ctx, n, r.Size); err != nil || !ok {
-			return nil, wire.Value, false, err
+// expire expires n softly (expire.lua).
+func (s *store) expire(ctx context.Context, n wire.Names) error {
+	pub, err := s.publishCommand(ctx)
+	if err == nil {
+		var res any
+		if res, err = s.call(ctx, expireScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL)); err == nil {
+			_, err = s.written(res)
 		}
 	}
-	if value, err = s.decode(payload, f); err != nil {
-		return nil, wire.Value, false, errorf("get %q: %w", n.Entry, err)
+	if err != nil {
+		return errorf("expire: %w", err)
 	}
-	return value, f.Kind, true, nil
+	return nil
+}
+
+// get reads an entry without taking a lease: its value (decoded), and
+// what it caches, when its load began and its tags (r's Flags.Kind, Born
+// and Tags). ok is false when there is no entry.
+func (s *store) get(ctx context.Context, n wire.Names) (value []byte, r wire.ReadReply, ok bool, err error) {
+	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, wire.LargeReply)
+	if errors.Is(err, redis.Nil) {
+		return nil, r, false, nil
+	}
+	if err == nil {
+		r, err = wire.ParseRead(res)
+	}
+	if err != nil {
+		return nil, r, false, errorf("get: %w", err)
+	}
+	payload := r.Payload
+	if payload == nil {
+		if payload, r.Flags, ok, err = s.read(ctx, n, r.Size); err != nil || !ok {
+			return nil, r, false, err
+		}
+	}
+	if value, err = s.decode(payload, r.Flags); err != nil {
+		return nil, r, false, errorf("get %q: %w", n.Entry, err)
+	}
+	return value, r, true, nil
 }

@@ -88,13 +88,17 @@ type Stats struct {
 	// refused AUTH), summed over nodes, the current outage included.
 	OutageTime time.Duration
 
-	InvalidationsQueued   uint64 // Deletes and Sets that could not reach Redis, queued to be applied once it answers (one of a key queued already is not counted again)
+	InvalidationsQueued   uint64 // Deletes, Sets, Expires and group invalidations that could not reach Redis, queued to be applied once it answers (one of a key queued already is not counted again)
 	InvalidationsReplayed uint64 // queued invalidations applied to Redis, or superseded by a later Set or Delete of the key that reached it
 	InvalidationsDropped  uint64 // invalidations given up: the queue was full, Redis denied them, or Close could not apply them
 	InvalidationsPending  int    // invalidations queued now, not yet applied
 
 	Subscribes   uint64 // SUBSCRIBE / SSUBSCRIBE commands sent
 	Unsubscribes uint64 // UNSUBSCRIBE / SUNSUBSCRIBE commands sent
+
+	TagInvalidations uint64 // tags invalidated by InvalidateTags or ExpireTags, one per tag, as they reached Redis (or, queued, as replayed)
+	Clears           uint64 // Clears that reached Redis
+	Expires          uint64 // Expires that reached Redis
 }
 
 // Calls returns the number of calls s counts: the sum of their outcomes.

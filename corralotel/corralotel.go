@@ -249,6 +249,9 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 		o.m.replayed.Add(ctx, 1, p.add...)
 	case corral.EventInvalidationDropped:
 		o.m.dropped.Add(ctx, 1, p.add...)
+	case corral.EventTagInvalidated, corral.EventCleared, corral.EventExpired:
+		kind := map[corral.EventKind]string{corral.EventTagInvalidated: "tag", corral.EventCleared: "clear", corral.EventExpired: "expire"}[e.Kind]
+		o.m.groups.Add(ctx, 1, metric.WithAttributes(attrPrefix.String(p.prefix), attribute.String("corral.kind", kind)))
 	default:
 		if e.Kind.Outcome() {
 			o.m.fetches.Add(ctx, 1, p.outcomes[e.Kind].add...)

@@ -26,6 +26,7 @@ type instruments struct {
 	fetches, coalesced, loads, loadErrors, waits metric.Int64Counter
 	leasesLost, commitsRejected, breakerOpens    metric.Int64Counter
 	queued, replayed, dropped                    metric.Int64Counter
+	groups                                       metric.Int64Counter // attribute corral.kind: tag, clear, expire
 	fetchSeconds, loadSeconds, waitSeconds       metric.Float64Histogram
 	breakerOpen                                  metric.Int64Gauge
 	outage                                       metric.Float64ObservableCounter     // read from Stats (Observer.StatsReader)
@@ -60,6 +61,8 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.queued = counter("corral.invalidations.queued", "{invalidation}", "Deletes and Sets that could not reach Redis, queued to be applied once it answers.")
 	i.replayed = counter("corral.invalidations.replayed", "{invalidation}", "Queued invalidations applied to Redis.")
 	i.dropped = counter("corral.invalidations.dropped", "{invalidation}", "Invalidations given up: the queue was full, or Redis denied them.")
+	i.groups = counter("corral.group_invalidations", "{invalidation}",
+		"Group invalidations that reached Redis, by corral.kind: tag (one per tag of InvalidateTags or ExpireTags), clear, expire.")
 	var err error
 	i.breakerOpen, err = m.Int64Gauge("corral.breaker.open", metric.WithUnit("{state}"),
 		metric.WithDescription("1 while the circuit breaker of a Redis node is open or half-open, else 0."))

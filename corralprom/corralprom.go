@@ -43,6 +43,7 @@ type Collector struct {
 	loads, loadErrors                  *prometheus.CounterVec
 	waits, leasesLost, commitsRejected *prometheus.CounterVec
 	queued, replayed, dropped          *prometheus.CounterVec
+	groups                             *prometheus.CounterVec // by kind: tag, clear, expire
 	loadSeconds, waitSeconds           *prometheus.HistogramVec
 	breakerOpens                       *prometheus.CounterVec
 	breakerOpen                        *prometheus.GaugeVec
@@ -147,6 +148,8 @@ func New(opts *Options) (*Collector, error) {
 		queued:          counter("invalidations_queued_total", "Deletes and Sets that could not reach Redis, queued to be applied once it answers."),
 		replayed:        counter("invalidations_replayed_total", "Queued invalidations applied to Redis."),
 		dropped:         counter("invalidations_dropped_total", "Invalidations given up: the queue was full, or Redis denied them."),
+		groups: counter("group_invalidations_total",
+			"Group invalidations that reached Redis, by kind: tag (one per tag of an InvalidateTags or ExpireTags), clear, expire.", "kind"),
 		loadSeconds:     histogram("load_duration_seconds", "How long loader runs took.", o.LoadBuckets),
 		waitSeconds:     histogram("wait_duration_seconds", "How long waits for another process's load took.", o.WaitBuckets),
 		breakerOpens:    counter("breaker_opens_total", "Times the circuit breaker of a Redis node opened.", "node"),
@@ -220,6 +223,12 @@ func (c *Collector) Observe(_ context.Context, e corral.Event) {
 		s.replayed.Inc()
 	case corral.EventInvalidationDropped:
 		s.dropped.Inc()
+	case corral.EventTagInvalidated:
+		c.groups.WithLabelValues(e.Prefix, "tag").Inc()
+	case corral.EventCleared:
+		c.groups.WithLabelValues(e.Prefix, "clear").Inc()
+	case corral.EventExpired:
+		c.groups.WithLabelValues(e.Prefix, "expire").Inc()
 	}
 }
 
@@ -246,7 +255,7 @@ func (c *Collector) newSeries(prefix string) *series {
 
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{c.loads, c.loadErrors, c.loadSeconds,
-		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.queued, c.replayed, c.dropped,
+		c.waits, c.waitSeconds, c.leasesLost, c.commitsRejected, c.queued, c.replayed, c.dropped, c.groups,
 		c.breakerOpens, c.breakerOpen}
 }
 

@@ -53,6 +53,9 @@ func TestScrapeAfterScript(t *testing.T) {
 		`corral_wait_duration_seconds_count{prefix="obs"}`:            1,
 		`corral_leases_lost_total{prefix="obs"}`:                      1,
 		`corral_commits_rejected_total{prefix="obs"}`:                 1,
+		`corral_group_invalidations_total{kind="tag",prefix="obs"}`:    2,
+		`corral_group_invalidations_total{kind="clear",prefix="obs"}`:  1,
+		`corral_group_invalidations_total{kind="expire",prefix="obs"}`: 1,
 
 		`corral_fetches_total{outcome="fail_open",prefix="obs-outage"}`: 1,
 		`corral_fetches_total{outcome="fail_safe",prefix="obs-outage"}`: 1,
@@ -120,6 +123,11 @@ func fromStats(prefix string, st corral.Stats) map[string]float64 {
 		"corral_invalidations_replayed_total": st.InvalidationsReplayed, "corral_invalidations_dropped_total": st.InvalidationsDropped,
 	} {
 		m[fmt.Sprintf(`%s{prefix=%q}`, name, prefix)] = float64(n)
+	}
+	for kind, n := range map[string]uint64{"tag": st.TagInvalidations, "clear": st.Clears, "expire": st.Expires} {
+		if n > 0 { // a kind's series exists once one was counted
+			m[fmt.Sprintf(`corral_group_invalidations_total{kind=%q,prefix=%q}`, kind, prefix)] = float64(n)
+		}
 	}
 	return m
 }

@@ -27,12 +27,16 @@
 //	corral_outage_seconds_total{prefix}          counter    time the breakers were open, summed over
 //	                                                        nodes, the current outage included
 //	                                                        (Stats.OutageTime)
-//	corral_invalidations_queued_total{prefix}    counter    Deletes and Sets that could not reach Redis,
+//	corral_invalidations_queued_total{prefix}    counter    Deletes, Sets and group invalidations that could not reach Redis,
 //	                                                        queued to be applied once it answers
 //	corral_invalidations_replayed_total{prefix}  counter    queued invalidations applied to Redis
 //	corral_invalidations_dropped_total{prefix}   counter    invalidations given up: the queue was full,
 //	                                                        or Redis denied them
 //	corral_invalidations_pending{prefix}         gauge      invalidations queued now, not yet applied
+//	corral_group_invalidations_total{prefix,kind} counter   group invalidations that reached Redis:
+//	                                                        kind "tag" (one per tag of InvalidateTags or
+//	                                                        ExpireTags: Stats.TagInvalidations), "clear"
+//	                                                        (Stats.Clears), "expire" (Stats.Expires)
 //
 // A call is a Fetch, Fetch[T] or FetchEntry call, or a key of a FetchMany
 // call. Every call counts exactly one outcome of corral_fetches_total, so

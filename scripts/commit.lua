@@ -47,6 +47,11 @@
 -- ARGV[13] the latest soft expiry the entry may get, server ms (a TTL the
 --          loader set, counted from when it returned, not from when the
 --          commit arrives); '' or absent for none. The stale window follows.
+-- ARGV[14] when the load began (a Set: when it ran), microseconds on the
+--          clock of the node of the prefix's records (field b, against
+--          which group invalidations are checked); '' for this script's own
+--          clock (one node: the records' node)
+-- ARGV[15] the tags, parted by a NUL byte (field g); '' for none
 --
 -- Reply: {status, notice error, refusal}: status 1 stored (now, or by an earlier
 -- try of this commit), 2 stored although the lease was missing (evicted),
@@ -113,13 +118,23 @@ local capped = ARGV[13] ~= nil and ARGV[13] ~= '' and tonumber(ARGV[13]) < expir
 if capped then
   expiry = tonumber(ARGV[13])
 end
+local born = ARGV[14]
+if born == nil or born == '' then
+  born = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+local tags = ARGV[15] or ''
 local set = redis.pcall('HSET', KEYS[1], field, ARGV[2], 's', expiry,
-  'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9])
+  'd', ARGV[6], 'f', ARGV[3], 't', ARGV[1], 'c', ARGV[9], 'b', born)
 local refusal = false
 if type(set) == 'table' and set.err then
   status, refusal = -1, set.err
 else
   redis.call('HDEL', KEYS[1], other)
+  if tags ~= '' then
+    redis.call('HSET', KEYS[1], 'g', tags)
+  else
+    redis.call('HDEL', KEYS[1], 'g')
+  end
   if capped then
     -- The stale window follows the capped soft expiry.
     redis.call('PEXPIREAT', KEYS[1], expiry + tonumber(ARGV[5]) - tonumber(ARGV[4]))
@@ -137,7 +152,9 @@ else
   redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 end
 
--- Notice: 'n' not found, 'e'..message a failure, 'v'..value inline,
+-- Notice: 'n' not found, 'e'..message a failure, 'w'..value inline
+-- (after b and g: w<b>:<#g>:<g><value>, checked by waiters against their
+-- group invalidations; a release that knows only 'v' fetches again),
 -- 'c' committed (read the entry: too large to inline, or compressed), 'l'
 -- not stored (refused), and too large to inline: load it yourself.
 local notice = 'c'
@@ -146,7 +163,7 @@ if ARGV[3] == 'n' then
 elseif ARGV[3] == 'e' then
   notice = 'e' .. ARGV[2]
 elseif not compressed and #ARGV[2] <= tonumber(ARGV[8]) then
-  notice = 'v' .. ARGV[2]
+  notice = 'w' .. born .. ':' .. #tags .. ':' .. tags .. ARGV[2]
 elseif status == -1 then
   notice = 'l'
 end

@@ -16,16 +16,24 @@
 --         entry written with an older version (field c, 0 when absent) is
 --         treated as missing, and reloaded; one written with a newer version
 --         is left alone (NEWER)
+-- ARGV[7] the soft expiry (field s) of an entry to take as stale: a soft
+--         invalidation of one of its tags (ExpireTags) reached it; ''
+--         for none. It is served STALE while its hard TTL lasts, the
+--         caller refreshing it; without a stale window it is missing
+--
+-- HIT and STALE replies end with the entry's b (when its load began, in
+-- microseconds on the records' node's clock) and g (its tags), false when
+-- absent, which the caller checks against its group invalidations, and us.
 --
 -- Replies ("now" is the server clock in ms; every decision uses it):
---   {'HIT', v, f, refresh, now, s}   fresh entry; refresh = 1 when XFetch
+--   {'HIT', v, f, refresh, now, s, b, g, us}   fresh entry; refresh = 1 when XFetch
 --                                    fired and this caller took the lease,
 --                                    -1 when Redis refused to write it (OOM),
 --                                    -2 (READONLY: a replica);
 --                                    v is the payload, or its size (an
 --                                    integer) when it is over ARGV[4]; s its
 --                                    soft expiry (server ms)
---   {'STALE', v, f, refresh, now, s} past the soft expiry, more than 1 ms
+--   {'STALE', v, f, refresh, now, s, b, g, us} past the soft expiry, more than 1 ms
 --                                    inside the hard TTL (an entry without a
 --                                    stale window is missing once past its
 --                                    soft expiry); refresh = 1 when this caller took
@@ -35,13 +43,17 @@
 --   {'REFUSED', now, why}          no entry, and Redis refused to write the
 --                                  lease (why: -1 OOM, -2 READONLY): nobody
 --                                  can hold it
---   {'LOAD',  now}                 no entry, this caller took the lease
+--   {'LOAD',  now, us}             no entry, this caller took the lease (us:
+--                                  the clock in microseconds, see below)
 --   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease;
 --                                  lease is its token, whose first byte
 --                                  says how it will announce the end of its
 --                                  load (s SPUBLISH, p PUBLISH, n no notice)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- us: the clock in microseconds, for the entry a lease granted here will
+-- write (field b): group invalidations are told apart from loads by it.
+local us = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 
 -- foreign: a key of another type is at the entry's name (another
 -- program's, or a prefix clash; the HMGET below finds out, WRONGTYPE, with
@@ -90,7 +102,7 @@ end
 -- payload field, or with a flag this release does not know (n, e, z and x
 -- are known), is in a format of another release, and no entry here: its
 -- caller loads, and the commit replaces it.
-local e = redis.pcall('HMGET', KEYS[1], 's', 'd', 'f', 'c')
+local e = redis.pcall('HMGET', KEYS[1], 's', 'd', 'f', 'c', 'b', 'g')
 if type(e) == 'table' and e.err then
   if not string.find(e.err, '^WRONGTYPE') then
     error(e)
@@ -123,21 +135,29 @@ if soft then
     v = redis.call('HGET', KEYS[1], field)
   end
 end
+local b, g = e[5] or false, e[6] or false
+if v and soft and ARGV[7] ~= '' and e[1] == ARGV[7] and now < soft then
+  -- Soft-invalidated: stale now, if the entry has a stale window.
+  if redis.call('PTTL', KEYS[1]) > soft - now + 1 then
+    return {'STALE', v, f, take(), now, soft, b, g, us}
+  end
+  v = false
+end
 if v then
   if now < soft then
     local x = tonumber(ARGV[3])
     local d = tonumber(e[2]) or 0
     if x > 0 and d > 0 and now + d * x >= soft then
-      return {'HIT', v, f, take(), now, soft}
+      return {'HIT', v, f, take(), now, soft, b, g, us}
     end
-    return {'HIT', v, f, 0, now, soft}
+    return {'HIT', v, f, 0, now, soft, b, g, us}
   end
   -- Past the soft expiry: stale, while the hard TTL lasts. Redis expires a
   -- key only once its clock has passed the expiry, so an entry without a
   -- stale window (hard = soft) outlives its soft expiry by up to a
   -- millisecond: it is not served as stale then.
   if redis.call('PTTL', KEYS[1]) > 1 then
-    return {'STALE', v, f, take(), now, soft}
+    return {'STALE', v, f, take(), now, soft, b, g, us}
   end
 end
 
@@ -148,7 +168,7 @@ if took == 0 and redis.call('GET', KEYS[2]) == 'backoff' then
   took = take(true)
 end
 if took == 1 then
-  return {'LOAD', now}
+  return {'LOAD', now, us}
 elseif took < 0 then
   return {'REFUSED', now, took}
 end

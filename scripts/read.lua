@@ -22,11 +22,13 @@ if string.find(f, 'z', 1, true) then
   field = 'z'
 end
 local size = redis.call('HSTRLEN', KEYS[1], field)
+local b = redis.call('HGET', KEYS[1], 'b') or false
+local g = redis.call('HGET', KEYS[1], 'g') or false
 if size > tonumber(ARGV[1]) then
-  return {size, f}
+  return {size, f, b, g}
 end
 local v = redis.call('HGET', KEYS[1], field)
 if not v then
   return false
 end
-return {v, f}
+return {v, f, b, g}

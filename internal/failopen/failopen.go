@@ -56,6 +56,13 @@ func (g *Group[R]) Drop(key string, l *Load[R]) {
 	}
 }
 
+// DropAll drops every load (a group invalidation), as Drop does.
+func (g *Group[R]) DropAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.m)
+}
+
 // DropAfter removes key's load l after d, unless it was dropped or
 // replaced before.
 func (g *Group[R]) DropAfter(d time.Duration, key string, l *Load[R]) {

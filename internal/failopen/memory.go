@@ -24,6 +24,8 @@ type Found struct {
 	Val     any
 	Decoded bool
 	Err     error
+	Born    int64  // a near copy's entry's (near.Entry's Born and Tags), for the group invalidations
+	Tags    string
 }
 
 // Bytes returns f's value when it is not Decoded.
@@ -42,9 +44,9 @@ func (m Memory) Find(key string, copies bool) (Found, bool) {
 		case !ok:
 			return Found{}, false
 		case e.Err != nil:
-			return Found{Err: e.Err}, true
+			return Found{Err: e.Err, Born: e.Born, Tags: e.Tags}, true
 		}
-		return Found{Val: e.Val, Decoded: typ != nil}, true
+		return Found{Val: e.Val, Decoded: typ != nil, Born: e.Born, Tags: e.Tags}, true
 	case m.Near != nil:
 		e, ok := m.Near.FailOpenCopy(key)
 		if !ok {
@@ -107,6 +109,17 @@ func (m Memory) Keep(key string, k Kept, mark Mark) {
 func (m Memory) Forget(key string) {
 	if m.Held != nil {
 		m.Held.Forget(key)
+	}
+}
+
+// ForgetAll is Forget of every key, the near cache's fail-open copies
+// included: a group invalidation may concern any of them.
+func (m Memory) ForgetAll() {
+	switch {
+	case m.Near != nil:
+		m.Near.ForgetFailOpen()
+	case m.Held != nil:
+		m.Held.ForgetAll()
 	}
 }
 

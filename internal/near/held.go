@@ -78,5 +78,12 @@ func (h *Held) Forget(key string) {
 	h.c.Invalidate(key)
 }
 
+// ForgetAll drops every value, and keeps a load under way from holding
+// its result.
+func (h *Held) ForgetAll() {
+	h.seq.Add(1)
+	h.c.InvalidateAll()
+}
+
 // Close stops otter's goroutines.
 func (h *Held) Close() { h.c.StopAllGoroutines() }

@@ -58,6 +58,11 @@ type Entry struct {
 	Soft int64 // the soft expiry, on Clock
 	Took float64
 	Size uint32 // bytes, as stored
+	// Born and Tags are the entry's (internal/wire's FieldBorn and
+	// FieldTags), for the Cache to judge the copy against its group
+	// invalidations; 0 and "" for a fail-open copy.
+	Born int64
+	Tags string
 
 	life  time.Duration // how long otter keeps it: the longer of TTL and SafeTTL, until the soft expiry
 	fresh int64         // served as a hit until this (Clock): TTL after it was stored; 0 for a fail-open copy, never a hit
@@ -255,6 +260,18 @@ func (n *Cache) Invalidate(key string) {
 	n.seq.Add(1)
 	for _, t := range *n.types.Load() {
 		n.c.Invalidate(Key{key, t})
+	}
+}
+
+// ForgetFailOpen drops the copies fail-open loads made (PutFailOpen),
+// and keeps a load under way from storing its own: a group invalidation
+// (a Clear, a tag) may concern any of them.
+func (n *Cache) ForgetFailOpen() {
+	n.seq.Add(1)
+	for k, e := range n.c.All() {
+		if e.fresh == 0 {
+			n.c.Invalidate(k)
+		}
 	}
 }
 

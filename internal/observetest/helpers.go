@@ -25,6 +25,7 @@ func Counted(st corral.Stats) corral.Stats {
 		CommitsRejected: st.CommitsRejected, FailOpens: st.FailOpens, FailSafeHits: st.FailSafeHits,
 		BreakerOpens: st.BreakerOpens, InvalidationsQueued: st.InvalidationsQueued,
 		InvalidationsReplayed: st.InvalidationsReplayed, InvalidationsDropped: st.InvalidationsDropped,
+		TagInvalidations: st.TagInvalidations, Clears: st.Clears, Expires: st.Expires,
 	}
 }
 
@@ -57,6 +58,10 @@ func Events(st corral.Stats) map[corral.EventKind]uint64 {
 		corral.EventInvalidationQueued:   st.InvalidationsQueued,
 		corral.EventInvalidationReplayed: st.InvalidationsReplayed,
 		corral.EventInvalidationDropped:  st.InvalidationsDropped,
+
+		corral.EventTagInvalidated: st.TagInvalidations,
+		corral.EventCleared:        st.Clears,
+		corral.EventExpired:        st.Expires,
 	}
 }
 

@@ -55,6 +55,7 @@ var Want = corral.Stats{
 	Hits: 2, Misses: 9, NegativeHits: 1, FailureHits: 1, StaleHits: 2, StaleIfError: 1,
 	Coalesced: 1 + Stampede - 1, Waited: Stampede, Errors: 6, Joined: 2 + 2*(Stampede-1),
 	Loads: 10, LoadErrors: 2, Waits: 1, Refreshes: 1, RefreshErrors: 1, LeasesLost: 1, CommitsRejected: 1,
+	TagInvalidations: 2, Clears: 1, Expires: 1,
 }
 
 // ManyOutcomes are the outcomes of the keys of the script's FetchMany
@@ -110,6 +111,12 @@ func RunDuring(t *testing.T, obs corral.Observer, during func(stats func() corra
 	stampede(t, a, b, Stampede)
 	ownErrors(t, a)
 	fetchMany(t, a)
+	// Group invalidations, last (a Clear reaches every key): two tags, a
+	// Clear, an Expire.
+	if err := errors.Join(a.InvalidateTags(context.Background(), "t1", "t2"), a.Clear(context.Background()),
+		a.Expire(context.Background(), "co")); err != nil {
+		t.Fatal(err)
+	}
 
 	nearOpts := opts(PrefixNear)
 	nearOpts.NearCache = corral.NearCacheOptions{Size: 100, TTL: time.Hour}

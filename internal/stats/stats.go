@@ -22,6 +22,7 @@ type Counters struct {
 	WritesRefused, NoticesFailed, DecodeFailures     atomic.Uint64
 	BreakerOpens                                     atomic.Uint64
 	Subscribes, Unsubscribes                         atomic.Uint64
+	TagInvalidations, Clears, Expires                atomic.Uint64
 }
 
 // Values mirror corral.Stats, field for field and in its order, so that
@@ -40,6 +41,7 @@ type Values struct {
 	InvalidationsQueued, InvalidationsReplayed, InvalidationsDropped   uint64
 	InvalidationsPending                                               int
 	Subscribes, Unsubscribes                                           uint64
+	TagInvalidations, Clears, Expires                                  uint64
 }
 
 // Snapshot reads c; the outcomes, the breakers' state and the queue's
@@ -70,6 +72,9 @@ func (c *Counters) Snapshot() Values {
 		InvalidationsDropped:  c.Dropped.Load(),
 		Subscribes:            c.Subscribes.Load(),
 		Unsubscribes:          c.Unsubscribes.Load(),
+		TagInvalidations:      c.TagInvalidations.Load(),
+		Clears:                c.Clears.Load(),
+		Expires:               c.Expires.Load(),
 	}
 }
 

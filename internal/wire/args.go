@@ -15,9 +15,11 @@ const LargeReply = 256 << 10
 
 // FetchArgv is fetch.lua's ARGV: the caller's token, the lease's TTL, the
 // XFetch draw x, the soft expiry (server ms) of an entry the caller could
-// not use (skip; 0 for none), and the caller's codec version ("" for any).
-func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string) []any {
-	return []any{token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), LargeReply, OptionalMS(skip), version}
+// not use (skip; 0 for none), the caller's codec version ("" for any), and
+// the soft expiry of an entry to take as stale (a tag's soft invalidation
+// reached it; 0 for none).
+func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string, stale int64) []any {
+	return []any{token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), LargeReply, OptionalMS(skip), version, OptionalMS(stale)}
 }
 
 // CommitArgs are commit.lua's arguments (see its header).
@@ -35,12 +37,16 @@ type CommitArgs struct {
 	// soft expiry of the entry it was taken over, the latest soft expiry
 	// the entry may get.
 	Deadline, Seen, SoftBy int64
+	// Born is when the load began (FieldBorn), microseconds on the
+	// records' node's clock; 0: the script's own clock (one node).
+	Born int64
+	Tags string // FieldTags; "" for none
 }
 
 // Argv returns a's ARGV.
 func (a CommitArgs) Argv() []any {
 	return []any{a.Token, a.Payload, a.Flags, MS(a.Soft), MS(a.Hard), FractionalMS(a.Took), a.Publish, a.Inline,
-		a.Version, MS(a.LeaseTTL), OptionalMS(a.Deadline), OptionalMS(a.Seen), OptionalMS(a.SoftBy)}
+		a.Version, MS(a.LeaseTTL), OptionalMS(a.Deadline), OptionalMS(a.Seen), OptionalMS(a.SoftBy), OptionalMS(a.Born), a.Tags}
 }
 
 // RenewArgv is renew.lua's ARGV: token's lease is extended by ttl unless

@@ -18,7 +18,7 @@ func TestArgs(t *testing.T) {
 	if OptionalMS(0) != "" || OptionalMS(42) != "42" {
 		t.Error("OptionalMS")
 	}
-	if got := FetchArgv("t", time.Second, 0.5, 0, ""); !reflect.DeepEqual(got, []any{"t", int64(1000), "0.5", LargeReply, "", ""}) {
+	if got := FetchArgv("t", time.Second, 0.5, 0, "", 0); !reflect.DeepEqual(got, []any{"t", int64(1000), "0.5", LargeReply, "", "", ""}) {
 		t.Errorf("FetchArgv = %v", got)
 	}
 	if got := ReleaseArgv("t", "PUBLISH", "r", 0, false); !reflect.DeepEqual(got, []any{"t", "PUBLISH", "r", int64(0), 0}) {
@@ -30,8 +30,8 @@ func TestArgs(t *testing.T) {
 	if ParseRenewal(int64(RenewRetaken)) != RenewRetaken || ParseRenewal("junk") != RenewLost {
 		t.Error("ParseRenewal")
 	}
-	a := CommitArgs{Token: "t", Soft: time.Second, Hard: 2 * time.Second, Took: time.Millisecond, Seen: 7}.Argv()
-	if len(a) != 13 || a[3] != int64(1000) || a[4] != int64(2000) || a[5] != "1" || a[10] != "" || a[11] != "7" {
+	a := CommitArgs{Token: "t", Soft: time.Second, Hard: 2 * time.Second, Took: time.Millisecond, Seen: 7, Born: 5, Tags: "a"}.Argv()
+	if len(a) != 15 || a[13] != "5" || a[14] != "a" || a[3] != int64(1000) || a[4] != int64(2000) || a[5] != "1" || a[10] != "" || a[11] != "7" {
 		t.Errorf("CommitArgs.Argv = %v", a)
 	}
 }

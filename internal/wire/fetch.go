@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -9,9 +10,9 @@ import (
 type Reply int
 
 const (
-	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s}; v is the payload's size when it is large
-	Stale                // {'STALE', v, f, refresh, now, s}; likewise
-	Load                 // {'LOAD',  now}
+	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s, b, g, us}; v is the payload's size when it is large
+	Stale                // {'STALE', v, f, refresh, now, s, b, g, us}; likewise
+	Load                 // {'LOAD',  now, us}
 	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
 	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
 	Newer                // {'NEWER', now, s}: the entry has a newer codec version (soft expiry s): load, leave it
@@ -21,7 +22,7 @@ const (
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 6, Stale: 6, Load: 2, Wait: 4, Refused: 3, Newer: 3}
+var replyLens = [...]int{Hit: 9, Stale: 9, Load: 3, Wait: 4, Refused: 3, Newer: 3}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -36,6 +37,9 @@ type FetchReply struct {
 	PTTL      time.Duration // Wait: the lease's remaining time
 	Holder    byte          // Wait: how the holder announces (Announces of its token)
 	Now       int64         // the server clock, ms
+	Born      int64         // Hit, Stale: FieldBorn (microseconds), 0 when absent
+	Tags      string        // Hit, Stale: FieldTags
+	Micros    int64         // Hit, Stale, Load: the server clock in microseconds (the b of what a lease granted here writes)
 }
 
 // ParseFetch decodes a fetch.lua reply as go-redis returns it. Anything
@@ -66,8 +70,13 @@ func ParseFetch(res any) (FetchReply, error) {
 		r.Refresh, r.Refused, r.RefusedBy = refresh == 1, refresh < 0, refusal(refresh)
 		r.Now = d.int(4)
 		r.Soft = d.int(5)
+		if b, ok := a[6].(string); ok {
+			r.Born, _ = strconv.ParseInt(b, 10, 64)
+		}
+		r.Tags, _ = a[7].(string)
+		r.Micros = micros(a[8])
 	case Load:
-		r.Now = d.int(1)
+		r.Now, r.Micros = d.int(1), micros(a[2])
 	case Newer:
 		r.Now, r.Soft = d.int(1), d.int(2)
 	case Refused:
@@ -85,6 +94,14 @@ func ParseFetch(res any) (FetchReply, error) {
 		return FetchReply{}, fmt.Errorf("unexpected reply %#v", res)
 	}
 	return r, nil
+}
+
+// micros reads a script's clock in microseconds (a string: Lua's numbers
+// would lose it as integers past 2^53 only, but its string is exact).
+func micros(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
 // refusal names the refusal a script reports as code: -1 OOM, -2

@@ -78,3 +78,20 @@ func HashTag(name string) (string, bool) {
 	}
 	return name[open+1 : open+1+end], true
 }
+
+// The records of a prefix's group invalidations (a contract, as Names):
+//
+//	ClearName(P)      P:c:{P}    string: the server time of the last Clear
+//	TagName(P, G)     P:t:{P}:G  string: "hard,soft", the server time of tag
+//	                             G's last hard and soft invalidation (0
+//	                             for none); it lives as long as the
+//	                             longest-lived entry tagged G
+//
+// Times are microseconds on the clock of the records' node, as an entry's
+// FieldBorn.
+// They share one Cluster slot, the prefix's own, so that one script writes
+// any of them and one read gets those a hit needs, on one node's clock.
+func ClearName(prefix string) string { return prefix + ":c:{" + prefix + "}" }
+
+// TagName is the name of tag's record under prefix (see ClearName).
+func TagName(prefix, tag string) string { return prefix + ":t:{" + prefix + "}:" + tag }

@@ -1,11 +1,17 @@
 package wire
 
+import (
+	"strconv"
+	"strings"
+)
+
 // NoticeKind is the first byte of a notice, which says what happened to the
 // key (see commit.lua, release.lua and delete.lua).
 type NoticeKind byte
 
 const (
-	NoticeValue     NoticeKind = 'v' // committed; the value follows inline
+	NoticeValue     NoticeKind = 'v' // committed; the value follows inline (an earlier release's)
+	NoticeBorn      NoticeKind = 'w' // committed; when its load began, its tags, then the value inline (NoticeBornValue)
 	NoticeNotFound  NoticeKind = 'n' // committed a negative entry
 	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
 	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
@@ -18,6 +24,8 @@ type Notice struct {
 	Kind    NoticeKind
 	Value   []byte // NoticeValue
 	Message string // NoticeFailed
+	Born    int64  // NoticeBorn: FieldBorn
+	Tags    string // NoticeBorn: FieldTags
 }
 
 // ParseNotice decodes a notice. An empty or unknown one reads as
@@ -30,6 +38,16 @@ func ParseNotice(payload string) Notice {
 	switch n.Kind {
 	case NoticeValue:
 		n.Value = []byte(payload[1:])
+	case NoticeBorn:
+		// w<born>:<length of the tags>:<tags><value>
+		b, rest, ok1 := strings.Cut(payload[1:], ":")
+		l, rest, ok2 := strings.Cut(rest, ":")
+		size, err := strconv.Atoi(l)
+		if !ok1 || !ok2 || err != nil || size < 0 || size > len(rest) {
+			return Notice{Kind: NoticeRecheck}
+		}
+		n.Born, _ = strconv.ParseInt(b, 10, 64)
+		n.Tags, n.Value = rest[:size], []byte(rest[size:])
 	case NoticeFailed:
 		n.Message = payload[1:]
 	case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:

@@ -38,12 +38,14 @@ const (
 	FieldFlags      = "f" // the flags (Flags)
 	FieldToken      = "t" // the lease token of the commit that wrote it; empty for Set
 	FieldCodec      = "c" // the writer's codec version (Options.CodecVersion)
+	FieldBorn       = "b" // when its load began (a Set: when it ran), microseconds on the records' node's clock (ClearName)
+	FieldTags       = "g" // its tags, parted by a NUL byte; absent for none
 )
 
 // PeekFields are the fields a peek reads (HMGET), in the order ParsePeek
 // takes them, boxed once: built per call, they would cost an allocation
 // each on the hit path.
-var PeekFields = []any{FieldSoft, FieldTook, FieldFlags, FieldValue, FieldCompressed, FieldCodec}
+var PeekFields = []any{FieldSoft, FieldTook, FieldFlags, FieldValue, FieldCompressed, FieldCodec, FieldBorn, FieldTags}
 
 // PayloadFields are the fields that hold an entry's payload and say how to
 // read it (HMGET), in the order ParsePayload takes them.
@@ -70,16 +72,21 @@ type ReadReply struct {
 	Payload []byte // as stored (compressed when Flags say so); nil when too large to come with the reply
 	Size    int    // the payload's size, when Payload is nil
 	Flags   Flags
+	Born    int64  // FieldBorn; 0 when absent
+	Tags    string // FieldTags
 }
 
 // ParseRead decodes a read.lua reply other than nil (no entry).
 func ParseRead(res any) (ReadReply, error) {
 	a, _ := res.([]any)
-	if len(a) != 2 {
+	if len(a) != 4 {
 		return ReadReply{}, fmt.Errorf("unexpected reply %#v", res)
 	}
 	fs, _ := a[1].(string)
 	r := ReadReply{Flags: ParseFlags(fs)}
+	b, _ := a[2].(string)
+	r.Born, _ = strconv.ParseInt(b, 10, 64)
+	r.Tags, _ = a[3].(string)
 	switch v := a[0].(type) {
 	case string:
 		r.Payload = []byte(v)
@@ -99,6 +106,8 @@ type Peeked struct {
 	Soft    int64   // soft expiry, server ms
 	Took    float64 // the last load's duration, ms
 	Version int     // the codec version it was written with; 0 when absent
+	Born    int64   // FieldBorn; 0 when absent
+	Tags    string  // FieldTags
 }
 
 // ParsePeek decodes a peek's reply (the values of PeekFields, as go-redis
@@ -124,6 +133,10 @@ func ParsePeek(res any) (Peeked, error) {
 	if c, ok := vals[5].(string); ok {
 		p.Version, _ = strconv.Atoi(c)
 	}
+	if b, ok := vals[6].(string); ok {
+		p.Born, _ = strconv.ParseInt(b, 10, 64)
+	}
+	p.Tags, _ = vals[7].(string)
 	payload := vals[3]
 	if p.Flags.Compressed {
 		payload = vals[4]

@@ -26,19 +26,20 @@ func TestNewToken(t *testing.T) {
 	}
 }
 
-// TestParsePeek checks the readings of a peek's HMGET s d f v z c.
+// TestParsePeek checks the readings of a peek's HMGET s d f v z c b g.
 func TestParsePeek(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		vals []any
 		want Peeked
 	}{
-		{"value", []any{"100", "1.5", "", "x", nil, "3"}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3}},
-		{"compressed", []any{"100", "0", "z", "x", "zz", nil}, Peeked{Found: true, Payload: "zz", Soft: 100, Flags: Flags{Compressed: true}}},
-		{"negative", []any{"100", "0", "n", "", nil, nil}, Peeked{Found: true, Soft: 100, Flags: Flags{Kind: NotFound}}},
-		{"no entry", []any{nil, nil, nil, nil, nil, nil}, Peeked{}},
-		{"unknown flag", []any{"100", "0", "q", "x", nil, nil}, Peeked{Soft: 100, Flags: Flags{Unknown: true}}},
-		{"compressed without z", []any{"100", "0", "z", "x", nil, nil}, Peeked{Soft: 100, Flags: Flags{Compressed: true}}},
+		{"value", []any{"100", "1.5", "", "x", nil, "3", "90", "a\x00b"}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3, Born: 90, Tags: "a\x00b"}},
+		{"an earlier release's", []any{"100", "1.5", "", "x", nil, "3", nil, nil}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3}},
+		{"compressed", []any{"100", "0", "z", "x", "zz", nil, "1", nil}, Peeked{Found: true, Payload: "zz", Soft: 100, Flags: Flags{Compressed: true}, Born: 1}},
+		{"negative", []any{"100", "0", "n", "", nil, nil, nil, nil}, Peeked{Found: true, Soft: 100, Flags: Flags{Kind: NotFound}}},
+		{"no entry", []any{nil, nil, nil, nil, nil, nil, nil, nil}, Peeked{}},
+		{"unknown flag", []any{"100", "0", "q", "x", nil, nil, nil, nil}, Peeked{Soft: 100, Flags: Flags{Unknown: true}}},
+		{"compressed without z", []any{"100", "0", "z", "x", nil, nil, nil, nil}, Peeked{Soft: 100, Flags: Flags{Compressed: true}}},
 	} {
 		got, err := ParsePeek(tc.vals)
 		if err != nil || got != tc.want {
@@ -68,6 +69,23 @@ func TestParseWritten(t *testing.T) {
 		got, err := ParseWritten(tc.res)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("ParseWritten(%#v) = %+v, %v; want %+v, error %v", tc.res, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// TestParseNoticeBorn checks commit.lua's w notice, and that a malformed
+// one reads as "fetch again".
+func TestParseNoticeBorn(t *testing.T) {
+	n := ParseNotice("w1700:3:a\x00bvalue:with:colons")
+	if n.Kind != NoticeBorn || n.Born != 1700 || n.Tags != "a\x00b" || string(n.Value) != "value:with:colons" {
+		t.Errorf("ParseNotice = %+v", n)
+	}
+	if n := ParseNotice("w1700:0:"); n.Kind != NoticeBorn || n.Tags != "" || len(n.Value) != 0 {
+		t.Errorf("ParseNotice of an empty untagged value = %+v", n)
+	}
+	for _, bad := range []string{"w", "w1700", "w1700:", "w1700:9:ab", "w1700:-1:ab", "w1700:x:ab"} {
+		if n := ParseNotice(bad); n.Kind != NoticeRecheck {
+			t.Errorf("ParseNotice(%q) = %+v; want NoticeRecheck", bad, n)
 		}
 	}
 }

@@ -1,0 +1,198 @@
+package corral
+
+import (
+	"context"
+	"time"
+
+	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/near"
+	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// Group invalidation: by tag, everything (Clear), softly (Expire,
+// ExpireTags). Each entry records when its load began (born, on the clock
+// of the node of the prefix's records) and its tags; an invalidation
+// records its epoch (internal/epochs' scripts), and an entry born at or
+// before an epoch that concerns it is not served. Every process checks the
+// entries it reads against its copy of the records (internal/epochs'
+// Mirror), read again at least every Coherence. How, and why it holds:
+// docs/design.md, section 3.10.
+
+// Coherence is how long after another process's InvalidateTags, ExpireTags
+// or Clear returned this process may still serve what it invalidated: a
+// process trusts the records it read for this long.
+const Coherence = 100 * time.Millisecond
+
+// maxTagRecords bounds the tags whose records a process keeps.
+const maxTagRecords = 100_000
+
+// InvalidateTags invalidates every entry tagged with one of tags (Entry.Tags,
+// SetEntry) that was loaded (its load began) or set before the call. Once
+// it returns nil, no call that starts its own flight gets such an entry:
+// in this process at once, near copies included, in every other process
+// within Coherence. A load that began before it returned cannot make its
+// result servable after it, wherever it commits. Entries of other tags, and
+// untagged ones, are untouched.
+//
+// The work in Redis is one script on the prefix's records, whatever the
+// number of entries: an invalidated entry is reloaded when next asked for,
+// or expires. When Redis cannot take the invalidation, the error says it
+// was queued: this process treats the tags' entries as invalidated at once
+// and until it lands, which it does before the process reads them from
+// Redis again (as Delete's).
+//
+// Errors: ErrInvalidTag (no tags, an empty one, or one with a NUL byte),
+// ErrClosed, ErrPermission, ErrWriteRefused, ErrCircuitOpen and
+// ErrRedisTimeout, each wrapped with context.
+func (c *Cache) InvalidateTags(ctx context.Context, tags ...string) error {
+	return c.invalidate(ctx, epochs.HardTags, tags)
+}
+
+// ExpireTags is the soft form of InvalidateTags: entries tagged with one of
+// tags loaded or set before the call are stale at once, as if their TTL had
+// passed: served stale, within their stale window (StaleTTL, Entry.StaleTTL),
+// while one caller across the fleet refreshes them; those without a stale
+// window are invalidated. Errors are InvalidateTags's.
+func (c *Cache) ExpireTags(ctx context.Context, tags ...string) error {
+	return c.invalidate(ctx, epochs.SoftTags, tags)
+}
+
+// Clear invalidates every entry of the Cache's Prefix loaded or set before
+// the call, with InvalidateTags's guarantee; other prefixes are untouched.
+// It costs Redis one write, whatever the number of entries; the cleared
+// entries are deleted in the background (a SCAN of the prefix, from this
+// process) or expire, so that a Redis under noeviction does not fill up
+// with them. Errors are InvalidateTags's but ErrInvalidTag.
+func (c *Cache) Clear(ctx context.Context) error {
+	return c.invalidate(ctx, epochs.Clear, nil)
+}
+
+// Expire expires key's entry softly: stale at once, as if its TTL had
+// passed, served stale within its stale window while one caller refreshes
+// it; an entry without a stale window is deleted, as by Delete. Either way
+// a load of key under way cannot store what it loaded. Errors are Delete's.
+func (c *Cache) Expire(ctx context.Context, key string) error {
+	if err := c.validate(ctx, key, nil, false); err != nil {
+		return err
+	}
+	err := c.store.expire(ctx, wire.NewNames(c.opts.Prefix, key))
+	c.detach(key)
+	if err != nil {
+		c.countRedisError(ctx, err)
+		return c.invalidateLater(ctx, key, err) // applied as a Delete
+	}
+	c.stats.Expires.Add(1)
+	c.observe(ctx, EventExpired, key)
+	c.queue.Superseded(ctx, string(queuedKey)+key)
+	return nil
+}
+
+// SetEntry is Set for a value with its own freshness and tags: e's TTL
+// (which must be > 0, used exactly: no Jitter), StaleTTL (0:
+// Options.StaleTTL, < 0: none) and Tags. Errors are Set's, and
+// ErrInvalidTag.
+func (c *Cache) SetEntry(ctx context.Context, key string, e Entry) error {
+	fr := c.entryFreshness(e)
+	tags, err := epochs.Encode(e.Tags)
+	if err != nil {
+		return errorf("%w: %w", ErrInvalidTag, err)
+	}
+	fr.tags = tags
+	return c.set(ctx, key, e.Value, fr, refuse.TTL(e.TTL))
+}
+
+// invalidate records an invalidation of kind (of tags, or Clear), and
+// applies it here: the Mirror learns it, and no call that starts later
+// joins a flight or a peek begun before.
+func (c *Cache) invalidate(ctx context.Context, kind epochs.Kind, tags []string) error {
+	if kind != epochs.Clear {
+		if _, err := epochs.Encode(tags); err != nil || len(tags) == 0 {
+			return errorf("%w: %v", ErrInvalidTag, tags)
+		}
+	}
+	if err := c.validate(ctx, "-", nil, false); err != nil { // "-": a call of no key
+
+		return err
+	}
+	at := near.Clock()
+	now, hard, soft, err := c.records.MarkAs(ctx, false, kind, tags)
+	c.detachAll()
+	if err != nil {
+		err = denied(err)
+		c.countRedisError(ctx, err)
+		return c.invalidateGroupLater(ctx, kind, tags, err)
+	}
+	c.marked(ctx, kind, tags, now, hard, soft, at)
+	return nil
+}
+
+// marked applies here an invalidation Redis recorded (now, the records
+// hard and soft as written; at, near.Clock before it was sent), and
+// counts it.
+func (c *Cache) marked(ctx context.Context, kind epochs.Kind, tags []string, now int64, hard, soft []int64, at int64) {
+	if kind == epochs.Clear {
+		c.groups.ApplyClear(now, at)
+		c.tasks.Start(func() { c.sweep(now) })
+		c.stats.Clears.Add(1)
+		c.observe(ctx, EventCleared, "")
+		return
+	}
+	c.groups.Apply(tags, hard, soft, now, at)
+	for _, tag := range tags {
+		c.stats.TagInvalidations.Add(1)
+		c.observe(ctx, EventTagInvalidated, tag)
+	}
+}
+
+// detachAll makes every call that starts now start its own flight and
+// peek (as detach does for one key), and forgets what fail-open loads
+// returned: a group invalidation may concern any key.
+func (c *Cache) detachAll() {
+	c.flights.detachAll()
+	c.peeks.detachAll()
+	c.forgetAll()
+}
+
+// sweep deletes the entries a Clear of epoch invalidated (internal/epochs'
+// Sweep), in the background.
+func (c *Cache) sweep(epoch int64) {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Hour)
+	defer cancel()
+	if n, err := c.records.Sweep(ctx, c.rdb, epoch); err != nil && c.ctx.Err() == nil {
+		c.opts.Logger.Warn("corral: the sweep of cleared entries stopped; those left expire with their TTL", "deleted", n, errAttr(err))
+	}
+}
+
+// sendPeeks sends peeks (one may go inline), with a read of the group
+// invalidations' records when one is due (epochs' Due): in the same batch,
+// so the records cost a peek no round trip more.
+func (c *Cache) sendPeeks(ops []*transport.Op) {
+	if tags, done, ok := c.groups.Due(); ok {
+		ops = append([]*transport.Op{c.records.ReadOp(c.ctx, tags, done)}, ops...)
+	}
+	if len(ops) == 1 {
+		c.store.send(ops[0])
+		return
+	}
+	c.store.sendAll(ops)
+}
+
+// judge is the verdict of the group invalidations on an entry (its born
+// and tags), the records read first when stale (epochs' Verdict).
+func (c *Cache) judge(ctx context.Context, born int64, tags string) (epochs.Verdict, error) {
+	v, err := c.groups.Verdict(ctx, born, tags)
+	return v, denied(err)
+}
+
+// tagged makes the records of w's tags outlive it (epochs' Tagged),
+// before w is stored.
+func (c *Cache) tagged(ctx context.Context, w entryWrite) error {
+	if w.tags == "" {
+		return nil
+	}
+	if err := c.records.Tagged(ctx, epochs.Tags(w.tags), w.hard); err != nil {
+		return errorf("tags: %w", denied(err))
+	}
+	return nil
+}

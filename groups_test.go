@@ -1,0 +1,405 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
+)
+
+// tagged returns a FetchEntry loader that counts its runs in n and returns
+// "<s>#<run>" tagged with tags, for a minute.
+func tagged(n *atomic.Int32, s string, tags ...string) func(context.Context) (corral.Entry, error) {
+	return func(context.Context) (corral.Entry, error) {
+		run := n.Add(1)
+		return corral.Entry{Value: []byte(s + "#" + strconv.Itoa(int(run))), TTL: time.Minute, Tags: tags}, nil
+	}
+}
+
+// fleet returns n Caches on srv, each with a client of its own, as n
+// processes would have.
+func fleet(t *testing.T, srv *redistest.Server, n int, opts func() *corral.Options) []*corral.Cache {
+	cs := make([]*corral.Cache, n)
+	for i := range cs {
+		var o *corral.Options
+		if opts != nil {
+			o = opts()
+		}
+		cs[i] = newCache(t, srv.Client(), o)
+	}
+	return cs
+}
+
+// afterCoherence fetches key through c until a call that began Coherence
+// after since returns; it fails the test if such a call got old (a value
+// loaded before the invalidation that returned at since), and returns the
+// last value.
+func afterCoherence(t *testing.T, c *corral.Cache, key string, load func(context.Context) (corral.Entry, error), old string) string {
+	t.Helper()
+	since := time.Now()
+	for deadline := since.Add(10 * time.Second); ; {
+		began := time.Now()
+		v, err := c.FetchEntry(context.Background(), key, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v) != old {
+			return string(v)
+		}
+		if began.Sub(since) > corral.Coherence {
+			t.Fatalf("a call that began %v after the invalidation returned got %q, loaded before it", began.Sub(since), v)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the invalidation never reached this process")
+		}
+	}
+}
+
+// InvalidateTags: the calling process never serves a tagged entry loaded
+// before it (near copies included), another process within Coherence;
+// entries of other tags are untouched.
+func TestInvalidateTags_ReadBack(t *testing.T) {
+	t.Parallel()
+	for _, nearOn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("near=%v", nearOn), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			cs := fleet(t, srv, 2, func() *corral.Options {
+				o := &corral.Options{}
+				if nearOn {
+					o.NearCache = corral.NearCacheOptions{Size: 1000}
+				}
+				return o
+			})
+			a, b := cs[0], cs[1]
+			ctx := context.Background()
+			var loads, others atomic.Int32
+			load := tagged(&loads, "p", "product:42", "tenant:7")
+			other := tagged(&others, "q", "product:43")
+			for _, c := range cs {
+				for range 3 { // loaded once, then hits (near hits too)
+					if v, err := c.FetchEntry(ctx, "p", load); err != nil || string(v) != "p#1" {
+						t.Fatalf("FetchEntry = %q, %v; want p#1", v, err)
+					}
+					if _, err := c.FetchEntry(ctx, "q", other); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if loads.Load() != 1 || others.Load() != 1 {
+				t.Fatalf("%d and %d loads before the invalidation; want 1 each", loads.Load(), others.Load())
+			}
+			if err := a.InvalidateTags(ctx, "product:42"); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := a.FetchEntry(ctx, "p", load); err != nil || string(v) != "p#2" {
+				t.Fatalf("the invalidating process's next call = %q, %v; want p#2, loaded again", v, err)
+			}
+			if v := afterCoherence(t, b, "p", load, "p#1"); v != "p#2" {
+				t.Fatalf("the other process got %q; want p#2, the one reload", v)
+			}
+			for _, c := range cs {
+				if v, err := c.FetchEntry(ctx, "q", other); err != nil || string(v) != "q#1" {
+					t.Fatalf("an entry of another tag = %q, %v; want q#1, untouched", v, err)
+				}
+			}
+			if loads.Load() != 2 || others.Load() != 1 {
+				t.Fatalf("%d and %d loads; want 2 and 1", loads.Load(), others.Load())
+			}
+			if s := a.Stats(); s.TagInvalidations != 1 {
+				t.Fatalf("Stats.TagInvalidations = %d; want 1", s.TagInvalidations)
+			}
+		})
+	}
+}
+
+// A load that began before InvalidateTags returned cannot make its result
+// servable after it: not in another process, not to a waiter that began
+// after, not to a later call here.
+func TestInvalidateTags_LoadInFlight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cs := fleet(t, srv, 3, nil)
+	a, b, w := cs[0], cs[1], cs[2]
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	first := make(chan string, 1)
+	go func() {
+		v, err := a.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
+			close(started)
+			<-release
+			return corral.Entry{Value: []byte("before"), TTL: time.Minute, Tags: []string{"t"}}, nil
+		})
+		first <- fmt.Sprintf("%s %v", v, err)
+	}()
+	<-started
+	if err := b.InvalidateTags(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	// A waiter that begins after the invalidation, on a's lease.
+	waited := make(chan string, 1)
+	parked := make(chan struct{})
+	var once sync.Once
+	corral.SetOnParked(w, func(string) { once.Do(func() { close(parked) }) })
+	var after atomic.Int32
+	go func() {
+		v, err := w.FetchEntry(ctx, "k", tagged(&after, "after", "t"))
+		waited <- fmt.Sprintf("%s %v", v, err)
+	}()
+	<-parked
+	close(release)
+	if got := <-first; got != "before <nil>" {
+		t.Fatalf("the load's own caller = %s; want before (its call began before the invalidation)", got)
+	}
+	if got := <-waited; got != "after#1 <nil>" {
+		t.Fatalf("a waiter that began after the invalidation = %s; want after#1, loaded anew", got)
+	}
+	for _, c := range cs {
+		if v, err := c.FetchEntry(ctx, "k", tagged(&after, "after", "t")); err != nil || string(v) == "before" {
+			t.Fatalf("a later call = %q, %v; want what was loaded after the invalidation", v, err)
+		}
+	}
+}
+
+// Clear: every entry of the prefix is invalidated, other prefixes are not,
+// and the cleared entries are deleted in the background.
+func TestClear_ThousandsOfEntries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	c := newCache(t, rdb, nil)
+	other := newCache(t, srv.Client(), &corral.Options{Prefix: "other"})
+	peer := newCache(t, srv.Client(), nil)
+	ctx := context.Background()
+	const n = 3000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	var loads atomic.Int32
+	loadMany := func(_ context.Context, ks []string) (map[string][]byte, error) {
+		loads.Add(int32(len(ks)))
+		m := make(map[string][]byte, len(ks))
+		for _, k := range ks {
+			m[k] = []byte("v")
+		}
+		return m, nil
+	}
+	if _, err := c.FetchMany(ctx, keys, time.Hour, loadMany); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.FetchMany(ctx, keys[:10], time.Hour, loadMany); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := loads.Load()
+	if _, err := c.FetchMany(ctx, keys[:100], time.Hour, loadMany); err != nil {
+		t.Fatal(err)
+	}
+	if got := loads.Load() - before; got != 100 {
+		t.Fatalf("%d loads of 100 cleared keys; want 100", got)
+	}
+	before = loads.Load()
+	if _, err := other.FetchMany(ctx, keys[:10], time.Hour, loadMany); err != nil || loads.Load() != before {
+		t.Fatalf("another prefix's keys were loaded again (%d loads, %v): Clear must leave them", loads.Load()-before, err)
+	}
+	var peerLoads atomic.Int32
+	if v := afterCoherenceBytes(t, peer, "k500", &peerLoads); v != "fresh" {
+		t.Fatalf("another process got %q after the Clear; want a reload", v)
+	}
+	// The sweep deletes what nobody reads again: of the 3,000 entries,
+	// those not fetched since (2,899) go.
+	testkit.Eventually(t, 20*time.Second, "the cleared entries were not deleted by the sweep", func() bool {
+		n, err := rdb.Eval(ctx, `return #redis.call('KEYS', 'corral:e:*')`, nil).Int()
+		return err == nil && n <= 101
+	})
+	if s := c.Stats(); s.Clears != 1 {
+		t.Fatalf("Stats.Clears = %d; want 1", s.Clears)
+	}
+}
+
+// afterCoherenceBytes is afterCoherence for a Fetch whose loader returns
+// "fresh": the entry held "v" before the invalidation.
+func afterCoherenceBytes(t *testing.T, c *corral.Cache, key string, n *atomic.Int32) string {
+	t.Helper()
+	since := time.Now()
+	for deadline := since.Add(10 * time.Second); ; {
+		began := time.Now()
+		v, err := c.Fetch(context.Background(), key, time.Hour, func(context.Context) ([]byte, error) {
+			n.Add(1)
+			return []byte("fresh"), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v) != "v" {
+			return string(v)
+		}
+		if began.Sub(since) > corral.Coherence || time.Now().After(deadline) {
+			t.Fatalf("a call that began %v after the Clear returned got the value loaded before it", began.Sub(since))
+		}
+	}
+}
+
+// Expire and ExpireTags are soft: callers get the stale value at once while
+// one refresh runs; without a stale window the entry is gone.
+func TestExpire_Soft(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cs := fleet(t, srv, 2, nil)
+	ctx := context.Background()
+	for _, how := range []string{"Expire", "ExpireTags"} {
+		t.Run(how, func(t *testing.T) {
+			key := "soft-" + how
+			var loads atomic.Int32
+			release := make(chan struct{})
+			load := func(ctx context.Context) (corral.Entry, error) {
+				if loads.Add(1) > 1 {
+					<-release // the refresh: held until the stale answers are in
+				}
+				return corral.Entry{Value: []byte("v" + strconv.Itoa(int(loads.Load()))), TTL: time.Minute, StaleTTL: time.Minute, Tags: []string{"s-" + how}}, nil
+			}
+			if v, err := cs[0].FetchEntry(ctx, key, load); err != nil || string(v) != "v1" {
+				t.Fatalf("%q, %v", v, err)
+			}
+			var err error
+			if how == "Expire" {
+				err = cs[1].Expire(ctx, key)
+			} else {
+				err = cs[1].ExpireTags(ctx, "s-"+how)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				c := cs[i%2]
+				if how == "ExpireTags" && c == cs[0] {
+					c = cs[1] // the calling process sees it at once; the other within Coherence
+				}
+				if v, err := c.FetchEntry(ctx, key, load); err != nil || string(v) != "v1" {
+					t.Fatalf("call %d = %q, %v; want v1, stale, at once", i, v, err)
+				}
+			}
+			close(release)
+			testkit.Eventually(t, 10*time.Second, "the refresh never landed", func() bool {
+				v, err := cs[1].FetchEntry(ctx, key, load)
+				return err == nil && string(v) == "v2"
+			})
+			if n := loads.Load(); n != 2 {
+				t.Fatalf("%d loads; want 2 (one refresh)", n)
+			}
+		})
+	}
+	t.Run("no stale window", func(t *testing.T) {
+		var loads atomic.Int32
+		if _, err := cs[0].Fetch(ctx, "hard", time.Minute, slow(0, &loads, "x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs[0].Expire(ctx, "hard"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs[1].Get(ctx, "hard"); !errors.Is(err, corral.ErrMiss) {
+			t.Fatalf("Get after Expire of an entry without a stale window = %v; want ErrMiss", err)
+		}
+	})
+}
+
+// Bad input: no tags, an empty tag, a NUL byte; a closed Cache.
+func TestInvalidateTags_BadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for _, tags := range [][]string{nil, {""}, {"a\x00b"}} {
+		if err := e.c.InvalidateTags(ctx, tags...); !errors.Is(err, corral.ErrInvalidTag) {
+			t.Errorf("InvalidateTags(%q) = %v; want ErrInvalidTag", tags, err)
+		}
+	}
+	_, err := e.c.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
+		return corral.Entry{Value: []byte("v"), TTL: time.Minute, Tags: []string{""}}, nil
+	})
+	if !errors.Is(err, corral.ErrInvalidTag) {
+		t.Errorf("a loader's empty tag = %v; want ErrInvalidTag", err)
+	}
+	if err := e.c.SetEntry(ctx, "k", corral.Entry{Value: []byte("v")}); !errors.Is(err, corral.ErrInvalidTTL) {
+		t.Errorf("SetEntry with no TTL = %v; want ErrInvalidTTL", err)
+	}
+	if err := e.c.SetEntry(ctx, "k", corral.Entry{Value: []byte("v"), TTL: time.Minute, Tags: []string{"a", "{b}", "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.InvalidateTags(ctx, "{b}"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Get(ctx, "k"); !errors.Is(err, corral.ErrMiss) {
+		t.Errorf("Get of a set entry after its tag's invalidation = %v; want ErrMiss", err)
+	}
+	e.c.Close()
+	if err := e.c.Clear(ctx); !errors.Is(err, corral.ErrClosed) {
+		t.Errorf("Clear on a closed Cache = %v; want ErrClosed", err)
+	}
+}
+
+// A group invalidation cut off from Redis: its error says queued, this
+// process holds what it concerns invalidated at once (never serving what it
+// holds of it, from memory or from Redis), and it reaches Redis after the
+// heal with no further call; another process then loads anew.
+func TestOutage_GroupInvalidationDuringPartition(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"InvalidateTags", "Clear"} {
+		t.Run(how, func(t *testing.T) {
+			srv := redistest.Start(t)
+			proxy := redistest.StartProxy(t, srv.Addr)
+			opts := func() *corral.Options {
+				return &corral.Options{NearCache: corral.NearCacheOptions{Size: 100}, Logger: testLogger(t)}
+			}
+			a := newCache(t, quickStartClient(t, proxy.Addr), opts()) // the one cut off
+			b := newCache(t, srv.Client(), opts())
+			ctx := context.Background()
+			var loads atomic.Int32
+			load := tagged(&loads, "v", "t")
+			for range 3 {
+				if v, err := a.FetchEntry(ctx, "k", load); err != nil || string(v) != "v#1" {
+					t.Fatalf("warm-up: %q, %v", v, err)
+				}
+			}
+			if err := proxy.Refuse(true); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if how == "Clear" {
+				err = a.Clear(ctx)
+			} else {
+				err = a.InvalidateTags(ctx, "t")
+			}
+			if err == nil || !strings.Contains(err.Error(), "queued") {
+				t.Fatalf("%s while cut off = %v; want its error, saying it is queued", how, err)
+			}
+			if v, err := a.FetchEntry(ctx, "k", load); err != nil || string(v) == "v#1" {
+				t.Fatalf("Fetch after the %s, cut off: %q, %v; want a new load (the copy invalidated)", how, v, err)
+			}
+			if err := proxy.Refuse(false); err != nil {
+				t.Fatal(err)
+			}
+			healed := time.Now()
+			eventually(t, 10*time.Second, "the invalidation reaches Redis", func() bool {
+				v, err := b.FetchEntry(ctx, "k", load)
+				return err == nil && string(v) != "v#1"
+			})
+			t.Logf("applied %v after the heal", time.Since(healed).Round(time.Millisecond))
+			eventually(t, 10*time.Second, "the replay is counted", func() bool {
+				st := a.Stats()
+				return st.InvalidationsReplayed >= 1 && st.InvalidationsPending == 0
+			})
+		})
+	}
+}

@@ -1,0 +1,409 @@
+// Package epochs is a process's copy of its group invalidations: the epoch
+// of the prefix's last Clear, and of each tag's last invalidation, hard
+// (InvalidateTags) and soft (ExpireTags), as Redis holds them (records,
+// all in one Cluster slot: internal/wire's RecordNames). An entry is
+// invalidated when it was born (its load began, on the records' node's
+// clock) at or before such an epoch.
+//
+// A record read from Redis is trusted for Config.Bound after its read was
+// sent (100 ms: the coherence bound). Past that an entry that needs it is
+// Unknown, and its caller reads the records again (Refresh) before it
+// decides. Records in use are read again in the background before they go
+// stale (ahead), so that a steady stream of hits never waits for a read.
+// An invalidation made in this process is applied here at once (Apply);
+// one queued while Redis cannot take it holds its tags (or every entry,
+// for Clear) invalidated until it lands (Config.Held).
+//
+// The package knows epochs, records and clocks; how records are read from
+// Redis, and what a Cache does with a verdict, are its Config's and its
+// caller's.
+package epochs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Verdict is what the epochs say of an entry.
+type Verdict int
+
+const (
+	Valid   Verdict = iota // born after every epoch that concerns it
+	Soft                   // born at or before a soft epoch of one of its tags: stale
+	Hard                   // born at or before the Clear's epoch or a hard epoch of one of its tags
+	Unknown                // a record it needs is missing or older than the bound: Refresh, then check again
+)
+
+// Config is what a Mirror needs.
+type Config struct {
+	// Bound is how long a record read from Redis is trusted, counted from
+	// when its read was sent.
+	Bound time.Duration
+	// Read reads the Clear's record and those of tags, in one round trip
+	// on the records' node, and returns their values ("" for none) and
+	// the node's clock (server ms) when it ran them.
+	Read func(ctx context.Context, tags []string) (clear string, vals []string, now int64, err error)
+	// Now is the local monotonic clock, in ns.
+	Now func() int64
+	// Max bounds the tags whose records are kept; past it, the records
+	// not used since the last background read are dropped.
+	Max int
+	// Background runs f as one of the Cache's own goroutines; false when
+	// it is closing.
+	Background func(f func()) bool
+	// Held reports whether an invalidation of tag ("" for a Clear) is
+	// queued for Redis: the entries it concerns are invalidated until it
+	// lands. It is asked only while Queued reports true. Both may be nil.
+	Held   func(tag string) bool
+	Queued func() bool
+	// Cluster says the records may be on another node than an entry: a
+	// load's grant is then on another clock (BornAt).
+	Cluster bool
+}
+
+// record is one epoch record, as read at time at (Config.Now, before the
+// read was sent).
+type record struct {
+	hard, soft int64 // server ms; 0 for none
+	at         int64
+	used       atomic.Bool // checked since the last background read
+}
+
+// Mirror is the process's copy of the records (see the package doc).
+type Mirror struct {
+	cfg   Config
+	bound int64 // cfg.Bound in ns
+
+	clear atomic.Pointer[record]
+	tags  sync.Map // tag → *record
+	n     atomic.Int64
+
+	ahead atomic.Bool // a background read under way
+
+	clock atomic.Pointer[sync_] // the latest read's server time, for Born
+}
+
+// sync_ is a server time read, and the local time its reply arrived.
+type sync_ struct{ server, local int64 }
+
+// New returns an empty Mirror: every entry is Unknown until a Refresh.
+func New(cfg Config) *Mirror {
+	return &Mirror{cfg: cfg, bound: int64(cfg.Bound)}
+}
+
+// Check returns the verdict on an entry born at born (server ms) with the
+// tags tags (internal/wire's encoding, "" for none).
+func (m *Mirror) Check(born int64, tags string) Verdict { return m.CheckAt(born, tags, m.cfg.Now()) }
+
+// CheckAt is Check at now (Config.Now), for a caller that read it already.
+func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
+	queued := m.queued()
+	if queued && m.cfg.Held("") {
+		return Hard
+	}
+	cr := m.clear.Load()
+	if cr == nil || now-cr.at > m.bound {
+		return Unknown
+	}
+	if cr.hard > 0 && born <= cr.hard { // born 0: an older release's entry, before any Clear
+		return Hard
+	}
+	cr.used.Store(true)
+	if now-cr.at > m.bound/2 {
+		m.readAhead()
+	}
+	v := Valid
+	for tags != "" {
+		var tag string
+		tag, tags = next(tags)
+		if queued && m.cfg.Held(tag) {
+			return Hard
+		}
+		r, _ := m.tags.Load(tag)
+		tr, _ := r.(*record)
+		if tr == nil || now-tr.at > m.bound {
+			return Unknown
+		}
+		tr.used.Store(true)
+		switch {
+		case tr.hard > 0 && born <= tr.hard:
+			return Hard
+		case tr.soft > 0 && born <= tr.soft:
+			v = Soft
+		}
+	}
+	return v
+}
+
+// Separator parts the tags of an entry in their encoding: a tag may not
+// contain it.
+const Separator = "\x00"
+
+// next splits the first tag off an encoded list.
+func next(tags string) (tag, rest string) {
+	if i := strings.IndexByte(tags, Separator[0]); i >= 0 {
+		return tags[:i], tags[i+1:]
+	}
+	return tags, ""
+}
+
+// ErrTag is why a list of tags cannot be encoded.
+var ErrTag = errors.New("an empty tag, or one with a NUL byte")
+
+// Encode returns tags in their encoding (FieldTags): in their order, each
+// once. A tag may not be empty or contain a NUL byte (ErrTag).
+func Encode(tags []string) (string, error) {
+	if len(tags) == 0 {
+		return "", nil
+	}
+	seen := make(map[string]bool, len(tags))
+	var b strings.Builder
+	for _, tag := range tags {
+		if tag == "" || strings.Contains(tag, Separator) {
+			return "", fmt.Errorf("%w: %q", ErrTag, tag)
+		}
+		if seen[tag] {
+			continue
+		}
+		seen[tag] = true
+		if b.Len() > 0 {
+			b.WriteString(Separator)
+		}
+		b.WriteString(tag)
+	}
+	return b.String(), nil
+}
+
+// Tags returns the tags of an encoded list.
+func Tags(tags string) []string {
+	if tags == "" {
+		return nil
+	}
+	return strings.Split(tags, Separator)
+}
+
+// Judge is Check on the records as they are, however old: right after a
+// Refresh, or for a copy served while Redis cannot be used (what this
+// process knows is all it can go by). A record never read is no epoch.
+func (m *Mirror) Judge(born int64, tags string) Verdict {
+	queued := m.queued()
+	if queued && m.cfg.Held("") {
+		return Hard
+	}
+	if cr := m.clear.Load(); cr != nil && cr.hard > 0 && born <= cr.hard {
+		return Hard
+	}
+	v := Valid
+	for tags != "" {
+		var tag string
+		tag, tags = next(tags)
+		if queued && m.cfg.Held(tag) {
+			return Hard
+		}
+		r, _ := m.tags.Load(tag)
+		if tr, _ := r.(*record); tr != nil {
+			switch {
+			case tr.hard > 0 && born <= tr.hard:
+				return Hard
+			case tr.soft > 0 && born <= tr.soft:
+				v = Soft
+			}
+		}
+	}
+	return v
+}
+
+// Needs returns the tags of an encoded list whose records are missing or
+// stale, for Refresh.
+func (m *Mirror) Needs(tags string) []string {
+	now := m.cfg.Now()
+	var out []string
+	for tags != "" {
+		var tag string
+		tag, tags = next(tags)
+		r, _ := m.tags.Load(tag)
+		if tr, _ := r.(*record); tr == nil || now-tr.at > m.bound {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// Refresh reads the Clear's record and those of tags, and those of every
+// tag checked since the last background read, and keeps them.
+func (m *Mirror) Refresh(ctx context.Context, tags []string) error {
+	tags = m.inUse(tags, false)
+	at := m.cfg.Now()
+	clear, vals, now, err := m.cfg.Read(ctx, tags)
+	m.Refreshed(tags, at, clear, vals, now, err)
+	return err
+}
+
+// inUse returns tags and those of the records checked since the last
+// background read, clearing their marks of use when clear is set.
+func (m *Mirror) inUse(tags []string, clear bool) []string {
+	m.tags.Range(func(k, v any) bool {
+		r := v.(*record)
+		if clear && r.used.Swap(false) || !clear && r.used.Load() {
+			tags = append(tags, k.(string))
+		}
+		return true
+	})
+	return tags
+}
+
+// Due returns the tags whose records a read sent with a peek should get,
+// when the Clear's record is due for a read (never read, or past half the
+// bound) and no background read is under way: the caller sends the read
+// (Records.ReadOp) at once, and gives its result to done. ok is false when
+// none is due.
+func (m *Mirror) Due() (tags []string, done func(clear string, vals []string, now int64, err error), ok bool) {
+	at := m.cfg.Now()
+	if cr := m.clear.Load(); cr != nil && at-cr.at <= m.bound/2 || !m.ahead.CompareAndSwap(false, true) {
+		return nil, nil, false
+	}
+	tags = m.inUse(nil, true)
+	return tags, func(clear string, vals []string, now int64, err error) {
+		m.Refreshed(tags, at, clear, vals, now, err)
+		m.ahead.Store(false)
+	}, true
+}
+
+// Refreshed keeps the records of the Clear and of tags a read sent at at
+// returned (or nothing, on err).
+func (m *Mirror) Refreshed(tags []string, at int64, clear string, vals []string, now int64, err error) {
+	if err == nil {
+		m.synced(now)
+		h, _ := ParseRecord(clear)
+		m.clear.Store(&record{hard: h, at: at})
+		for i, tag := range tags {
+			h, s := ParseRecord(vals[i])
+			m.keep(tag, &record{hard: h, soft: s, at: at})
+		}
+	}
+}
+
+// keep stores tag's record, dropping the unused ones when there are more
+// than Max.
+func (m *Mirror) keep(tag string, r *record) {
+	if _, had := m.tags.Swap(tag, r); !had && m.n.Add(1) > int64(m.cfg.Max) {
+		m.tags.Range(func(k, v any) bool {
+			if !v.(*record).used.Load() && k.(string) != tag {
+				m.tags.Delete(k)
+				m.n.Add(-1)
+			}
+			return true
+		})
+	}
+}
+
+// readAhead reads the records in use again in the background, one read at
+// a time (Due), so that they do not go stale under a steady stream of
+// hits. The marks of use are cleared first: a record unused until the next
+// read is not read again.
+func (m *Mirror) readAhead() {
+	if m.cfg.Background == nil || !m.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	tags := m.inUse(nil, true)
+	if !m.cfg.Background(func() {
+		defer m.ahead.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Bound)
+		defer cancel()
+		at := m.cfg.Now()
+		clear, vals, now, err := m.cfg.Read(ctx, tags)
+		m.Refreshed(tags, at, clear, vals, now, err) // a failed read leaves the records to go stale: callers read them
+	}) {
+		m.ahead.Store(false)
+	}
+}
+
+// Apply keeps what an invalidation made in this process wrote: the
+// records of tags (hard, soft for each, as the script returned them) read
+// at at (Config.Now before it was sent).
+func (m *Mirror) Apply(tags []string, hard, soft []int64, now, at int64) {
+	m.synced(now)
+	for i, tag := range tags {
+		m.keep(tag, &record{hard: hard[i], soft: soft[i], at: at})
+	}
+}
+
+// ApplyClear keeps the Clear's epoch written by this process at at.
+func (m *Mirror) ApplyClear(epoch, at int64) {
+	m.clear.Store(&record{hard: epoch, at: at})
+	m.synced(epoch)
+}
+
+// synced keeps now, the records' node's clock (µs) in a reply that just
+// arrived, for Born.
+func (m *Mirror) synced(now int64) {
+	m.clock.Store(&sync_{server: now, local: m.cfg.Now()})
+}
+
+// queued reports whether invalidations are queued for Redis (Config.Queued).
+func (m *Mirror) queued() bool {
+	return m.cfg.Queued != nil && m.cfg.Held != nil && m.cfg.Queued()
+}
+
+// Verdict is Check, with the records it needs read again first when they
+// are missing or stale (bounded by ctx). An error is the read's.
+func (m *Mirror) Verdict(ctx context.Context, born int64, tags string) (Verdict, error) {
+	if v := m.Check(born, tags); v != Unknown {
+		return v, nil
+	}
+	if err := m.Refresh(ctx, m.Needs(tags)); err != nil {
+		return Unknown, err
+	}
+	return m.Judge(born, tags), nil
+}
+
+// BornAt is when a load whose lease was granted at grant (server µs on
+// the entry's node; 0 for a Set, which has none) begins on the records'
+// clock: grant itself on one node (0: the commit's own clock, the same);
+// on a Cluster the records' node's clock estimated from below (Born),
+// read first when no read of the last second tells it; 1 (before every
+// epoch: the entry yields to any invalidation) when it cannot be read.
+func (m *Mirror) BornAt(ctx context.Context, grant int64) int64 {
+	if !m.cfg.Cluster {
+		return grant
+	}
+	if ms, ok := m.Born(); ok {
+		return ms
+	}
+	if m.Refresh(ctx, nil) == nil {
+		if ms, ok := m.Born(); ok {
+			return ms
+		}
+	}
+	return 1
+}
+
+// Born returns an estimate of the records' node's clock now (µs) that is
+// never ahead of it: the latest read's server time plus the time since its
+// reply arrived. ok is false without a read in the last second.
+func (m *Mirror) Born() (ms int64, ok bool) {
+	s := m.clock.Load()
+	if s == nil {
+		return 0, false
+	}
+	since := m.cfg.Now() - s.local
+	if since > int64(time.Second) {
+		return 0, false
+	}
+	return s.server + since/int64(time.Microsecond), true
+}
+
+// ParseRecord reads a record's value: "hard,soft" for a tag, "hard" for
+// the Clear (server ms); 0 for what it lacks.
+func ParseRecord(v string) (hard, soft int64) {
+	h, s, _ := strings.Cut(v, ",")
+	hard, _ = strconv.ParseInt(h, 10, 64)
+	soft, _ = strconv.ParseInt(s, 10, 64)
+	return hard, soft
+}

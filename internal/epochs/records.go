@@ -1,0 +1,239 @@
+package epochs
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// The records in Redis (internal/wire's ClearName and TagName), written by
+// this package's scripts (*.lua here, see their headers) and read with
+// one MGET, all on the prefix's slot.
+
+var (
+	//go:embed mark.lua
+	markSrc string
+	//go:embed tagged.lua
+	taggedSrc string
+	//go:embed reclaim.lua
+	reclaimSrc string
+	//go:embed read.lua
+	readSrc string
+
+	markScript    = redis.NewScript(markSrc)
+	taggedScript  = redis.NewScript(taggedSrc)
+	reclaimScript = redis.NewScript(reclaimSrc)
+	readScript    = redis.NewScript(readSrc)
+)
+
+// RecordMin is the least a tag's record lives once written by an
+// invalidation: longer than any load under way then can run, so that the
+// load finds the record when it stores (tagged.lua).
+const RecordMin = 24 * time.Hour
+
+// Records runs the scripts and reads of a prefix's records.
+type Records struct {
+	Prefix string
+	// Call runs a script through the Cache's one door to Redis; recovery
+	// marks it as a recovering node's own (a replayed invalidation).
+	Call func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error)
+}
+
+// Kind is what an invalidation does.
+type Kind byte
+
+const (
+	HardTags Kind = 'h' // InvalidateTags
+	SoftTags Kind = 's' // ExpireTags
+	Clear    Kind = 'c' // Clear
+)
+
+// names returns the records of tags.
+func (r Records) names(tags []string) []string {
+	keys := make([]string, len(tags))
+	for i, tag := range tags {
+		keys[i] = wire.TagName(r.Prefix, tag)
+	}
+	return keys
+}
+
+// MarkAs records an invalidation (mark.lua): of tags (hard or soft), or of
+// every entry (Clear, tags nil); recovery as for Call. It returns the
+// server's clock when it ran, and each tag's record as it wrote it.
+func (r Records) MarkAs(ctx context.Context, recovery bool, kind Kind, tags []string) (now int64, hard, soft []int64, err error) {
+	keys := []string{wire.ClearName(r.Prefix)}
+	if kind != Clear {
+		keys = r.names(tags)
+	}
+	res, err := r.Call(ctx, recovery, markScript, keys, string(kind), wire.MS(RecordMin))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	a, _ := res.([]any)
+	if len(a) != 1+2*len(tags) && kind != Clear || len(a) < 1 {
+		return 0, nil, nil, fmt.Errorf("unexpected reply %#v", res)
+	}
+	now, _ = a[0].(int64)
+	for i := range tags {
+		h, _ := a[1+2*i].(int64)
+		s, _ := a[2+2*i].(int64)
+		hard, soft = append(hard, h), append(soft, s)
+	}
+	return now, hard, soft, nil
+}
+
+// Tagged makes the records of tags live at least ttl (tagged.lua), before
+// an entry tagged with them and living ttl is stored.
+func (r Records) Tagged(ctx context.Context, tags []string, ttl time.Duration) error {
+	_, err := r.Call(ctx, false, taggedScript, r.names(tags), wire.MS(ttl+time.Minute))
+	return err
+}
+
+// Read reads the Clear's record and those of tags, and the node's clock
+// in microseconds (read.lua), in one round trip.
+func (r Records) Read(ctx context.Context, tags []string) (clear string, vals []string, now int64, err error) {
+	res, err := r.Call(ctx, false, readScript, r.readKeys(tags))
+	if err != nil {
+		return "", nil, 0, err
+	}
+	return parseRead(res, len(tags))
+}
+
+// ReadOp is Read as an op for the Cache's pipeline, to send with another
+// (a peek: one batch, one round trip); done gets its result.
+func (r Records) ReadOp(ctx context.Context, tags []string, done func(clear string, vals []string, now int64, err error)) *transport.Op {
+	keys := r.readKeys(tags)
+	return &transport.Op{Ctx: ctx, Key: keys[0], ReadOnly: true,
+		Build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return readScript.EvalSha(ctx, p, keys) },
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return readScript.Eval(ctx, p, keys) },
+		Finish: func(res transport.Result) {
+			if res.Err == nil {
+				res.Err = res.Cmd.Err()
+			}
+			if res.Err != nil {
+				done("", nil, 0, res.Err)
+				return
+			}
+			done(parseRead(res.Cmd.(*redis.Cmd).Val(), len(tags)))
+		},
+	}
+}
+
+// readKeys are read.lua's KEYS for tags.
+func (r Records) readKeys(tags []string) []string {
+	return append([]string{wire.ClearName(r.Prefix)}, r.names(tags)...)
+}
+
+// parseRead decodes read.lua's reply for n tags.
+func parseRead(res any, n int) (clear string, vals []string, now int64, err error) {
+	a, _ := res.([]any)
+	var got []any
+	if len(a) == 2 {
+		got, _ = a[1].([]any)
+	}
+	if len(got) != n+1 {
+		return "", nil, 0, fmt.Errorf("unexpected reply %#v", res)
+	}
+	s, _ := a[0].(string)
+	now, _ = strconv.ParseInt(s, 10, 64)
+	vals = make([]string, n)
+	for i := range n {
+		vals[i], _ = got[i+1].(string)
+	}
+	clear, _ = got[0].(string)
+	return clear, vals, now, nil
+}
+
+// Sweep deletes the entries of the prefix that the Clear of epoch
+// invalidated (reclaim.lua), scanning every master (SCAN, 500 names at a
+// time), so that cleared entries nobody reads again do not wait for their
+// TTL. It runs on rdb directly, in the background: a scan is no call's.
+func (r Records) Sweep(ctx context.Context, rdb redis.UniversalClient, epoch int64) (deleted int64, err error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		counts := make(chan int64, 64) // ForEachMaster runs the nodes concurrently
+		done := make(chan struct{})
+		go func() {
+			for n := range counts {
+				deleted += n
+			}
+			close(done)
+		}()
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n, err := sweepNode(ctx, c, r.Prefix+":e:*", epoch)
+			counts <- n
+			return err
+		})
+		close(counts)
+		<-done
+		return deleted, err
+	}
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return 0, errors.New("sweep: a client of another kind")
+	}
+	return sweepNode(ctx, c, r.Prefix+":e:*", epoch)
+}
+
+// sweepNode is Sweep on one node.
+func sweepNode(ctx context.Context, c *redis.Client, match string, epoch int64) (deleted int64, err error) {
+	var cursor uint64
+	loaded := false
+	for {
+		keys, next, err := c.Scan(ctx, cursor, escapeGlob(match), 500).Result()
+		if err != nil {
+			return deleted, err
+		}
+		if len(keys) > 0 && !loaded {
+			// The first by EVALSHA, or EVAL when the server lacks it (no
+			// SCRIPT LOAD: the ACL rule need not grant it); the rest by
+			// EVALSHA, pipelined.
+			if n, err := reclaimScript.Run(ctx, c, keys[:1], epoch).Int64(); err != nil {
+				return deleted, err
+			} else if n > 0 {
+				deleted++
+			}
+			keys, loaded = keys[1:], true
+		}
+		if len(keys) > 0 {
+			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					reclaimScript.EvalSha(ctx, p, []string{k}, epoch)
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return deleted, err
+			}
+			for _, cmd := range cmds {
+				if n, _ := cmd.(*redis.Cmd).Int64(); n > 0 {
+					deleted++
+				}
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return deleted, nil
+		}
+	}
+}
+
+// escapeGlob escapes the glob characters of a pattern's literal part (a
+// prefix may hold *, ?, [ or \), leaving its final '*'.
+func escapeGlob(match string) string {
+	lit := strings.TrimSuffix(match, "*")
+	var b strings.Builder
+	for _, ch := range lit {
+		if strings.ContainsRune(`*?[]\`, ch) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String() + "*"
+}
