@@ -1,6 +1,9 @@
 package corral
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // SetOnParked has f called whenever a waiter of c is about to wait for a
 // notice it can hear (its subscription confirmed, the holder on the same
@@ -13,4 +16,11 @@ func SetOnParked(c *Cache, f func(channel string)) { c.onParked = f }
 func RunsFailOpen(ctx context.Context) bool {
 	_, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
 	return ok
+}
+
+// serverDeadline estimates the server clock at local time now plus slack,
+// never ahead of the server (watchdog.ServerAt): the deadline of a renewal
+// sent now, for the store's tests (the watchdog computes its own).
+func (l *lease) serverDeadline(slack time.Duration) int64 {
+	return l.serverAt(time.Now().Add(slack))
 }
