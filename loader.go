@@ -3,11 +3,11 @@ package corral
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
+	"github.com/corralhq/corral/internal/tasks"
 )
 
 // The loader's guard: every run of a caller's loader, under a lease, fail-open
@@ -54,33 +54,17 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 	type result struct {
 		val []byte
 		fr  freshness
-		err error
 	}
-	done := make(chan result, 1)
 	start := time.Now()
 	c.stats.Loads.Add(1)
 	lctx := c.loadStarted(ctx, key) // the loader's: a Tracer's scope in ctx
-	go func() {
-		returned := false
-		defer func() {
-			if p := recover(); p != nil {
-				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
-			} else if !returned {
-				done <- result{err: errLoaderExited}
-			}
-		}()
+	r, err := tasks.Guard(ctx, func() (result, error) {
 		v, fr, err := c.callLoader(lctx, l)
-		returned = true
-		done <- result{v, fr, err}
-	}()
-	select {
-	case r := <-done:
-		val, fr, err = r.val, r.fr, r.err
-		if err != nil && ctx.Err() != nil {
-			err = c.loadCut() // most likely the context's error: say which end it met
-		}
-	case <-ctx.Done():
-		err = c.loadCut()
+		return result{v, fr}, err
+	}, newPanicError, errLoaderExited)
+	val, fr = r.val, r.fr
+	if err != nil && ctx.Err() != nil {
+		err = c.loadCut() // most likely the context's error: say which end it met
 	}
 	took = time.Since(start)
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
@@ -121,7 +105,7 @@ func (c *Cache) newBatch(ctx context.Context, load manyLoader) *batch.Batch {
 		return vals, failed, err
 	}
 	return batch.New(batch.Config{Call: call, Start: c.tasks.Start,
-		Panicked: func(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} },
+		Panicked: newPanicError,
 		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
 }
 
@@ -141,6 +125,9 @@ func isNotFound(err error) bool {
 	var pe *PanicError
 	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
 }
+
+// newPanicError is the error of a loader that panicked with v.
+func newPanicError(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} }
 
 // errLoaderExited is the error of a loader that called runtime.Goexit (for
 // example through t.FailNow) instead of returning.
