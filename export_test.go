@@ -3,6 +3,8 @@ package corral
 import (
 	"context"
 	"time"
+
+	"github.com/corralhq/corral/internal/failopen"
 )
 
 // SetOnParked has f called whenever a waiter of c is about to wait for a
@@ -14,8 +16,7 @@ func SetOnParked(c *Cache, f func(channel string)) { c.onParked = f }
 // RunsFailOpen is IsFailOpen for tests: it does not record that the loader
 // asked (which keeps its result from being committed under a lease).
 func RunsFailOpen(ctx context.Context) bool {
-	_, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
-	return ok
+	return failopen.MarkOf(ctx) != nil
 }
 
 // serverDeadline estimates the server clock at local time now plus slack,

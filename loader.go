@@ -3,10 +3,10 @@ package corral
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/tasks"
 )
 
@@ -144,22 +144,9 @@ var errLoaderExited = errors.New("corral: loader exited without returning (runti
 // and sees true opts out of that: its result (a cheaper or degraded one,
 // say) is never stored in Redis, and the lease loads anew.
 func IsFailOpen(ctx context.Context) bool {
-	m, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
-	if ok {
-		m.asked.Store(true)
+	m := failopen.MarkOf(ctx) // set by failopen.Marked
+	if m != nil {
+		m.Ask()
 	}
-	return ok
-}
-
-// failOpenKey marks a fail-open load's context (IsFailOpen).
-type failOpenKey struct{}
-
-// failOpenMark is the mark: asked records that the loader called
-// IsFailOpen, so that its result may differ from a leased load's.
-type failOpenMark struct{ asked atomic.Bool }
-
-// failingOpen returns ctx marked as a fail-open load's, and its mark.
-func failingOpen(ctx context.Context) (context.Context, *failOpenMark) {
-	m := &failOpenMark{}
-	return context.WithValue(ctx, failOpenKey{}, m), m
+	return m != nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/recheck"
 	"github.com/corralhq/corral/internal/transport"
@@ -273,7 +274,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 			out = outFailSafe
 		}
 	} else {
-		lctx, _ := failingOpen(f.ctx)
+		lctx, _ := failopen.Marked(f.ctx)
 		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
 	}
 	a := answer{val: open.val, err: open.err, out: out}
