@@ -1,6 +1,11 @@
 package corral
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/corralhq/corral/internal/failopen"
+)
 
 // SetOnParked has f called whenever a waiter of c is about to wait for a
 // notice it can hear (its subscription confirmed, the holder on the same
@@ -11,6 +16,12 @@ func SetOnParked(c *Cache, f func(channel string)) { c.onParked = f }
 // RunsFailOpen is IsFailOpen for tests: it does not record that the loader
 // asked (which keeps its result from being committed under a lease).
 func RunsFailOpen(ctx context.Context) bool {
-	_, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
-	return ok
+	return failopen.MarkOf(ctx) != nil
+}
+
+// serverDeadline estimates the server clock at local time now plus slack,
+// never ahead of the server (watchdog.ServerAt): the deadline of a renewal
+// sent now, for the store's tests (the watchdog computes its own).
+func (l *lease) serverDeadline(slack time.Duration) int64 {
+	return l.serverAt(time.Now().Add(slack))
 }

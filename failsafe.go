@@ -156,10 +156,10 @@ func (c *Cache) joinOpen(ctx context.Context, o *openLoad) opened {
 // caller, keeps its result, and answers its joiners.
 func (c *Cache) runOpen(ctx context.Context, key string, l loader, o *openLoad) {
 	m := c.memory().Mark()
-	lctx, mark := failingOpen(ctx)
+	lctx, mark := failopen.Marked(ctx)
 	r := &o.Result
 	r.val, r.took, r.fr, r.err = c.runLoad(lctx, key, l)
-	r.asked = mark.asked.Load()
+	r.asked = mark.Asked()
 	c.hold(key, r, m)
 	o.End()
 	// It stays in opens for RedisTimeout, ended, for a leased load of the

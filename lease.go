@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -27,20 +28,13 @@ type lease struct {
 	seen int64
 }
 
-// serverDeadline estimates the server clock at local time t plus slack. The
-// estimate never runs ahead of the server: serverNow was read before the
-// reply reached us.
-func (l *lease) serverDeadline(slack time.Duration) int64 {
-	return l.serverAt(time.Now().Add(slack))
-}
-
 // serverAt estimates the server clock (ms) at local time t, never ahead
-// of it (as serverDeadline); 0 for the zero time.
+// of it (watchdog.ServerAt); 0 for the zero time.
 func (l *lease) serverAt(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return l.serverNow + t.Sub(l.at).Milliseconds()
+	return watchdog.ServerAt(l.serverNow, l.at, t)
 }
 
 // leasedLoad is runLoader for f, which holds its key's lease, unless a
@@ -83,7 +77,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next
 	w := c.watch(f, l)
 	born := c.groups.BornAt(f.ctx, l.micros) // before the load: group invalidations after it reach what it loads
 	out, val, took, fr, err := c.leasedLoad(f)
-	kept, renewed, ends := w.halt() // no renewal is sent, or can land, after this
+	kept, renewed, ends := w.Halt() // no renewal is sent, or can land, after this
 
 	kind := wire.Value
 	switch {
@@ -281,66 +275,34 @@ func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
 	}
 }
 
-// watchdog renews a lease every LeaseTTL/3 while its load runs.
-type watchdog struct {
-	stop chan struct{}
-	done chan struct{}
-	// set by the watchdog goroutine; read after done is closed:
-	lost    bool
-	renewed time.Time // when the lease was last granted or renewed (local clock)
-	// ends is the lease's deadline (server ms): it cannot expire before.
-	// It counts from the server's clock as it was, at the earliest, when
-	// the last renewal was sent, so a lease found missing before it was
-	// evicted, not expired.
-	ends int64
+// watch starts the watchdog that renews l, f's lease, while its load
+// runs (internal/watchdog), through the store; it tells of what the
+// renewals found (renewalHeard).
+func (c *Cache) watch(f *flight, l *lease) *watchdog.Watchdog {
+	return watchdog.Start(watchdog.Config{TTL: c.opts.LeaseTTL, Timeout: c.opts.RedisTimeout, ServerNow: l.serverNow, At: l.at,
+		Renew: func(held, deadline int64) (wire.Renewal, error) {
+			return c.store.renew(c.drain, f.names, holder{token: l.token, deadline: held, seen: l.seen}, c.opts.LeaseTTL, deadline)
+		},
+		Heard: func(res wire.Renewal, err error) { c.renewalHeard(f, res, err) },
+	})
 }
 
-func (c *Cache) watch(f *flight, l *lease) *watchdog {
+// renewalHeard counts, observes or logs what a renewal of f's lease found,
+// but for a plain renewal: a failure, an eviction (the lease was taken
+// again), the lease lost (its result will not be stored), or a renewal
+// dropped as late (the watchdog tries again).
+func (c *Cache) renewalHeard(f *flight, res wire.Renewal, err error) {
 	n := f.names
-	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{}), renewed: l.at,
-		ends: l.serverNow + c.opts.LeaseTTL.Milliseconds()}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(c.opts.LeaseTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			// A renewal that reaches the server after we stop waiting for it
-			// must not extend the lease: renew.lua drops it past this deadline.
-			deadline, ends := l.serverDeadline(c.opts.RedisTimeout), l.serverDeadline(c.opts.LeaseTTL)
-			res, err := c.store.renew(c.drain, n, holder{token: l.token, deadline: w.ends, seen: l.seen}, c.opts.LeaseTTL, deadline)
-			switch {
-			case err == nil && (res == wire.Renewed || res == wire.RenewRetaken):
-				w.renewed, w.ends = time.Now(), ends
-				if res == wire.RenewRetaken {
-					c.evictionSeen(n, "renewal")
-				}
-			case err != nil:
-				c.warn.RenewFailed(n.Lease, err)
-			case res == wire.RenewLost:
-				w.lost = true
-				c.stats.LeasesLost.Add(1)
-				c.observe(f.ctx, EventLeaseLost, f.key)
-				c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
-				return
-			case res == wire.RenewLate:
-				c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
-			}
-		}
-	}()
-	return w
-}
-
-// halt stops the watchdog and waits for it, including a renewal in flight.
-// It reports whether the lease was still held at the last renewal, and when
-// its reply arrived: the lease expires at most LeaseTTL later; and the
-// lease's deadline (server ms), before which it cannot have expired.
-func (w *watchdog) halt() (kept bool, renewed time.Time, ends int64) {
-	close(w.stop)
-	<-w.done
-	return !w.lost, w.renewed, w.ends
+	switch {
+	case err != nil:
+		c.warn.RenewFailed(n.Lease, err)
+	case res == wire.RenewRetaken:
+		c.evictionSeen(n, "renewal")
+	case res == wire.RenewLost:
+		c.stats.LeasesLost.Add(1)
+		c.observe(f.ctx, EventLeaseLost, f.key)
+		c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
+	case res == wire.RenewLate:
+		c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
+	}
 }

@@ -3,12 +3,12 @@ package corral
 import (
 	"context"
 	"errors"
-	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
 	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/failopen"
+	"github.com/corralhq/corral/internal/tasks"
 )
 
 // The loader's guard: every run of a caller's loader, under a lease, fail-open
@@ -62,33 +62,17 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 	type result struct {
 		val []byte
 		fr  freshness
-		err error
 	}
-	done := make(chan result, 1)
 	start := time.Now()
 	c.stats.Loads.Add(1)
 	lctx := c.loadStarted(ctx, key) // the loader's: a Tracer's scope in ctx
-	go func() {
-		returned := false
-		defer func() {
-			if p := recover(); p != nil {
-				done <- result{err: &PanicError{Value: p, Stack: debug.Stack()}}
-			} else if !returned {
-				done <- result{err: errLoaderExited}
-			}
-		}()
+	r, err := tasks.Guard(ctx, func() (result, error) {
 		v, fr, err := c.callLoader(lctx, l)
-		returned = true
-		done <- result{v, fr, err}
-	}()
-	select {
-	case r := <-done:
-		val, fr, err = r.val, r.fr, r.err
-		if err != nil && ctx.Err() != nil {
-			err = c.loadCut() // most likely the context's error: say which end it met
-		}
-	case <-ctx.Done():
-		err = c.loadCut()
+		return result{v, fr}, err
+	}, newPanicError, errLoaderExited)
+	val, fr = r.val, r.fr
+	if err != nil && ctx.Err() != nil {
+		err = c.loadCut() // most likely the context's error: say which end it met
 	}
 	took = time.Since(start)
 	if err != nil && !isNotFound(err) && !errors.Is(err, ErrClosed) {
@@ -129,7 +113,7 @@ func (c *Cache) newBatch(ctx context.Context, load manyLoader) *batch.Batch {
 		return vals, failed, err
 	}
 	return batch.New(batch.Config{Call: call, Start: c.tasks.Start,
-		Panicked: func(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} },
+		Panicked: newPanicError,
 		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
 }
 
@@ -150,6 +134,9 @@ func isNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound) && !errors.As(err, &pe)
 }
 
+// newPanicError is the error of a loader that panicked with v.
+func newPanicError(v any, stack []byte) error { return &PanicError{Value: v, Stack: stack} }
+
 // errLoaderExited is the error of a loader that called runtime.Goexit (for
 // example through t.FailNow) instead of returning.
 var errLoaderExited = errors.New("corral: loader exited without returning (runtime.Goexit)")
@@ -165,22 +152,9 @@ var errLoaderExited = errors.New("corral: loader exited without returning (runti
 // and sees true opts out of that: its result (a cheaper or degraded one,
 // say) is never stored in Redis, and the lease loads anew.
 func IsFailOpen(ctx context.Context) bool {
-	m, ok := ctx.Value(failOpenKey{}).(*failOpenMark)
-	if ok {
-		m.asked.Store(true)
+	m := failopen.MarkOf(ctx) // set by failopen.Marked
+	if m != nil {
+		m.Ask()
 	}
-	return ok
-}
-
-// failOpenKey marks a fail-open load's context (IsFailOpen).
-type failOpenKey struct{}
-
-// failOpenMark is the mark: asked records that the loader called
-// IsFailOpen, so that its result may differ from a leased load's.
-type failOpenMark struct{ asked atomic.Bool }
-
-// failingOpen returns ctx marked as a fail-open load's, and its mark.
-func failingOpen(ctx context.Context) (context.Context, *failOpenMark) {
-	m := &failOpenMark{}
-	return context.WithValue(ctx, failOpenKey{}, m), m
+	return m != nil
 }

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/notify"
+	"github.com/corralhq/corral/internal/recheck"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -166,7 +168,7 @@ func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a ans
 		// node is failing over, or paused). Keep listening, and re-check
 		// now and then, until its lease would have expired; only then load
 		// here.
-		a, done = c.awaitNotice(f, w, min(left, waiterRecheck))
+		a, done = c.awaitNotice(f, w, min(left, recheck.Failed))
 		return a, nil, done
 	}
 	c.waitEnded(f, w, err)
@@ -214,20 +216,18 @@ func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
 	return c.loadAndCommit(f, l, false)
 }
 
-// waiterRecheck is how often a waiter whose re-check failed tries again.
-const waiterRecheck = 250 * time.Millisecond
-
 // awaitNotice waits for the lease holder's notice, or for the lease's
-// remaining time (with jitter) to pass. done is false when the flight
-// should fetch again. A waiter that cannot hear the holder (no channel
-// rights on either side, the other kind of pub/sub, a subscription not
-// confirmed yet) re-checks on its own instead, w.polls counting how often.
+// remaining time (with jitter: internal/recheck's After) to pass. done is
+// false when the flight should fetch again. A waiter that cannot hear the
+// holder (no channel rights on either side, the other kind of pub/sub, a
+// subscription not confirmed yet) re-checks on its own instead (Poll),
+// w.polls counting how often.
 func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer, done bool) {
 	sub := w.sub
-	delay := c.recheckDelay(pttl)
+	delay := recheck.After(pttl, c.opts.LeaseTTL, c.opts.Rand())
 	hears, pending := sub.Hears(w.holder)
 	if !hears {
-		delay = min(delay, c.pollDelay(w.polls))
+		delay = min(delay, recheck.Poll(w.polls, c.opts.Rand()))
 		w.polls++
 	} else if c.onParked != nil {
 		c.onParked(f.names.Notice)
@@ -267,34 +267,6 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 	}
 }
 
-// pollDelay is how long a waiter that cannot hear its lease holder waits
-// before its re-check number n (from 0): 25 ms, doubling up to 200 ms, plus
-// up to 50 ms at random. So a commit is seen within 250 ms, and a waiting
-// key costs each process at most about 4 fetches a second: Redis traffic
-// grows with the number of processes waiting, not callers.
-func (c *Cache) pollDelay(n int) time.Duration {
-	d := pollMax
-	if n < 4 {
-		d = min(pollMin<<n, pollMax)
-	}
-	return d + time.Duration(c.opts.Rand()*float64(pollJitter))
-}
-
-const (
-	pollMin    = 25 * time.Millisecond
-	pollMax    = 200 * time.Millisecond
-	pollJitter = 50 * time.Millisecond
-)
-
-// recheckDelay is how long a waiter waits for a notice before fetching
-// again: the lease's remaining time, at most LeaseTTL, plus up to a quarter
-// of it at random, so waiters of many processes do not re-check together.
-// Notices, not this timer, are how waiters normally wake.
-func (c *Cache) recheckDelay(pttl time.Duration) time.Duration {
-	d := min(max(pttl, time.Millisecond), c.opts.LeaseTTL)
-	return d + time.Duration(c.opts.Rand()*float64(d/4+time.Millisecond))
-}
-
 // failOpen answers f when Redis failed: with DisableFailOpen the error,
 // otherwise from memory (failsafe.go) or the loader's result. When
 // fetch.lua was sent but its reply never came (Redis went silent, the
@@ -332,7 +304,7 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 			out = outFailSafe
 		}
 	} else {
-		lctx, _ := failingOpen(f.ctx)
+		lctx, _ := failopen.Marked(f.ctx)
 		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
 	}
 	a := answer{val: open.val, err: open.err, out: out}

@@ -393,28 +393,6 @@ func TestPublishDetection(t *testing.T) {
 	}
 }
 
-func TestRecheckDelayIsBoundedAndJittered(t *testing.T) {
-	t.Parallel()
-	o, _ := (&Options{LeaseTTL: time.Second}).withDefaults()
-	c := &Cache{opts: o}
-	seen := map[time.Duration]bool{}
-	for range 200 {
-		for _, pttl := range []time.Duration{-5, 0, 300 * time.Millisecond, time.Hour} {
-			d := c.recheckDelay(pttl)
-			base := min(max(pttl, time.Millisecond), time.Second)
-			if d < base || d > base+base/4+time.Millisecond {
-				t.Fatalf("recheckDelay(%v) = %v, want in [%v, %v]", pttl, d, base, base+base/4)
-			}
-			if pttl == 300*time.Millisecond {
-				seen[d] = true
-			}
-		}
-	}
-	if len(seen) < 50 {
-		t.Fatalf("recheckDelay has little jitter: %d distinct values in 200", len(seen))
-	}
-}
-
 func TestSlotTag(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]string{

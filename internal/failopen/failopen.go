@@ -4,7 +4,7 @@
 // holds of its keys for fail-safe use, kept, found and forgotten (Memory,
 // over internal/near's near cache and held values); and the plan of a
 // caller rescued before its deadline while Redis is silent (Rescue,
-// WaitAll).
+// WaitAll); the mark of a fail-open load's context (LoadMark).
 //
 // It knows keys, loads, clocks and that memory, nothing else: what a load
 // returns is its caller's type (R); when memory may answer a call, what is
@@ -13,7 +13,9 @@
 package failopen
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,6 +91,32 @@ func (g *Group[R]) Claim(key string, held func() bool) (l *Load[R], mine bool) {
 	g.m[key] = l
 	return l, true
 }
+
+// A LoadMark marks a fail-open load's context (Marked): Ask records that
+// its loader asked whether it runs fail-open (the root's IsFailOpen), so
+// that its result may differ from a leased load's.
+type LoadMark struct{ asked atomic.Bool }
+
+// markKey is the context key of a LoadMark.
+type markKey struct{}
+
+// Marked returns ctx marked as a fail-open load's, and its mark.
+func Marked(ctx context.Context) (context.Context, *LoadMark) {
+	m := &LoadMark{}
+	return context.WithValue(ctx, markKey{}, m), m
+}
+
+// MarkOf returns the mark of ctx, a fail-open load's context, or nil.
+func MarkOf(ctx context.Context) *LoadMark {
+	m, _ := ctx.Value(markKey{}).(*LoadMark)
+	return m
+}
+
+// Ask records that the loader asked.
+func (m *LoadMark) Ask() { m.asked.Store(true) }
+
+// Asked reports whether the loader asked.
+func (m *LoadMark) Asked() bool { return m.asked.Load() }
 
 // IsClosed reports whether ch is closed.
 func IsClosed(ch <-chan struct{}) bool {

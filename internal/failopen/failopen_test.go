@@ -1,6 +1,7 @@
 package failopen
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -80,5 +81,21 @@ func TestRescueAgain(t *testing.T) {
 	var never Rescue
 	if fire, _ := never.Again(); fire != nil {
 		t.Error("Again of a rescue never planned gave a timer")
+	}
+}
+
+// A fail-open load's context carries its mark, which records whether the
+// loader asked; other contexts carry none.
+func TestLoadMark(t *testing.T) {
+	if MarkOf(context.Background()) != nil {
+		t.Fatal("a plain context is marked")
+	}
+	ctx, m := Marked(context.Background())
+	if MarkOf(ctx) != m || m.Asked() {
+		t.Fatal("the mark is not found, or asked before Ask")
+	}
+	MarkOf(ctx).Ask()
+	if !m.Asked() {
+		t.Fatal("Ask is not recorded")
 	}
 }

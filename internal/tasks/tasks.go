@@ -2,6 +2,8 @@
 // background refreshes, a FetchMany's loads, the first-use checks, the
 // replayer) as far as starting and stopping them goes: a Group starts
 // them until it is closed, and its owner waits for them to a deadline.
+// Guard runs one call (a loader) in a goroutine of its own, waited for
+// until a context ends, a panic or runtime.Goexit in it made an error.
 //
 // It may not touch what a task does, nor how a task learns that it should
 // end: that is the Cache's context, cancelled by Close.
