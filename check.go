@@ -2,8 +2,6 @@ package corral
 
 import (
 	"context"
-	"strings"
-	"time"
 
 	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/redis/go-redis/v9"
@@ -14,86 +12,37 @@ import (
 // and graded, for a service's start-up or `corral check`. The steps are in
 // internal/diagnose.
 
-// Severity grades a Finding of Check.
-type Severity int
+// Severity grades a Finding of Check: its String is "ok", "warning" or
+// "failure", as JSON says it too.
+type Severity = diagnose.Severity
 
+// The grades of a Finding.
 const (
 	// SeverityOK: as corral needs it.
-	SeverityOK Severity = iota
+	SeverityOK = diagnose.OK
 	// SeverityWarning: corral works and keeps its guarantees, doing less
-	// than it could (the Finding says what: waiters that poll, a near
-	// cache that serves nothing, a policy it could not read).
-	SeverityWarning
+	// than it could (the Finding says what).
+	SeverityWarning = diagnose.Warning
 	// SeverityFailure: a guarantee of corral's would break (the Finding
 	// says which), or nothing would be cached at all.
-	SeverityFailure
+	SeverityFailure = diagnose.Failure
 )
 
-// String returns "ok", "warning" or "failure".
-func (s Severity) String() string { return diagnose.Severity(s).String() }
+// Finding is one thing Check looked at: its Topic, Severity and Detail
+// (see internal/diagnose's Finding for each field).
+type Finding = diagnose.Finding
 
-// MarshalText encodes s as its String, for JSON.
-func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// Finding is one thing Check looked at.
-type Finding struct {
-	// Topic is what was looked at: "redis" (the version), "mode" (a single
-	// server or a Cluster), "pubsub", "eviction", "rights", "tracking"
-	// (the near cache's rights) or "rtt" (the round-trip time).
-	Topic    string   `json:"topic"`
-	Severity Severity `json:"severity"`
-	// Detail says what was found, and for a warning or a failure what it
-	// costs, in one line.
-	Detail string `json:"detail"`
-}
-
-// Report is what Check found: one Finding per topic, in the order of
-// Finding.Topic, and the facts behind them.
-type Report struct {
-	// Version is the server's redis_version: the oldest of a Cluster's
-	// masters. Empty when the user may read neither HELLO nor INFO.
-	Version string `json:"version"`
-	// Cluster is true for a Redis Cluster; Masters is how many masters
-	// serve its slots (1 for a single server).
-	Cluster bool `json:"cluster"`
-	Masters int  `json:"masters"`
-	// PubSub is how a Cache would send its notices: "sharded" (SPUBLISH),
-	// "plain" (PUBLISH) or "none" (no channel rights: waiters re-check on
-	// their own).
-	PubSub string `json:"pubsub"`
-	// Policies is the maxmemory-policy of each master, by address (a
-	// single server's under the client's address, "server" when the client
-	// has none); nil when it could not be read.
-	Policies map[string]string `json:"policies,omitempty"`
-	// Missing lists the rights corral uses that the user lacks: commands
-	// ("EVALSHA", "CONFIG GET"), or "keys P:*", "channels P:*" and
-	// "channel __redis__:invalidate". The Findings say which of them
-	// matter.
-	Missing []string `json:"missing"`
-	// RTT is the median round-trip time of CheckPings PINGs.
-	RTT time.Duration `json:"rtt_ns"`
-
-	Findings []Finding `json:"findings"`
-}
+// Report is what Check found: one Finding per topic, and the facts behind
+// them (the server's version, its mode, the pub/sub mode, eviction
+// policies, missing rights, the round trip; see internal/diagnose's Report
+// for each field). Its Err method returns nil when no Finding is a
+// failure, and otherwise an error wrapping ErrCheckFailed that names each
+// failure.
+type Report = diagnose.Report
 
 // CheckPings is how many PINGs Check sends, one after another, to measure
 // the round-trip time.
 const CheckPings = 10
-
-// Err returns nil when no Finding is a failure, and otherwise an error
-// wrapping ErrCheckFailed that names each failure.
-func (r *Report) Err() error {
-	var failed []string
-	for _, f := range r.Findings {
-		if f.Severity == SeverityFailure {
-			failed = append(failed, f.Topic+": "+f.Detail)
-		}
-	}
-	if len(failed) == 0 {
-		return nil
-	}
-	return errorf("%w: %s", ErrCheckFailed, strings.Join(failed, "; "))
-}
 
 // Check asks Redis, as the user rdb logs in as, what a Cache made with
 // New(rdb, opts) would meet there (opts may be nil), and grades each
@@ -147,22 +96,8 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	r, err := diagnose.Check(ctx, diagnose.Config{
+	return diagnose.Check(ctx, diagnose.Config{
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
 		NearCache: o.NearCache.Size > 0, Rights: rightsScript, Pings: CheckPings,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return reportOf(r), nil
-}
-
-// reportOf is r as Check reports it.
-func reportOf(r *diagnose.Report) *Report {
-	out := &Report{Version: r.Version, Cluster: r.Cluster, Masters: r.Masters, PubSub: r.PubSub,
-		Policies: r.Policies, Missing: r.Missing, RTT: r.RTT, Findings: make([]Finding, len(r.Findings))}
-	for i, f := range r.Findings {
-		out.Findings[i] = Finding{Topic: f.Topic, Severity: Severity(f.Severity), Detail: f.Detail}
-	}
-	return out
 }

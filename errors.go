@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/corralhq/corral/internal/diagnose"
 	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/corralhq/corral/internal/transport"
 )
 
 // Sentinel errors. Match them with errors.Is: corral wraps them with context
 // (the key, the Redis error, the caller's context error). ErrClosed,
-// ErrRedisTimeout and ErrCircuitOpen are internal/transport's, the same
-// values. Every error corral
+// ErrRedisTimeout and ErrCircuitOpen are internal/transport's, and
+// ErrCheckFailed internal/diagnose's, the same values. Every error corral
 // returns says "corral: " once, at the front of its text, however many of
 // corral's errors it wraps (errorf).
 var (
@@ -94,8 +95,9 @@ var (
 
 	// ErrCheckFailed is wrapped by Report.Err when Check found something
 	// that would break a guarantee of corral's (a Finding of
-	// SeverityFailure); the error names each such finding.
-	ErrCheckFailed = errors.New("corral: Redis check failed")
+	// SeverityFailure); the error names each such finding. It is
+	// internal/diagnose's, the same value.
+	ErrCheckFailed = diagnose.ErrCheckFailed
 
 	// ErrRemoteLoad is wrapped by the error returned to callers that waited
 	// on a load run by another process when that load failed. The error

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -167,6 +168,28 @@ func TestNilClientAndSeverity(t *testing.T) {
 		if s.String() != want {
 			t.Errorf("%d: %q; want %q", int(s), s.String(), want)
 		}
+	}
+}
+
+// A Report's Err names its failures once, under ErrCheckFailed, and its
+// JSON says each grade by name (`corral check --json`).
+func TestReportErrAndJSON(t *testing.T) {
+	r := &Report{Missing: []string{}}
+	if err := r.Err(); err != nil {
+		t.Errorf("Err of no findings: %v", err)
+	}
+	r.add("redis", OK, "7.2")
+	r.add("rights", Failure, "missing: %s", "EVALSHA")
+	r.add("rtt", Failure, "slow")
+	err := r.Err()
+	if !errors.Is(err, ErrCheckFailed) || err.Error() != "corral: Redis check failed: rights: missing: EVALSHA; rtt: slow" {
+		t.Errorf("Err = %v; want ErrCheckFailed naming both failures, corral: once", err)
+	}
+	out, err := json.Marshal(Report{Findings: []Finding{{"eviction", Warning, "d"}}})
+	want := `{"version":"","cluster":false,"masters":0,"pubsub":"","missing":null,"rtt_ns":0,` +
+		`"findings":[{"topic":"eviction","severity":"warning","detail":"d"}]}`
+	if err != nil || string(out) != want {
+		t.Errorf("JSON: %s, %v; want %s", out, err, want)
 	}
 }
 

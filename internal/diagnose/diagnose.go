@@ -11,7 +11,6 @@ package diagnose
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -32,45 +31,6 @@ type Config struct {
 	Rights *redis.Script
 	// Pings is how many PINGs time the round trip.
 	Pings int
-}
-
-// Severity grades a Finding.
-type Severity int
-
-// The grades of a Finding, as corral.Severity says them.
-const (
-	OK Severity = iota
-	Warning
-	Failure
-)
-
-var severityNames = [...]string{"ok", "warning", "failure"}
-
-// String returns "ok", "warning" or "failure" (corral.Severity's String).
-func (s Severity) String() string {
-	if s < 0 || int(s) >= len(severityNames) {
-		return fmt.Sprintf("Severity(%d)", int(s))
-	}
-	return severityNames[s]
-}
-
-// Finding is one thing Run looked at (corral.Finding).
-type Finding struct {
-	Topic    string
-	Severity Severity
-	Detail   string
-}
-
-// Report is what Run found, as corral.Report says it.
-type Report struct {
-	Version  string
-	Cluster  bool
-	Masters  int
-	PubSub   string
-	Policies map[string]string
-	Missing  []string
-	RTT      time.Duration
-	Findings []Finding
 }
 
 // Run asks Redis what a Cache would meet there, and grades each finding
@@ -153,29 +113,8 @@ func (k *checker) nodes(ctx context.Context) error {
 	return nil
 }
 
-func (r *Report) add(topic string, s Severity, format string, args ...any) {
-	r.Findings = append(r.Findings, Finding{Topic: topic, Severity: s, Detail: fmt.Sprintf(format, args...)})
-}
-
-func (r *Report) missing(rights ...string) {
-	for _, right := range rights {
-		if right != "" && !contains(r.Missing, right) {
-			r.Missing = append(r.Missing, right)
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // errPrefix begins the text of every error corral returns, once.
-const errPrefix = "corral: "
+const errPrefix = errprefix.Corral
 
 // errorf is fmt.Errorf for corral's errors (see corral's errorf).
 func errorf(format string, args ...any) error {
