@@ -336,7 +336,10 @@ func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 	if err := holder.Clear(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the sweep", func() bool { _, err := srv.Client().Get(ctx, "corral:e:{"+wire.SlotTag("warm")+"}:warm").Result(); return err != nil })
+	eventually(t, 5*time.Second, "the sweep", func() bool {
+		_, err := srv.Client().Get(ctx, "corral:e:{"+wire.SlotTag("warm")+"}:warm").Result()
+		return err != nil
+	})
 	for _, c := range []*corral.Cache{holder, waiter} {
 		if st := c.Stats(); st.NoticesFailed != 0 || st.RedisErrors != 0 || st.FailOpens != 0 {
 			t.Fatalf("stats %+v; want no failed notice, Redis error or fail-open", st)

@@ -24,7 +24,7 @@ type Found struct {
 	Val     any
 	Decoded bool
 	Err     error
-	Born    int64  // a near copy's entry's (near.Entry's Born and Tags), for the group invalidations
+	Born    int64 // a near copy's entry's (near.Entry's Born and Tags), for the group invalidations
 	Tags    string
 }
 
