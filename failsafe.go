@@ -8,27 +8,11 @@ import (
 	"github.com/corralhq/corral/internal/failopen"
 )
 
-// Memory is the last line. While this process cannot use Redis for a call
-// (Redis refuses connections, is silent past RedisTimeout, refuses the
-// client's AUTH, or the node's breaker is open), a value the process holds
-// is served instead of calling the origin (fail-safe):
-//
-//   - With the near cache, its copies: kept past NearCacheOptions.TTL, up
-//     to FailSafeOptions.TTL after Redis last confirmed them (never past
-//     their soft expiry), and no longer thrown away when the invalidation
-//     stream drops, but served so only to a call whose own Redis attempt
-//     failed. While Redis answers, coherence comes first: a copy is a hit
-//     only within NearCacheOptions.TTL and while the stream is up.
-//   - What a fail-open load returned: with the near cache, as a copy served
-//     so for FailSafeOptions.TTL; without it, in a small memory of its own
-//     (held), for FailSafeOptions.Throttle. Either way, however many callers
-//     ask, a key costs at most one origin load per process per Throttle
-//     (per TTL with the near cache) while Redis stays away.
-//
-// Fail-open loads of a key in this process are one at a time (opens): a
-// flight's and those of callers whose deadline could not wait for Redis
-// (rescue.go) share one. The memory and the loads' bookkeeping are
-// internal/failopen's (Memory, Group).
+// Memory is the last line: while this process cannot use Redis for a call,
+// a value it holds (a near copy, what a fail-open load returned) is served
+// instead of calling the origin (fail-safe), and fail-open loads of a key
+// are one at a time (opens). The rules, and their bounds: docs/design.md,
+// section 4.4; the mechanics are internal/failopen's (Memory, Group).
 
 // FailSafeOptions configures what a Cache serves from its own memory while
 // it cannot use Redis for a call (see Options.FailSafe). The zero value of

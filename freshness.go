@@ -7,22 +7,11 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// Freshness: how long what a load returned lives, and when it is refreshed.
-// An entry has a soft TTL, after which it is stale, and a hard TTL (its
-// Redis TTL): the soft TTL plus the stale window (stale-while-revalidate,
-// RFC 5861), in which it is still served while one caller refreshes it.
-// Soft TTLs are spread by ±Jitter, so that keys written together do not
-// expire together.
-//
-// An entry without a stale window is refreshed early instead, before its
-// soft expiry, by XFetch (Vattani, Chierichetti and Lowenstein, "Optimal
-// Probabilistic Cache Stampede Prevention", VLDB 2015): each read of a
-// fresh entry with r left before its soft expiry, whose last load took d,
-// refreshes it with probability exp(-r/(d*Beta)). A read draws
-// x = Beta * -ln(U) (earlyFactor) and refreshes when now + d*x reaches the
-// soft expiry, on the server's clock: fetch.lua decides, and the peek and
-// the near cache decide alike (fromPeek, nearGet) so that an entry picked
-// goes on to fetch.lua, which takes the lease for the refresh.
+// Freshness: how long what a load returned lives (a soft TTL, spread by
+// ±Jitter, then a stale window: RFC 5861's stale-while-revalidate), and when
+// it is refreshed early instead (XFetch: Vattani, Chierichetti and
+// Lowenstein, VLDB 2015), decided alike on every path that reads an entry
+// (fetch.lua, fromPeek, nearGet): docs/design.md, section 3.4.
 
 // freshness is how long a loaded value lives.
 type freshness struct {

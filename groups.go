@@ -10,14 +10,8 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// Group invalidation: by tag, everything (Clear), softly (Expire,
-// ExpireTags). Each entry records when its load began (born, on the clock
-// of the node of the prefix's records) and its tags; an invalidation
-// records its epoch (internal/epochs' scripts), and an entry born at or
-// before an epoch that concerns it is not served. Every process checks the
-// entries it reads against its copy of the records (internal/epochs'
-// Mirror), read again at least every Coherence. How, and why it holds:
-// docs/design.md, section 3.10.
+// Group invalidation, by tag, of everything (Clear), softly (Expire,
+// ExpireTags): how, and why it holds, docs/design.md, section 3.10.
 
 // Coherence is how long after another process's InvalidateTags, ExpireTags
 // or Clear returned this process may still serve what it invalidated: a

@@ -14,15 +14,11 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// The hit path. Most calls find a fresh entry, and need neither a lease nor
-// a flight: a peek reads the entry's fields and the server's clock in one
-// round trip (HMGET after TIME, pipelined; no script, no write), and decides
-// on the server's clock as fetch.lua would. Only a missing or stale entry,
-// or one that XFetch picks for early refresh, goes on to a flight and
-// fetch.lua. Concurrent peeks of one key share one read. With a client
-// that bounds its I/O by the context's deadline, a peek is read in the
-// caller's goroutine, as a single HMGET decided on an estimate of the
-// server's clock (internal/transport's inline.go).
+// The hit path: a peek reads the entry's fields and the server's clock in
+// one round trip (no script, no write), shared by concurrent callers, read
+// inline when the client allows, and decides as fetch.lua would; only a
+// missing, stale or invalidated entry, or one XFetch picks, goes on to a
+// flight (docs/design.md, sections 3 and 3.1).
 
 // peekCall is one peek, shared by the callers that ask for the key while it
 // is under way.

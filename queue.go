@@ -12,23 +12,11 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// Nothing is forgotten. A Delete or Set that cannot reach Redis (refused,
-// silent, the breaker open, the write refused by a replica, the caller gone
-// with the outcome unknown) still returns its error, and drops this
-// process's own copies at once; but the invalidation is also queued, and
-// applied in the background, in order, as soon as Redis answers again
-// (auto-recovery): by the node's recovery probe before the node's breaker
-// closes (internal/transport/down.go), and otherwise by the queue's own loop, which tries
-// every 250 ms while invalidations wait (internal/replay). A Set is applied
-// as a Delete of its key: a newer value may have been written meanwhile.
-// Until a key's invalidation has landed, this process does not read that
-// key from Redis (pending): its calls are answered as while Redis is down
-// (fail-safe, or fail-open), never with what Redis held before the
-// invalidation.
-//
-// The queue holds at most Options.MaxPendingInvalidations; past that, a new
-// invalidation is dropped, counted (Stats.InvalidationsDropped) and warned
-// of. Close tries to apply what is queued within its bound.
+// Nothing is forgotten: a Delete, Set, Expire or group invalidation that
+// cannot reach Redis returns its error, applies here at once, and is
+// queued, then applied in order as soon as Redis answers (internal/replay),
+// before this process reads what it concerns from Redis again; at most
+// Options.MaxPendingInvalidations. The rules: docs/design.md, section 4.4.
 
 // DefaultMaxPendingInvalidations is Options.MaxPendingInvalidations's
 // default.

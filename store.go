@@ -16,17 +16,8 @@ import (
 // store, and so through the transport's Pipeline (internal/transport),
 // which applies RedisTimeout, the node's circuit breaker and one error
 // classification (transport.Classify): a rule added there holds for every
-// command. They are the protocol's scripts (scripts/*.lua, run by
-// scripts.go) and the plain commands of this file: the peek's HMGET (peek.go;
-// read in the caller's goroutine when it may), the read of a payload too
-// large to come with its reply, and the plain commands internal/transport
-// sends and reads for it (commands.go): the pub/sub mode's probe (PUBLISH
-// or SPUBLISH, pubsub.go), the rights check (rights.lua), the
-// eviction-policy check (CONFIG GET on each master) and the TYPE of a key in
-// the way (internal/diagnose's Checks and internal/warn's Set, warn.go).
-//
-// The exceptions (connections a pipeline cannot carry, and a diagnosis)
-// are listed in docs/design.md, section 4.1.
+// command. The commands, and the exceptions (connections a pipeline cannot
+// carry, a diagnosis, the sweep after a Clear): docs/design.md, section 4.1.
 
 // store runs corral's Redis commands through the pipeline, each bounded by
 // RedisTimeout plus its payload's transfer time, and keeps the payload's
