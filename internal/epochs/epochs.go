@@ -190,10 +190,16 @@ func (m *Mirror) inUse(tags []string, clear bool) []string {
 // (Records.ReadOp) at once, and gives its result to done. ok is false when
 // none is due.
 func (m *Mirror) Due() (tags []string, done func(clear string, vals []string, now int64, err error), ok bool) {
-	at := m.cfg.Now()
-	if cr := m.clear.Load(); cr != nil && at-cr.at <= m.bound/2 || !m.ahead.CompareAndSwap(false, true) {
+	if cr := m.clear.Load(); cr != nil && m.cfg.Now()-cr.at <= m.bound/2 || !m.ahead.CompareAndSwap(false, true) {
 		return nil, nil, false
 	}
+	return m.due()
+}
+
+// due is Due once a read is due: apart, so that what its closure holds is
+// allocated only then, not on every hit.
+func (m *Mirror) due() (tags []string, done func(clear string, vals []string, now int64, err error), ok bool) {
+	at := m.cfg.Now()
 	tags = m.inUse(nil, true)
 	return tags, func(clear string, vals []string, now int64, err error) {
 		m.Refreshed(tags, at, clear, vals, now, err)
