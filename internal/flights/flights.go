@@ -1,0 +1,130 @@
+// Package flights keeps the calls under way in a process, one per key at
+// most, as x/sync's singleflight.Group keeps its calls: the root's flights
+// (its flight.go) and peeks (its peek.go). A Group knows which call is
+// under way for each key, and how many callers still wait for it; what a
+// call does, and how it answers its callers (a channel it closes), are its
+// own.
+//
+// A caller joins a key's call (Join, JoinRunning) and waits for it, or
+// leaves (Leave): the last caller to leave a call that is only waiting
+// cancels it, but never one that loads (StartLoading), whose result other
+// callers and processes are owed. A call that ends (Finish), or is
+// detached (Detach, DetachAll), is no longer joined: later callers start
+// one of their own, while it still answers those that joined it.
+package flights
+
+import (
+	"context"
+	"sync"
+)
+
+// A Group is the calls under way, one per key at most. C is a call (a
+// pointer to one). Its zero value is ready to use.
+type Group[C comparable] struct {
+	mu sync.Mutex         // guards m, and each call's callers and loading
+	m  map[string]slot[C] // the call under way of each key
+}
+
+// slot is a key's call under way, with what the Group keeps of it. Only a
+// call in m is counted: one that has left m never returns to it, so its
+// callers and loading no longer decide anything.
+type slot[C comparable] struct {
+	call    C
+	callers int  // callers still waiting
+	loading bool // holds a lease: keeps running when callers leave
+}
+
+// Join returns key's call with one more caller (joined), or, when there is
+// none, the call start makes (ok false when it could not: the Cache is
+// closed), whose caller is the first. start runs under the Group's lock.
+func (g *Group[C]) Join(key string, start func() (C, bool)) (c C, joined, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, found := g.m[key]; found {
+		s.callers++
+		g.m[key] = s
+		return s.call, true, true
+	}
+	if c, ok = start(); ok {
+		if g.m == nil {
+			g.m = make(map[string]slot[C])
+		}
+		g.m[key] = slot[C]{call: c, callers: 1}
+	}
+	return c, false, ok
+}
+
+// JoinRunning joins key's call if one is under way: a call that finds the
+// key being loaded or waited for needs no peek of its own.
+func (g *Group[C]) JoinRunning(key string) (c C, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.m[key]
+	if !ok {
+		return c, false
+	}
+	s.callers++
+	g.m[key] = s
+	return s.call, true
+}
+
+// Leave records that a caller stopped waiting for key's call c. The last
+// one to leave a call that holds no lease removes it and cancels it
+// (stop, under the lock, so that StartLoading sees it cancelled), so
+// nothing more is sent to Redis on behalf of callers that are gone.
+func (g *Group[C]) Leave(key string, c C, stop func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.m[key]
+	if !ok || s.call != c {
+		return // ended or detached: no longer counted
+	}
+	s.callers--
+	if s.callers == 0 && !s.loading {
+		delete(g.m, key)
+		stop()
+		return
+	}
+	g.m[key] = s
+}
+
+// StartLoading marks key's call c as holding a lease. It reports false
+// when every caller has already left and c was cancelled: ctx, c's, has
+// ended.
+func (g *Group[C]) StartLoading(ctx context.Context, key string, c C) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	if s, ok := g.m[key]; ok && s.call == c {
+		s.loading = true
+		g.m[key] = s
+	}
+	return true
+}
+
+// Finish removes key's call c, if it is still key's, so later calls start
+// afresh. The caller answers c's callers.
+func (g *Group[C]) Finish(key string, c C) {
+	g.mu.Lock()
+	if s, ok := g.m[key]; ok && s.call == c {
+		delete(g.m, key)
+	}
+	g.mu.Unlock()
+}
+
+// Detach removes key's call, if any, so that later calls start one of
+// their own; it still answers its callers.
+func (g *Group[C]) Detach(key string) {
+	g.mu.Lock()
+	delete(g.m, key)
+	g.mu.Unlock()
+}
+
+// DetachAll is Detach of every key (a group invalidation).
+func (g *Group[C]) DetachAll() {
+	g.mu.Lock()
+	clear(g.m)
+	g.mu.Unlock()
+}
