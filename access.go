@@ -144,8 +144,8 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 // answer with what was there before it). The detached flight still answers
 // its callers.
 func (c *Cache) detach(key string) {
-	c.flights.detach(key)
-	c.peeks.detach(key)
+	c.flights.Detach(key)
+	c.peeks.Detach(key)
 	if c.near != nil {
 		c.near.Invalidate(key) // at once here; other processes hear of it from Redis
 	}

@@ -281,12 +281,12 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	var ops []*transport.Op
 	for i := range calls {
 		k := &calls[i]
-		if f, ok := c.flights.joinRunning(k.key); ok && k.how.skip == 0 {
+		if f, ok := c.flights.JoinRunning(k.key); ok && k.how.skip == 0 {
 			c.joined()
 			k.f, k.joined = f, true
 			continue
 		} else if ok {
-			c.flights.leave(f)
+			c.leave(f)
 		}
 		if c.pending(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)

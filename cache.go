@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/failopen"
+	"github.com/corralhq/corral/internal/flights"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/replay"
@@ -45,14 +46,14 @@ type Cache struct {
 	cancelDrain context.CancelFunc
 	tasks       tasks.Group // the goroutines Close waits for
 
-	flights      flights                // the in-process flight of each key (flight.go)
-	peeks        peeks                  // the peek under way of each key (peek.go)
-	opens        failopen.Group[opened] // the fail-open load under way of each key (failsafe.go)
-	refreshSlots chan struct{}          // semaphore: background refreshes running (refresh.go)
-	queue        *replay.Queue          // invalidations Redis is yet to get (queue.go)
-	groups       *epochs.Mirror         // the group invalidations, as this process knows them (groups.go)
-	records      epochs.Records         // their records in Redis
-	warn         warnings               // what was warned of, and when (warn.go)
+	flights      flights.Group[*flight]   // the in-process flight of each key (flight.go)
+	peeks        flights.Group[*peekCall] // the peek under way of each key (peek.go)
+	opens        failopen.Group[opened]   // the fail-open load under way of each key (failsafe.go)
+	refreshSlots chan struct{}            // semaphore: background refreshes running (refresh.go)
+	queue        *replay.Queue            // invalidations Redis is yet to get (queue.go)
+	groups       *epochs.Mirror           // the group invalidations, as this process knows them (groups.go)
+	records      epochs.Records           // their records in Redis
+	warn         warnings                 // what was warned of, and when (warn.go)
 }
 
 // New returns a Cache that keeps its entries in rdb: a *redis.Client, a
@@ -79,8 +80,6 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		drain:        drain,
 		cancelDrain:  cancelDrain,
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
-		flights:      flights{m: make(map[string]*flight)},
-		peeks:        peeks{m: make(map[string]*peekCall)},
 	}
 	c.queue = c.newQueue() // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{

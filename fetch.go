@@ -114,11 +114,11 @@ type how struct {
 // and the near cache (when on) may keep a copy of it. The caller counts the
 // answer's outcome.
 func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
-	if f, ok := c.flights.joinRunning(key); ok && h.skip == 0 {
+	if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
 		c.joined()
 		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
-		c.flights.leave(f)
+		c.leave(f)
 	}
 	var pc *peekCall
 	var perr error
@@ -222,12 +222,12 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 		case <-opened:
 			opened = nil
 			if f.asking.Load() && c.due(&r) { // as peekFor
-				c.flights.leave(f)
+				c.leave(f)
 				return c.rescued(ctx, f.key, load)
 			}
 		case <-fire:
 			if f.asking.Load() && c.due(&r) {
-				c.flights.leave(f)
+				c.leave(f)
 				return c.rescued(ctx, f.key, load)
 			}
 			fire, stop = r.Again()

@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -17,11 +16,14 @@ import (
 // cancels a flight that is only waiting, but never one that holds a lease
 // and is loading, whose result other callers and processes are owed.
 //
-// A flight's whole life is in this file: a caller joins it (join,
-// joinRunning) and waits for its answer (await) or leaves (leave); its
-// goroutine (run) resolves the key with Redis (resolve.go), answers every
-// caller at once (finish), and only then does what remains (a followUp),
-// which resolve returns rather than parks on the flight.
+// A flight's whole life is in this file: a caller joins it (join, or
+// Cache.flights' JoinRunning) and waits for its answer (await) or leaves
+// (leave); its goroutine (run) resolves the key with Redis (resolve.go),
+// answers every caller at once (finish), and only then does what remains
+// (a followUp), which resolve returns rather than parks on the flight. The
+// flights under way, one per key, and the count of each one's callers are
+// internal/flights' Group; whether a flight loads (holds a lease) is marked
+// there by its StartLoading.
 type flight struct {
 	key    string
 	names  wire.Names
@@ -38,10 +40,6 @@ type flight struct {
 	decided func()
 
 	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
-
-	// guarded by flights.mu:
-	callers int  // callers still waiting
-	loading bool // holds a lease: keeps running when callers leave
 
 	done   chan struct{} // closed once answer is set
 	answer answer        // read only after done is closed
@@ -75,23 +73,16 @@ const (
 	nOutcomes
 )
 
-// flights are the flights under way in a process, one per key at most,
-// as x/sync's singleflight.Group keeps its calls.
-type flights struct {
-	mu sync.Mutex         // guards m, and each flight's callers and loading
-	m  map[string]*flight // the flight under way of each key
-}
-
 // join returns the key's flight, starting one if there is none, with
 // decided as its hook (nil but for FetchMany's). ok is false when the Cache
 // is closed.
 func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
-	return c.flights.join(key, func() (*flight, bool) {
+	return c.flights.Join(key, func() (*flight, bool) {
 		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		f := &flight{
 			key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
 			ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-			how: h, peekErr: peekErr, decided: decided, callers: 1, done: make(chan struct{}),
+			how: h, peekErr: peekErr, decided: decided, done: make(chan struct{}),
 		}
 		if !c.tasks.Start(func() { c.run(f) }) {
 			f.unhook()
@@ -102,41 +93,12 @@ func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekEr
 	})
 }
 
-// join returns key's flight with one more caller, or, when there is none,
-// the flight start starts (ok false when it could not: the Cache is
-// closed).
-func (g *flights) join(key string, start func() (*flight, bool)) (f *flight, joined, ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil {
-		f.callers++
-		return f, true, true
-	}
-	if f, ok = start(); ok {
-		g.m[key] = f
-	}
-	return f, false, ok
-}
-
-// joinRunning joins key's flight if one is under way: a call that finds the
-// key being loaded or waited for needs no peek of its own.
-func (g *flights) joinRunning(key string) (*flight, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.m[key]
-	if f == nil {
-		return nil, false
-	}
-	f.callers++
-	return f, true
-}
-
 // run is a flight's goroutine: resolve the key, answer the callers, then do
 // what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
 	defer f.settled()
 	a, next := c.resolve(f)
-	c.flights.finish(f, a)
+	c.finish(f, a)
 	if next != nil {
 		next.run(c, f)
 	}
@@ -160,7 +122,7 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 		select {
 		case <-f.done: // answered at the same moment: take the answer
 		default:
-			c.flights.leave(f)
+			c.leave(f)
 			return answer{err: ctx.Err()}
 		}
 	}
@@ -177,54 +139,17 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 // leave records that a caller stopped waiting for f. The last one to leave
 // a flight that holds no lease cancels it, so nothing more is sent to Redis
 // on behalf of callers that are gone.
-func (g *flights) leave(f *flight) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f.callers--
-	if f.callers == 0 && !f.loading && g.m[f.key] == f {
-		delete(g.m, f.key)
-		f.stop()
-	}
-}
-
-// startLoading marks f as holding a lease. It reports false when every
-// caller has already left and f was cancelled.
-func (g *flights) startLoading(f *flight) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if f.ctx.Err() != nil {
-		return false
-	}
-	f.loading = true
-	return true
+func (c *Cache) leave(f *flight) {
+	c.flights.Leave(f.key, f, f.stop)
 }
 
 // finish answers f's callers and removes f, so later calls start afresh.
-func (g *flights) finish(f *flight, a answer) {
+func (c *Cache) finish(f *flight, a answer) {
 	f.answer = a
-	g.mu.Lock()
-	if g.m[f.key] == f {
-		delete(g.m, f.key)
-	}
-	g.mu.Unlock()
+	c.flights.Finish(f.key, f)
 	close(f.done)
 	f.unhook()
 	f.stop()
-}
-
-// detach removes key's flight, if any, so that later calls start one of
-// their own; it still answers its callers (see Cache.detach).
-func (g *flights) detach(key string) {
-	g.mu.Lock()
-	delete(g.m, key)
-	g.mu.Unlock()
-}
-
-// detachAll is detach of every key (a group invalidation).
-func (g *flights) detachAll() {
-	g.mu.Lock()
-	clear(g.m)
-	g.mu.Unlock()
 }
 
 // A followUp is what remains for a flight to do once its callers have

@@ -143,8 +143,8 @@ func (c *Cache) marked(ctx context.Context, kind epochs.Kind, tags []string, now
 // peek (as detach does for one key), and forgets what fail-open loads
 // returned: a group invalidation may concern any key.
 func (c *Cache) detachAll() {
-	c.flights.detachAll()
-	c.peeks.detachAll()
+	c.flights.DetachAll()
+	c.peeks.DetachAll()
 	c.forgetAll()
 }
 

@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -21,7 +20,8 @@ import (
 // flight (docs/design.md, sections 3 and 3.1).
 
 // peekCall is one peek, shared by the callers that ask for the key while it
-// is under way.
+// is under way: the peeks under way, one per key at most, are
+// internal/flights' Group (Cache.peeks).
 type peekCall struct {
 	done chan struct{} // closed once r and err are set
 	seq  near.Snap     // the near cache before the peek was sent (near cache on)
@@ -30,59 +30,12 @@ type peekCall struct {
 	err  error
 }
 
-// peeks are the peeks under way in a process, one per key at most.
-type peeks struct {
-	mu sync.Mutex           // guards m
-	m  map[string]*peekCall // the peek under way of each key
-}
-
-// join returns key's peek under way, or else a new one, which the caller
-// sends (mine).
-func (g *peeks) join(key string) (pc *peekCall, mine bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if pc = g.m[key]; pc != nil {
-		return pc, false
-	}
-	pc = &peekCall{done: make(chan struct{})}
-	g.m[key] = pc
-	return pc, true
-}
-
-// end sets pc's reply and answers its callers; key's next peek is a new
-// one.
-func (g *peeks) end(key string, pc *peekCall, r peekReply, err error) {
-	r.sent = pc.sent
-	pc.r, pc.err = r, err
-	g.mu.Lock()
-	if g.m[key] == pc {
-		delete(g.m, key)
-	}
-	g.mu.Unlock()
-	close(pc.done)
-}
-
-// detach removes key's peek, if any, so that later calls send one of
-// their own; it still answers its callers (see Cache.detach).
-func (g *peeks) detach(key string) {
-	g.mu.Lock()
-	delete(g.m, key)
-	g.mu.Unlock()
-}
-
-// detachAll is detach of every key (a group invalidation).
-func (g *peeks) detachAll() {
-	g.mu.Lock()
-	clear(g.m)
-	g.mu.Unlock()
-}
-
 // startPeek returns key's peek under way, with when the caller joined it
 // (near.Clock: see forJoiner), or a new one with o, its read, for the
 // caller to send (store.send, or the pipeline with others; joined 0).
 func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int64) {
-	pc, mine := c.peeks.join(key)
-	if !mine {
+	pc, shared, _ := c.peeks.Join(key, func() (*peekCall, bool) { return &peekCall{done: make(chan struct{})}, true })
+	if shared {
 		return pc, nil, near.Clock()
 	}
 	if c.near != nil {
@@ -96,7 +49,11 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 			c.warn.Foreign(key, name)
 			r, err = peekReply{now: r.now}, nil
 		}
-		c.peeks.end(key, pc, r, err)
+		// pc's reply, to its callers; key's next peek is a new one.
+		r.sent = pc.sent
+		pc.r, pc.err = r, err
+		c.peeks.Finish(key, pc)
+		close(pc.done)
 	})
 	return pc, o, 0
 }

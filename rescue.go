@@ -140,7 +140,7 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 			if !k.f.asking.Load() {
 				continue
 			}
-			c.flights.leave(k.f)
+			c.leave(k.f)
 		}
 		k.pc, k.f = nil, nil
 		ks = append(ks, k)

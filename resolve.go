@@ -208,7 +208,7 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 // loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),
 // unless every caller left meanwhile.
 func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
-	if !c.flights.startLoading(f) {
+	if !c.flights.StartLoading(f.ctx, f.key, f) {
 		// Every caller left while fetch.lua ran: hand the lease back.
 		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
 		return answer{err: context.Canceled}, nil
