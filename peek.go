@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/near"
@@ -155,19 +154,8 @@ func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
 		return r, nil
 	}
 	var err error
-	if r.payload, err = s.decode(bytesOf(e.Payload), r.flags); err != nil {
+	if r.payload, err = s.decode(e.PayloadBytes(), r.flags); err != nil {
 		return r, errorf("peek: %w: %w", errBadEntry, err)
 	}
 	return r, nil
-}
-
-// bytesOf returns p's bytes without copying them: p is a bulk reply that
-// go-redis read into a buffer of its own (which nobody else holds) and
-// returned as a string, and the bytes go to callers, who must not modify
-// them (see Fetch).
-func bytesOf(p string) []byte {
-	if len(p) == 0 {
-		return []byte{}
-	}
-	return unsafe.Slice(unsafe.StringData(p), len(p))
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Marker is what a lease holds instead of a token when nobody loads but a
@@ -108,6 +109,17 @@ type Peeked struct {
 	Version int     // the codec version it was written with; 0 when absent
 	Born    int64   // FieldBorn; 0 when absent
 	Tags    string  // FieldTags
+}
+
+// PayloadBytes returns p's Payload without copying it: it is a bulk reply
+// that go-redis read into a buffer of its own (which nobody else holds) and
+// returned as a string, and the bytes go to the Cache's callers, who must
+// not modify them (see corral's Fetch). Never nil.
+func (p Peeked) PayloadBytes() []byte {
+	if len(p.Payload) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(p.Payload), len(p.Payload))
 }
 
 // ParsePeek decodes a peek's reply (the values of PeekFields, as go-redis

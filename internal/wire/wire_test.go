@@ -51,6 +51,17 @@ func TestParsePeek(t *testing.T) {
 	}
 }
 
+// PayloadBytes is the payload's bytes, never nil (an empty payload is an
+// empty value, not none).
+func TestPayloadBytes(t *testing.T) {
+	if b := (Peeked{Payload: "xyz"}).PayloadBytes(); string(b) != "xyz" {
+		t.Errorf("PayloadBytes = %q; want xyz", b)
+	}
+	if b := (Peeked{}).PayloadBytes(); b == nil || len(b) != 0 {
+		t.Errorf("PayloadBytes of an empty payload = %#v; want empty, not nil", b)
+	}
+}
+
 // TestParseWritten checks the replies of commit.lua, release.lua and
 // delete.lua.
 func TestParseWritten(t *testing.T) {
