@@ -48,11 +48,10 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 			c.warn.Foreign(key, name)
 			r, err = peekReply{now: r.now}, nil
 		}
-		// pc's reply, to its callers; key's next peek is a new one.
 		r.sent = pc.sent
 		pc.r, pc.err = r, err
-		c.peeks.Finish(key, pc)
-		close(pc.done)
+		c.peeks.Finish(key, pc) // key's next peek is a new one
+		close(pc.done)          // pc's reply, to its callers
 	})
 	return pc, o, 0
 }
@@ -66,14 +65,14 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 // never served past it, however long the reply takes to reach the process.
 // Such a call gets the reply as stale, for its flight to decide.
 func (pc *peekCall) forJoiner(joined int64) *peekCall {
-	if joined == 0 || pc == nil || pc.err != nil || !pc.r.found || pc.r.now >= pc.r.soft {
+	if joined == 0 || pc == nil || pc.err != nil || !pc.r.Found || pc.r.now >= pc.r.Soft {
 		return pc
 	}
-	if left := time.Duration(pc.r.soft-pc.r.now) * time.Millisecond; joined < pc.sent+int64(left) {
+	if left := time.Duration(pc.r.Soft-pc.r.now) * time.Millisecond; joined < pc.sent+int64(left) {
 		return pc
 	}
 	stale := *pc
-	stale.r.now = stale.r.soft
+	stale.r.now = stale.r.Soft
 	return &stale
 }
 
@@ -98,9 +97,9 @@ type peekCopy struct {
 // (the server's remaining time, counted from before the peek was sent, so
 // never later than the entry: a token is not served past its TTL).
 func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
-	left := time.Duration(p.reply.soft-p.reply.now) * time.Millisecond
-	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.took, Size: uint32(size),
-		Born: p.reply.born, Tags: p.reply.tags}
+	left := time.Duration(p.reply.Soft-p.reply.now) * time.Millisecond
+	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.Took, Size: uint32(size),
+		Born: p.reply.Born, Tags: p.reply.Tags}
 }
 
 // fromPeek answers a call from a peek when the entry is fresh and XFetch
@@ -108,53 +107,49 @@ func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
 // ok is false when a flight must decide.
 func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
 	x := h.x
-	if !r.found || r.now >= r.soft {
+	if !r.Found || r.now >= r.Soft {
 		return answer{}, false // missing or stale: fetch.lua decides
 	}
-	if h.version != "" && strconv.Itoa(r.version) != h.version || h.skip == r.soft {
+	if h.version != "" && strconv.Itoa(r.Version) != h.version || h.skip == r.Soft {
 		return answer{}, false // another codec version, or one that did not decode
 	}
-	if x > 0 && r.took > 0 && float64(r.now)+r.took*x >= float64(r.soft) {
+	if x > 0 && r.Took > 0 && float64(r.now)+r.Took*x >= float64(r.Soft) {
 		return answer{}, false // picked for early refresh: fetch.lua takes the lease
 	}
-	if c.groups.Check(r.born, r.tags) != epochs.Valid {
+	if c.groups.Check(r.Born, r.Tags) != epochs.Valid {
 		return answer{}, false // invalidated (groups.go), or records to read first: the flight decides
 	}
 	out := outHit
-	switch r.flags.Kind {
+	switch r.Flags.Kind {
 	case wire.NotFound:
 		out = outNegative
 	case wire.Failure:
 		out = outFailure
 	}
-	val, err := entryAnswer(r.payload, r.flags.Kind)
-	return answer{val: val, err: err, out: out, soft: r.soft}, true
+	val, err := entryAnswer(r.payload, r.Flags.Kind)
+	return answer{val: val, err: err, out: out, soft: r.Soft}, true
 }
 
-// peekReply is an entry read without a script (peek): what it holds, and
+// peekReply is an entry read without a script (peek): what it holds, as
+// wire.Peeked reads it (its Payload dropped once decoded into payload), and
 // the server's clock when it was read.
 type peekReply struct {
-	found   bool // the entry has a payload
+	wire.Peeked
 	payload []byte
-	flags   wire.Flags
-	soft    int64   // soft expiry, server ms
-	took    float64 // the last load's duration, ms (XFetch)
-	now     int64   // the server's clock, ms
-	sent    int64   // near.Clock before the peek was sent (near cache on)
-	version int     // the codec version it was written with (0 when absent)
-	born    int64   // when its load began, on the records' clock (wire.FieldBorn)
-	tags    string  // its tags (wire.FieldTags)
+	now     int64 // the server's clock, ms
+	sent    int64 // near.Clock before the peek was sent (near cache on)
 }
 
 // peeked is what a peek found (e), with its payload decoded, and the
 // server's clock when it was read (now).
 func (s *store) peeked(e wire.Peeked, now int64) (peekReply, error) {
-	r := peekReply{found: e.Found, flags: e.Flags, soft: e.Soft, took: e.Took, now: now, version: e.Version, born: e.Born, tags: e.Tags}
+	r := peekReply{Peeked: e, now: now}
+	r.Payload = "" // decoded into payload: not held twice
 	if !e.Found {
 		return r, nil
 	}
 	var err error
-	if r.payload, err = s.decode(e.PayloadBytes(), r.flags); err != nil {
+	if r.payload, err = s.decode(e.PayloadBytes(), r.Flags); err != nil {
 		return r, errorf("peek: %w: %w", errBadEntry, err)
 	}
 	return r, nil
