@@ -286,7 +286,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 			k.f, k.joined = f, true
 			continue
 		} else if ok {
-			c.leave(f)
+			c.flights.Leave(f.key, f, f.stop)
 		}
 		if c.pending(k.key) {
 			k.pc = pendingPeek // not from Redis until its invalidation lands there (queue.go)

@@ -118,7 +118,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 		c.joined()
 		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
-		c.leave(f)
+		c.flights.Leave(f.key, f, f.stop)
 	}
 	var pc *peekCall
 	var perr error
@@ -222,12 +222,12 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 		case <-opened:
 			opened = nil
 			if f.asking.Load() && c.due(&r) { // as peekFor
-				c.leave(f)
+				c.flights.Leave(f.key, f, f.stop)
 				return c.rescued(ctx, f.key, load)
 			}
 		case <-fire:
 			if f.asking.Load() && c.due(&r) {
-				c.leave(f)
+				c.flights.Leave(f.key, f, f.stop)
 				return c.rescued(ctx, f.key, load)
 			}
 			fire, stop = r.Again()

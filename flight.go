@@ -18,12 +18,12 @@ import (
 //
 // A flight's whole life is in this file: a caller joins it (join, or
 // Cache.flights' JoinRunning) and waits for its answer (await) or leaves
-// (leave); its goroutine (run) resolves the key with Redis (resolve.go),
-// answers every caller at once (finish), and only then does what remains
-// (a followUp), which resolve returns rather than parks on the flight. The
-// flights under way, one per key, and the count of each one's callers are
-// internal/flights' Group; whether a flight loads (holds a lease) is marked
-// there by its StartLoading.
+// (Cache.flights' Leave); its goroutine (run) resolves the key with Redis
+// (resolve.go), answers every caller at once (finish), and only then does
+// what remains (a followUp), which resolve returns rather than parks on
+// the flight. The flights under way, one per key, and the count of each
+// one's callers are internal/flights' Group; whether a flight loads (holds
+// a lease) is marked there by its StartLoading.
 type flight struct {
 	key    string
 	names  wire.Names
@@ -116,15 +116,8 @@ func (f *flight) settled() {
 // load is then coalesced, not a miss, so that a load counts one miss
 // however many calls it answers.
 func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		select {
-		case <-f.done: // answered at the same moment: take the answer
-		default:
-			c.leave(f)
-			return answer{err: ctx.Err()}
-		}
+	if !c.flights.Await(ctx, f.key, f, f.done, f.stop) { // ctx ended first: the caller left f
+		return answer{err: ctx.Err()}
 	}
 	a := f.answer
 	if joined && a.out == outMiss {
@@ -134,13 +127,6 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 		a.val = nil
 	}
 	return a
-}
-
-// leave records that a caller stopped waiting for f. The last one to leave
-// a flight that holds no lease cancels it, so nothing more is sent to Redis
-// on behalf of callers that are gone.
-func (c *Cache) leave(f *flight) {
-	c.flights.Leave(f.key, f, f.stop)
 }
 
 // finish answers f's callers and removes f, so later calls start afresh.

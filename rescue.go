@@ -140,7 +140,7 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 			if !k.f.asking.Load() {
 				continue
 			}
-			c.leave(k.f)
+			c.flights.Leave(k.f.key, k.f, k.f.stop)
 		}
 		k.pc, k.f = nil, nil
 		ks = append(ks, k)

@@ -5,10 +5,10 @@
 // call does, and how it answers its callers (a channel it closes), are its
 // own.
 //
-// A caller joins a key's call (Join, JoinRunning) and waits for it, or
-// leaves (Leave): the last caller to leave a call that is only waiting
-// cancels it, but never one that loads (StartLoading), whose result other
-// callers and processes are owed. A call that ends (Finish), or is
+// A caller joins a key's call (Join, JoinRunning) and waits for it
+// (Await), or leaves (Leave): the last caller to leave a call that is only
+// waiting cancels it, but never one that loads (StartLoading), whose result
+// other callers and processes are owed. A call that ends (Finish), or is
 // detached (Detach, DetachAll), is no longer joined: later callers start
 // one of their own, while it still answers those that joined it.
 package flights
@@ -86,6 +86,24 @@ func (g *Group[C]) Leave(key string, c C, stop func()) {
 		return
 	}
 	g.m[key] = s
+}
+
+// Await waits for key's call c to answer its callers (done closed), or
+// for ctx to end, whichever comes first: it reports false when ctx ended,
+// and the caller then left c (Leave, with stop). A call answered at the
+// same moment is taken as answered.
+func (g *Group[C]) Await(ctx context.Context, key string, c C, done <-chan struct{}, stop func()) bool {
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done: // answered at the same moment: take the answer
+		default:
+			g.Leave(key, c, stop)
+			return false
+		}
+	}
+	return true
 }
 
 // StartLoading marks key's call c as holding a lease. It reports false

@@ -148,3 +148,35 @@ func TestConcurrent(t *testing.T) {
 		t.Fatal("not cancelled once every caller left")
 	}
 }
+
+// Await takes the answer of a call answered, and leaves a call whose
+// caller's context ended first: the last such caller cancels it.
+func TestAwait(t *testing.T) {
+	var g Group[*call]
+	var c *call
+	g.Join("k", start(&c))
+	g.JoinRunning("k")
+	done := make(chan struct{})
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if g.Await(ended, "k", c, done, c.stop) {
+		t.Fatal("Await of an unanswered call reported an answer to an ended context")
+	}
+	if c.ctx.Err() != nil {
+		t.Fatal("cancelled while a caller still waits")
+	}
+	close(done)
+	if !g.Await(ended, "k", c, done, c.stop) {
+		t.Fatal("Await missed the answer of a call answered as the context ended")
+	}
+	if !g.Await(context.Background(), "k", c, done, c.stop) {
+		t.Fatal("Await missed the answer")
+	}
+	if c.ctx.Err() != nil {
+		t.Fatal("a caller that took the answer left the call")
+	}
+	g.Leave("k", c, c.stop)
+	if c.ctx.Err() == nil {
+		t.Fatal("the last caller left, and the call runs on")
+	}
+}
