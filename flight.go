@@ -132,8 +132,7 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 // finish answers f's callers and removes f, so later calls start afresh.
 func (c *Cache) finish(f *flight, a answer) {
 	f.answer = a
-	c.flights.Finish(f.key, f)
-	close(f.done)
+	c.flights.Finish(f.key, f, f.done)
 	f.unhook()
 	f.stop()
 }

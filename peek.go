@@ -50,8 +50,7 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 		}
 		r.sent = pc.sent
 		pc.r, pc.err = r, err
-		c.peeks.Finish(key, pc) // key's next peek is a new one
-		close(pc.done)          // pc's reply, to its callers
+		c.peeks.Finish(key, pc, pc.done) // answers pc's callers; key's next peek is a new one
 	})
 	return pc, o, 0
 }

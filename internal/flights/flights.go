@@ -123,13 +123,15 @@ func (g *Group[C]) StartLoading(ctx context.Context, key string, c C) bool {
 }
 
 // Finish removes key's call c, if it is still key's, so later calls start
-// afresh. The caller answers c's callers.
-func (g *Group[C]) Finish(key string, c C) {
+// afresh, and then answers its callers: it closes done, once c's answer is
+// set.
+func (g *Group[C]) Finish(key string, c C, done chan struct{}) {
 	g.mu.Lock()
 	if s, ok := g.m[key]; ok && s.call == c {
 		delete(g.m, key)
 	}
 	g.mu.Unlock()
+	close(done)
 }
 
 // Detach removes key's call, if any, so that later calls start one of

@@ -100,14 +100,16 @@ func TestDetach(t *testing.T) {
 		t.Fatal("joined a detached call")
 	}
 	g.Leave("k", c, c.stop)
-	g.Finish("k", c)
+	g.Finish("k", c, make(chan struct{}))
 	if c.ctx.Err() != nil {
 		t.Fatal("the last caller of a detached call cancelled it")
 	}
 	if r, ok := g.JoinRunning("k"); r != next || !ok {
 		t.Fatal("Finish of a detached call removed the key's next one")
 	}
-	g.Finish("k", next)
+	done := make(chan struct{})
+	g.Finish("k", next, done)
+	<-done // answered
 	if _, ok := g.JoinRunning("k"); ok {
 		t.Fatal("a finished call is still joined")
 	}
