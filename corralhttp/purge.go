@@ -51,10 +51,11 @@ type Purge struct {
 // or something that cannot be done: nothing is purged then.
 var ErrInvalidPurge = errors.New("corralhttp: invalid purge")
 
-// Tags returns the tags p purges: its Keys, then the URLTag of each of its
-// URLs, distinct; nil for All. Errors: ErrInvalidPurge (wrapped), for
-// nothing to purge, an empty key or one with a space, All with anything
-// else, and ErrInvalidURL's (wrapped too) for a URL that is not a path.
+// Tags returns the tags p purges: its Keys and the URLTag of each of its
+// URLs, sorted, distinct; nil for All. Errors: ErrInvalidPurge (wrapped),
+// for nothing to purge, an empty key or one with a space or a control
+// character, All with anything else, and ErrInvalidURL's (wrapped too)
+// for a URL that is not a path.
 func (p Purge) Tags() ([]string, error) {
 	switch {
 	case p.All && (len(p.Keys) > 0 || len(p.URLs) > 0):
@@ -73,6 +74,8 @@ func (p Purge) Tags() ([]string, error) {
 			return nil, fmt.Errorf("%w: an empty key", ErrInvalidPurge)
 		case strings.ContainsFunc(k, unicode.IsSpace):
 			return nil, fmt.Errorf("%w: key %q holds a space: give each key on its own", ErrInvalidPurge, k)
+		case strings.ContainsFunc(k, unicode.IsControl):
+			return nil, fmt.Errorf("%w: key %q holds a control character", ErrInvalidPurge, k)
 		}
 		tags = append(tags, k)
 	}

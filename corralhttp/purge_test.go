@@ -309,6 +309,7 @@ func TestPurgeInvalid(t *testing.T) {
 		{corralhttp.Purge{Soft: true}, "nothing to purge"},
 		{corralhttp.Purge{Keys: []string{"k", ""}}, "an empty key"},
 		{corralhttp.Purge{Keys: []string{"k", "a b"}}, `key "a b" holds a space`},
+		{corralhttp.Purge{Keys: []string{"a\x00b"}}, "holds a control character"},
 		{corralhttp.Purge{Keys: []string{"k"}, URLs: []string{"p"}}, `"p": give the path`},
 		{corralhttp.Purge{URLs: []string{"http://example.com/p"}}, "give the path"},
 		{corralhttp.Purge{URLs: []string{""}}, "give the path"},

@@ -120,8 +120,11 @@ func (o purgeFlags) check() ([]string, error) {
 		values []string
 	}{{"--key", o.keys}, {"--tag", o.tags}, {"--url", o.urls}} {
 		for _, v := range f.values {
-			if v == "" {
+			switch {
+			case v == "":
 				return nil, errorf("%s must not be empty", f.name)
+			case strings.Contains(v, "\x00"):
+				return nil, errorf("%s must not hold a NUL byte", f.name)
 			}
 		}
 	}

@@ -156,7 +156,7 @@ func TestServePurge(t *testing.T) {
 	}
 	missOn(a, "/y", old)
 
-	for _, bad := range []string{"", "key=", "url=products", "bogus=1", "all=1&soft=1", "all=1&key=k", "soft=yes&key=k", "key=a%20b"} {
+	for _, bad := range []string{"", "key=", "url=products", "bogus=1", "all=1&soft=1", "all=1&key=k", "soft=yes&key=k", "key=a%20b", "key=a%00b"} {
 		if got := post(t, a.Admin+"/purge?"+bad, ""); got.code != http.StatusBadRequest || got.Status != "invalid" || got.Error == "" {
 			t.Errorf("POST /purge?%s: %+v; want 400 invalid, saying why", bad, got)
 		}
