@@ -7,7 +7,6 @@ import (
 
 	"github.com/corralhq/corral/internal/args"
 	"github.com/corralhq/corral/internal/near"
-	"github.com/corralhq/corral/internal/transport"
 )
 
 // Fetch returns key's value: from Redis when an entry is there, else from
@@ -153,7 +152,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	pc, o, joined := c.startPeek(key)
 	if o != nil {
 		o.ReadBy, _ = ctx.Deadline()
-		c.sendPeeks([]*transport.Op{o})
+		c.sendPeek(o)
 	}
 	select {
 	case <-pc.done:

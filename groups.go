@@ -172,6 +172,15 @@ func (c *Cache) sendPeeks(ops []*transport.Op) {
 	c.store.sendAll(ops)
 }
 
+// sendPeek is sendPeeks of one, without a slice on the hit path.
+func (c *Cache) sendPeek(o *transport.Op) {
+	if tags, done, ok := c.groups.Due(); ok {
+		c.store.sendAll([]*transport.Op{c.records.ReadOp(c.ctx, tags, done), o})
+		return
+	}
+	c.store.send(o)
+}
+
 // judge is the verdict of the group invalidations on an entry (its born
 // and tags), the records read first when stale (epochs' Verdict).
 func (c *Cache) judge(ctx context.Context, born int64, tags string) (epochs.Verdict, error) {

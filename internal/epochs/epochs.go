@@ -21,10 +21,6 @@ package epochs
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +110,7 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 	if cr.hard > 0 && born <= cr.hard { // born 0: an older release's entry, before any Clear
 		return Hard
 	}
-	cr.used.Store(true)
+	mark(&cr.used)
 	if now-cr.at > m.bound/2 {
 		m.readAhead()
 	}
@@ -130,7 +126,7 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 		if tr == nil || now-tr.at > m.bound {
 			return Unknown
 		}
-		tr.used.Store(true)
+		mark(&tr.used)
 		switch {
 		case tr.hard > 0 && born <= tr.hard:
 			return Hard
@@ -141,82 +137,12 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 	return v
 }
 
-// Separator parts the tags of an entry in their encoding: a tag may not
-// contain it.
-const Separator = "\x00"
-
-// next splits the first tag off an encoded list.
-func next(tags string) (tag, rest string) {
-	if i := strings.IndexByte(tags, Separator[0]); i >= 0 {
-		return tags[:i], tags[i+1:]
+// mark sets a record's mark of use, writing only when it is not set: a
+// hit on every core must not fight over the cache line.
+func mark(used *atomic.Bool) {
+	if !used.Load() {
+		used.Store(true)
 	}
-	return tags, ""
-}
-
-// ErrTag is why a list of tags cannot be encoded.
-var ErrTag = errors.New("an empty tag, or one with a NUL byte")
-
-// Encode returns tags in their encoding (FieldTags): in their order, each
-// once. A tag may not be empty or contain a NUL byte (ErrTag).
-func Encode(tags []string) (string, error) {
-	if len(tags) == 0 {
-		return "", nil
-	}
-	seen := make(map[string]bool, len(tags))
-	var b strings.Builder
-	for _, tag := range tags {
-		if tag == "" || strings.Contains(tag, Separator) {
-			return "", fmt.Errorf("%w: %q", ErrTag, tag)
-		}
-		if seen[tag] {
-			continue
-		}
-		seen[tag] = true
-		if b.Len() > 0 {
-			b.WriteString(Separator)
-		}
-		b.WriteString(tag)
-	}
-	return b.String(), nil
-}
-
-// Tags returns the tags of an encoded list.
-func Tags(tags string) []string {
-	if tags == "" {
-		return nil
-	}
-	return strings.Split(tags, Separator)
-}
-
-// Judge is Check on the records as they are, however old: right after a
-// Refresh, or for a copy served while Redis cannot be used (what this
-// process knows is all it can go by). A record never read is no epoch.
-func (m *Mirror) Judge(born int64, tags string) Verdict {
-	queued := m.queued()
-	if queued && m.cfg.Held("") {
-		return Hard
-	}
-	if cr := m.clear.Load(); cr != nil && cr.hard > 0 && born <= cr.hard {
-		return Hard
-	}
-	v := Valid
-	for tags != "" {
-		var tag string
-		tag, tags = next(tags)
-		if queued && m.cfg.Held(tag) {
-			return Hard
-		}
-		r, _ := m.tags.Load(tag)
-		if tr, _ := r.(*record); tr != nil {
-			switch {
-			case tr.hard > 0 && born <= tr.hard:
-				return Hard
-			case tr.soft > 0 && born <= tr.soft:
-				v = Soft
-			}
-		}
-	}
-	return v
 }
 
 // Needs returns the tags of an encoded list whose records are missing or
@@ -264,10 +190,16 @@ func (m *Mirror) inUse(tags []string, clear bool) []string {
 // (Records.ReadOp) at once, and gives its result to done. ok is false when
 // none is due.
 func (m *Mirror) Due() (tags []string, done func(clear string, vals []string, now int64, err error), ok bool) {
-	at := m.cfg.Now()
-	if cr := m.clear.Load(); cr != nil && at-cr.at <= m.bound/2 || !m.ahead.CompareAndSwap(false, true) {
+	if cr := m.clear.Load(); cr != nil && m.cfg.Now()-cr.at <= m.bound/2 || !m.ahead.CompareAndSwap(false, true) {
 		return nil, nil, false
 	}
+	return m.due()
+}
+
+// due is Due once a read is due: apart, so that what its closure holds is
+// allocated only then, not on every hit.
+func (m *Mirror) due() (tags []string, done func(clear string, vals []string, now int64, err error), ok bool) {
+	at := m.cfg.Now()
 	tags = m.inUse(nil, true)
 	return tags, func(clear string, vals []string, now int64, err error) {
 		m.Refreshed(tags, at, clear, vals, now, err)
@@ -397,13 +329,4 @@ func (m *Mirror) Born() (ms int64, ok bool) {
 		return 0, false
 	}
 	return s.server + since/int64(time.Microsecond), true
-}
-
-// ParseRecord reads a record's value: "hard,soft" for a tag, "hard" for
-// the Clear (server ms); 0 for what it lacks.
-func ParseRecord(v string) (hard, soft int64) {
-	h, s, _ := strings.Cut(v, ",")
-	hard, _ = strconv.ParseInt(h, 10, 64)
-	soft, _ = strconv.ParseInt(s, 10, 64)
-	return hard, soft
 }

@@ -1,0 +1,149 @@
+package epochs
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// clock is a Config.Now the test moves.
+type clock struct{ ns int64 }
+
+func (c *clock) now() int64 { return c.ns }
+
+// fakeRecords answers Read from a map, as Redis would hold the records.
+type fakeRecords struct {
+	clear string
+	tags  map[string]string
+	now   int64
+	reads int
+	fail  error
+}
+
+func (f *fakeRecords) read(_ context.Context, tags []string) (string, []string, int64, error) {
+	f.reads++
+	if f.fail != nil {
+		return "", nil, 0, f.fail
+	}
+	vals := make([]string, len(tags))
+	for i, t := range tags {
+		vals[i] = f.tags[t]
+	}
+	return f.clear, vals, f.now, nil
+}
+
+func newMirror(c *clock, f *fakeRecords, held map[string]bool) *Mirror {
+	return New(Config{Bound: 100 * time.Millisecond, Read: f.read, Now: c.now, Max: 10,
+		Queued: func() bool { return len(held) > 0 }, Held: func(tag string) bool { return held[tag] }})
+}
+
+func TestEncode(t *testing.T) {
+	got, err := Encode([]string{"a", "b", "a", "{c}"})
+	if err != nil || got != "a\x00b\x00{c}" {
+		t.Fatalf("Encode = %q, %v", got, err)
+	}
+	for _, bad := range [][]string{{""}, {"a\x00b"}} {
+		if _, err := Encode(bad); !errors.Is(err, ErrTag) {
+			t.Errorf("Encode(%q) = %v; want ErrTag", bad, err)
+		}
+	}
+	if tags := Tags(got); len(tags) != 3 || tags[2] != "{c}" {
+		t.Errorf("Tags = %q", tags)
+	}
+}
+
+// The verdicts: an entry born at or before an epoch that concerns it is
+// invalidated (hard) or stale (soft); records older than the bound are
+// Unknown until read again; an older release's entry (born 0) yields to a
+// Clear only.
+func TestVerdicts(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{clear: "100", tags: map[string]string{"h": "200,0", "s": "0,300"}, now: 1000}
+	m := newMirror(c, f, nil)
+	if v := m.Check(500, ""); v != Unknown {
+		t.Fatalf("before any read: %v; want Unknown", v)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		born int64
+		tags string
+		want Verdict
+	}{
+		{500, "", Valid}, {100, "", Hard}, {99, "", Hard}, {0, "", Hard},
+		{150, "h", Hard}, {250, "h", Valid}, {250, "s", Soft}, {350, "s", Valid},
+		{250, "s\x00h", Soft}, {150, "s\x00h", Hard}, {150, "none", Valid},
+	} {
+		v, err := m.Verdict(ctx, tc.born, tc.tags)
+		if err != nil || v != tc.want {
+			t.Errorf("Verdict(%d, %q) = %v, %v; want %v", tc.born, tc.tags, v, err, tc.want)
+		}
+	}
+	reads := f.reads
+	if v := m.Check(500, "h"); v != Valid || f.reads != reads {
+		t.Fatalf("a fresh record: %v after %d reads; want Valid without a read", v, f.reads-reads)
+	}
+	c.ns += int64(101 * time.Millisecond)
+	if v := m.Check(500, "h"); v != Unknown {
+		t.Fatalf("records past the bound: %v; want Unknown", v)
+	}
+	if v := m.Judge(150, "h"); v != Hard {
+		t.Fatalf("Judge on stale records: %v; want Hard (what it knows)", v)
+	}
+	f.fail = errors.New("down")
+	if _, err := m.Verdict(ctx, 500, "h"); err == nil {
+		t.Fatal("Verdict with the read failing: no error")
+	}
+}
+
+// An invalidation queued for Redis holds what it concerns invalidated.
+func TestHeld(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{tags: map[string]string{}, now: 1000}
+	held := map[string]bool{"t": true}
+	m := newMirror(c, f, held)
+	if err := m.Refresh(context.Background(), []string{"t", "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.Check(5000, "t"); v != Hard {
+		t.Fatalf("a held tag: %v; want Hard", v)
+	}
+	if v := m.Check(5000, "u"); v != Valid {
+		t.Fatalf("another tag: %v; want Valid", v)
+	}
+	held[""] = true
+	if v := m.Check(5000, ""); v != Hard {
+		t.Fatalf("a held Clear: %v; want Hard", v)
+	}
+}
+
+// Born estimates the records' clock from below, from the last read, for a
+// second; Apply's reply counts as a read.
+func TestBorn(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{now: 1_000_000}
+	m := newMirror(c, f, nil)
+	if _, ok := m.Born(); ok {
+		t.Fatal("Born before any read")
+	}
+	m.Apply([]string{"t"}, []int64{1_000_000}, []int64{0}, 1_000_000, c.ns)
+	c.ns += int64(3 * time.Millisecond)
+	if ms, ok := m.Born(); !ok || ms != 1_003_000 {
+		t.Fatalf("Born = %d, %v; want 1003000 (µs)", ms, ok)
+	}
+	c.ns += int64(time.Second)
+	if _, ok := m.Born(); ok {
+		t.Fatal("Born from a read more than a second old")
+	}
+	if got := m.BornAt(context.Background(), 42); got != 42 {
+		t.Fatalf("BornAt off a Cluster = %d; want the grant", got)
+	}
+}
+
+func TestParseRecord(t *testing.T) {
+	for in, want := range map[string][2]int64{"": {0, 0}, "5": {5, 0}, "5,7": {5, 7}, "0,7": {0, 7}, "x,y": {0, 0}} {
+		if h, s := ParseRecord(in); h != want[0] || s != want[1] {
+			t.Errorf("ParseRecord(%q) = %d, %d; want %v", in, h, s, want)
+		}
+	}
+}
