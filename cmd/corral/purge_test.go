@@ -362,3 +362,16 @@ func TestPurgeUnapplied(t *testing.T) {
 		}
 	}
 }
+
+// With Redis gone, POST /purge answers 202: queued, the sidecar applies
+// it once Redis answers; the JSON says why.
+func TestServePurgeQueued(t *testing.T) {
+	t.Parallel()
+	org := taggedOrigin(t)
+	s := startSidecar(t, nil, "--origin", org.URL, "--redis", "redis://"+closedAddr(t), "--admin-listen", "127.0.0.1:0",
+		"--redis-timeout", "200ms")
+	got := post(t, s.Admin+"/purge?key=k&url=/x", "")
+	if got.code != http.StatusAccepted || got.Status != "queued" || !strings.Contains(got.Error, "queued") {
+		t.Errorf("POST /purge with Redis gone: %+v; want 202 queued, saying why", got)
+	}
+}
