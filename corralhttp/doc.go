@@ -172,6 +172,28 @@
 // own and decoded (gzip, deflate; codings.go); one it cannot decode gets
 // 502, the log naming the coding.
 //
+// # Tags and purging
+//
+// The members of an origin response's Surrogate-Key (space-separated, as
+// Fastly reads it) and Cache-Tag (comma-separated, as Cloudflare does;
+// spaces separate too) are its surrogate keys: the stored response's tags
+// (corral.Entry.Tags), distinct, empty members dropped. Neither header
+// reaches a client, from the cache or passed. Every stored thing of a URL
+// carries the URL's tags as well (URLTag): its responses under every key
+// (each forwarded header's values, with or without Authorization), its
+// Vary variants, their second copies, and its pass and vary markers.
+// Handler.Purge drops by them (a Purge; Purge.Apply does it on any Cache
+// sharing the Redis and Prefix, as `corral purge` does): Keys, the
+// responses that named one; URLs, every stored thing of a path, each of
+// its queries included, or of one URL with its query; All, everything
+// under the Prefix (corral.Cache.Clear). A hard purge (corral's
+// InvalidateTags) drops them, for every Handler sharing the Prefix: the
+// next request asks the origin, and not conditionally. Purge.Soft makes them
+// stale instead (ExpireTags): served stale (X-Cache: STALE) inside their
+// stale-while-revalidate window while one request revalidates them;
+// without a window, gone. A purge that cannot reach Redis is queued by
+// corral, and applied once Redis answers (Queued).
+//
 // # Redis faults
 //
 // A Redis fault is never the origin's: no request gets a 5xx for it. While

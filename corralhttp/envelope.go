@@ -67,6 +67,10 @@ type meta struct {
 	// Proto is the protocol version the origin answered with, when it is
 	// not 1.1 ("2"), for Via.
 	Proto string `json:"p,omitempty"`
+	// Tags are the response's surrogate keys (tags.go), from the
+	// Surrogate-Key and Cache-Tag headers it came with, which are not
+	// kept: a 304 that names none leaves them as they are.
+	Tags []string `json:"g,omitempty"`
 }
 
 // varyMarker is what a vary marker holds.

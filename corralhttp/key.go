@@ -37,6 +37,7 @@ type request struct {
 	vkey   string      // the corral key of its second copy (for revalidation, stale-if-error)
 	vary   []string    // for a variant: the Vary'd headers its key holds, beyond the URL's
 	proto  string      // the protocol version of the client's request, for Via (not keyed)
+	query  string      // the request's query, as sent: with path, its URL tags (tags.go)
 	// noStore: the request says no-store (RFC 9111 section 5.2.1.5), so
 	// nothing its load fetches is stored.
 	noStore bool
@@ -63,7 +64,7 @@ func (h *Handler) outgoing(r *http.Request) request {
 		}
 	}
 	req := request{url: u, path: r.URL.Path, header: out, noStore: hasToken(r.Header.Values("Cache-Control"), "no-store"),
-		proto: protoVersion(r.ProtoMajor, r.ProtoMinor)}
+		proto: protoVersion(r.ProtoMajor, r.ProtoMinor), query: r.URL.RawQuery}
 	if a := r.Header.Values("Authorization"); len(a) > 0 {
 		out["Authorization"] = slices.Clone(a)
 		req.auth = true

@@ -57,7 +57,9 @@ func (h *Handler) load(ctx context.Context, req request, st *state) (corral.Entr
 	if mine {
 		st.forwarded(prev != nil, s.revalidated)
 	}
-	return h.settle(ctx, req, st, s, varyID, mine)
+	e, err := h.settle(ctx, req, st, s, varyID, mine)
+	e.Tags = req.tagged(s.Tags)
+	return e, err
 }
 
 // forwarded records why st's own load asked the origin (fwdStale: it had
@@ -181,7 +183,7 @@ func (h *Handler) passEntry(req request) corral.Entry {
 	if req.auth {
 		return corral.Entry{Value: passMarker}
 	}
-	return corral.Entry{Value: passMarker, TTL: h.opts.PassTTL, StaleTTL: -1}
+	return corral.Entry{Value: passMarker, TTL: h.opts.PassTTL, StaleTTL: -1, Tags: req.tagged(nil)}
 }
 
 // big is a response over MaxBodyBytes, being read: its load hands it to
@@ -273,7 +275,7 @@ func (h *Handler) exchange(ctx context.Context, req request, prev *stored) (*sto
 	}
 	resp.Body.Close()
 	s := &stored{body: body}
-	s.Status, s.Header, s.Received = resp.StatusCode, storedHeader(resp.Header), sent.UnixMilli()
+	s.Status, s.Header, s.Received, s.Tags = resp.StatusCode, storedHeader(resp.Header), sent.UnixMilli(), tagsOf(resp.Header)
 	s.Age = int64(ageOf(resp.Header) / time.Second)
 	if p := protoVersion(resp.ProtoMajor, resp.ProtoMinor); p != "1.1" {
 		s.Proto = p
@@ -297,9 +299,11 @@ func originError(part string, err error) error {
 }
 
 // storedHeader is h without its hop-by-hop headers (those listed in its
-// Connection header too).
+// Connection header too) and its surrogate keys (tags.go): what a client
+// is sent of an origin's header.
 func storedHeader(h http.Header) http.Header {
 	out := h.Clone()
+	withoutTags(out)
 	for _, c := range h.Values("Connection") {
 		for _, name := range splitTokens(c) {
 			out.Del(name)

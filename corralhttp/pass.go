@@ -18,7 +18,8 @@ import (
 // headers the variant is keyed on (vary.go); and, since nothing is stored,
 // a GET's Range and If-Range, so that the origin answers them itself.
 // Each is sent with Via, and answered with Cache-Status: fwd=bypass, or
-// fwd=method for a method other than GET and HEAD.
+// fwd=method for a method other than GET and HEAD, and without the
+// origin's surrogate keys (tags.go).
 
 // newProxy returns the Handler's pass-through proxy.
 func (h *Handler) newProxy() *httputil.ReverseProxy {
@@ -27,6 +28,7 @@ func (h *Handler) newProxy() *httputil.ReverseProxy {
 		Transport: h.client.Transport,
 		ModifyResponse: func(resp *http.Response) error {
 			h.metrics.origin(strconv.Itoa(resp.StatusCode))
+			withoutTags(resp.Header) // the origin's word to its caches (tags.go)
 			h.mark(resp.Header, passed(resp.Request.Method), protoVersion(resp.ProtoMajor, resp.ProtoMinor))
 			if inv, ok := resp.Request.Context().Value(invalidateKey{}).(request); ok && resp.StatusCode < 400 {
 				h.invalidate(resp.Request.Context(), inv)

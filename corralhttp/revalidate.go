@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral"
 )
 
 // Revalidation (RFC 9111 section 4.3), and the second copy. A load asks
@@ -63,7 +65,10 @@ func (h *Handler) keepSecondCopy(ctx context.Context, req request, s *stored, v 
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	if err := h.cache.Set(ctx, req.vkey, b, max(v.fresh, 0)+keep); err != nil {
+	// Fresh while the response is, then stale for keep: a soft purge
+	// (ExpireTags) leaves it to revalidate, a hard one drops it.
+	e := corral.Entry{Value: b, TTL: max(v.fresh, time.Millisecond), StaleTTL: keep, Tags: req.tagged(s.Tags)}
+	if err := h.cache.SetEntry(ctx, req.vkey, e); err != nil {
 		h.log.Debug("corral: could not keep a second copy of a response", "path", req.path, errAttr(err))
 	}
 }
@@ -112,6 +117,9 @@ func refreshed(prev *stored, h http.Header, now time.Time) *stored {
 		}
 	}
 	s.Received, s.Age = now.UnixMilli(), int64(ageOf(h)/time.Second)
+	if hasTags(h) {
+		s.Tags = tagsOf(h)
+	}
 	return s
 }
 

@@ -4,6 +4,7 @@
 //	corral soak    hammer corral from many processes under chaos; check invariants
 //	corral check   check a Redis for corral: version, Cluster, pub/sub, eviction, rights, round trip
 //	corral serve   run an HTTP read-through cache in front of an origin, coalescing across the fleet
+//	corral purge   invalidate cached entries: by key, tag (a sidecar's surrogate key), sidecar URL, or all
 //
 // Run `corral help` or `corral demo --help` for the flags.
 package main
@@ -92,7 +93,7 @@ This command demonstrates it. Start with:
 	})
 	root.Version = version()
 	root.SetVersionTemplate("corral {{.Version}}\n")
-	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd(), newServeCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newSoakCmd(), newCheckCmd(), newServeCmd(), newPurgeCmd(), newVersionCmd())
 	return root
 }
 

@@ -286,6 +286,7 @@ func TestSchemelessAddressNamesTheFix(t *testing.T) {
 	}{
 		{[]string{"check", "--redis", "127.0.0.1:6379"}, "write redis://127.0.0.1:6379"},
 		{[]string{"demo", "--redis", "127.0.0.1:6379"}, "write redis://127.0.0.1:6379"},
+		{[]string{"purge", "--redis", "127.0.0.1:6379", "--all"}, "write redis://127.0.0.1:6379"},
 		{[]string{"serve", "--origin", "127.0.0.1:9000", "--redis", "redis://127.0.0.1:1"}, "write http://127.0.0.1:9000"},
 		{[]string{"serve", "--origin", "http://127.0.0.1:9000", "--redis", "localhost:6379"}, "write redis://localhost:6379"},
 	} {

@@ -116,6 +116,20 @@ refuses PING (WRONGPASS)", "redis refuses the cache's calls (WRONGPASS)",
 It waits 500ms at most for Redis's PONG (or --redis-timeout if shorter); a
 right denied or writes refused show for 10s after a request met them.
 
+Responses carry tags to purge them by: the members of the origin's
+Surrogate-Key (space-separated) and Cache-Tag (comma-separated) headers,
+which are not passed on to clients, and their URL's. POST /purge on
+--admin-listen (only there: without it, no sidecar purges, and /purge on
+--listen is the origin's) purges, for every sidecar sharing --redis and
+--prefix: key=K (the responses tagged K) and url=/path (every response
+stored for it, whatever its headers; a path without a query: every query
+of it), each repeatable, or all=1 (everything under --prefix); soft=1
+makes them stale rather than gone (served STALE, inside their
+stale-while-revalidate window, while one request revalidates them). It
+answers a JSON object: 200 purged, 202 queued (Redis could not take it;
+applied once Redis answers), 400 for a bad request (nothing purged), 503
+failed. corral purge does the same from a script.
+
 On SIGINT or SIGTERM the sidecar stops accepting connections, lets
 requests under way finish for up to --shutdown-timeout, and exits.
 Meanwhile /healthz answers 503 on --admin-listen; on --listen, whose
@@ -150,7 +164,7 @@ machine can read; percent-encode its special characters (/ as %2F, # as
 	f.StringVar(&o.origin, "origin", "", "the origin's base URL, http:// or https:// (required)")
 	f.StringVar(&o.redis, "redis", "", "Redis URL: redis:// or rediss:// (TLS), with user and password if needed; a Cluster as redis://h1:p1?addr=h2:p2 or redis://h1:p1,h2:p2 (required)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve the cache on")
-	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics and /healthz on (default: on --listen, where /healthz is refused rather than 503 while shutting down)")
+	f.StringVar(&o.adminListen, "admin-listen", "", "address to serve /metrics, /healthz and POST /purge on (default: /metrics and /healthz on --listen, where /healthz is refused rather than 503 while shutting down, and no /purge)")
 	f.DurationVar(&o.defaultTTL, "default-ttl", 0, "freshness of a storable response that gives none, explicit or heuristic (0: such responses are not stored)")
 	f.DurationVar(&o.heuristicMaxTTL, "heuristic-max-ttl", corralhttp.DefaultHeuristicMaxTTL, "most heuristic freshness a response without explicit freshness gets from its Last-Modified (10% of the time since it; 0: none)")
 	f.Int64Var(&o.maxBody, "max-body", corralhttp.DefaultMaxBodyBytes, "largest response body stored, in bytes; larger ones are passed through uncached")

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,10 +36,15 @@ type admin struct {
 	health    redis.UniversalClient // pinged by /healthz (healthClient)
 	pingLimit time.Duration         // how long /healthz waits for Redis's PONG
 	// cache is the Handler, whose Health says what its own calls met (a
-	// right denied, writes refused...: faults a PING does not meet). Set
-	// before the servers start; nil in tests of the endpoints alone.
-	cache    interface{ Health() error }
-	draining atomic.Bool // set once shutting down: /healthz answers 503
+	// right denied, writes refused...: faults a PING does not meet), and
+	// which /purge asks to purge. Set before the servers start; nil in
+	// tests of the endpoints alone.
+	cache interface {
+		Health() error
+		Purge(context.Context, corralhttp.Purge) error
+	}
+	log      *slog.Logger // where each purge is logged
+	draining atomic.Bool  // set once shutting down: /healthz answers 503
 }
 
 // healthClient returns the client /healthz pings Redis with: opts, the
@@ -184,6 +193,12 @@ func (a *admin) servers(cache http.Handler, mainLn, adminLn net.Listener, log *s
 	if adminLn == nil {
 		return []server{{newServer(beside(mux, cache)), mainLn}}
 	}
+	a.log = log
+	mux.HandleFunc("POST /purge", a.purge) // never on the cache's listener, where /purge is the origin's
+	mux.HandleFunc("/purge", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "405 method not allowed: /purge answers POST", http.StatusMethodNotAllowed)
+	})
 	return []server{{newServer(cache), mainLn}, {newServer(mux), adminLn}}
 }
 
@@ -198,4 +213,101 @@ func beside(admin, cache http.Handler) http.Handler {
 		}
 		cache.ServeHTTP(w, r)
 	})
+}
+
+// purgeAnswer is /purge's answer, one JSON object: what was asked, and
+// what became of it.
+type purgeAnswer struct {
+	// Status is "purged", "queued" (Redis could not take it: the sidecar
+	// applies it once Redis answers), "failed" or "invalid" (a bad request:
+	// nothing purged).
+	Status string   `json:"status"`
+	Keys   []string `json:"keys,omitempty"`
+	URLs   []string `json:"urls,omitempty"`
+	All    bool     `json:"all,omitempty"`
+	Soft   bool     `json:"soft,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// purge answers POST /purge: key= (a surrogate key), url= (a path, with
+// or without a query), each repeatable, or all=1; soft=1 for a soft purge
+// (the parameters in the query or in a form body). It answers 200 once
+// purged, 202 when Redis could not take the purge and it was queued, 400
+// for a bad request (nothing purged), 503 when it failed; a JSON object
+// says which (purgeAnswer). Each purge is logged.
+func (a *admin) purge(w http.ResponseWriter, r *http.Request) {
+	p, err := purgeOf(r)
+	ans := purgeAnswer{Status: "purged", Keys: p.Keys, URLs: p.URLs, All: p.All, Soft: p.Soft}
+	code := http.StatusOK
+	if err == nil {
+		err = a.cache.Purge(r.Context(), p)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, corralhttp.ErrInvalidPurge) || errors.Is(err, errBadPurge):
+		code, ans.Status = http.StatusBadRequest, "invalid"
+	case corralhttp.Queued(err):
+		code, ans.Status = http.StatusAccepted, "queued"
+	default:
+		code, ans.Status = http.StatusServiceUnavailable, "failed"
+	}
+	attrs := []any{"keys", p.Keys, "urls", p.URLs, "all", p.All, "soft", p.Soft, "remote", r.RemoteAddr}
+	level := slog.LevelInfo
+	if err != nil {
+		ans.Error = err.Error()
+		attrs, level = append(attrs, errAttr(err)), slog.LevelWarn
+	}
+	a.log.Log(r.Context(), level, "corral serve: purge "+ans.Status, attrs...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(ans) // the client's loss, if it fails
+}
+
+// errBadPurge is wrapped by purgeOf's errors.
+var errBadPurge = errors.New("bad /purge request")
+
+// purgeOf reads the Purge a /purge request asks for: key and url values,
+// all and soft flags (1 or 0, true or false). An unknown parameter, an
+// empty value, or none of key, url and all is an error (errBadPurge).
+func purgeOf(r *http.Request) (corralhttp.Purge, error) {
+	var p corralhttp.Purge
+	if err := r.ParseForm(); err != nil {
+		return p, fmt.Errorf("%w: %w", errBadPurge, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Form)) {
+		for _, v := range r.Form[name] {
+			var err error
+			switch {
+			case v == "":
+				err = fmt.Errorf("%w: %s= is empty", errBadPurge, name)
+			case name == "key":
+				p.Keys = append(p.Keys, v)
+			case name == "url":
+				p.URLs = append(p.URLs, v)
+			case name == "all":
+				p.All, err = purgeFlag(name, v)
+			case name == "soft":
+				p.Soft, err = purgeFlag(name, v)
+			default:
+				err = fmt.Errorf("%w: unknown parameter %q (key, url, all, soft)", errBadPurge, name)
+			}
+			if err != nil {
+				return p, err
+			}
+		}
+	}
+	if len(p.Keys) == 0 && len(p.URLs) == 0 && !p.All {
+		return p, fmt.Errorf("%w: give key=K (a surrogate key), url=/path or all=1", errBadPurge)
+	}
+	return p, nil
+}
+
+// purgeFlag reads the value v of /purge's flag parameter name.
+func purgeFlag(name, v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%s: want 1 or 0", errBadPurge, name, v)
+	}
+	return b, nil
 }

@@ -50,7 +50,8 @@ func TestServeHelp(t *testing.T) {
 		"Redis faults are not origin failures", "are passed to the origin each on its own, uncached", "logged once a minute at most",
 		`"ok: serving; redis answers"`, "redis denies a right corral needs (NOPERM)", "naming no more than a reply's code",
 		"--access-log string", `(default "off")`, "--cache-name string", `(default "corral")`, "--heuristic-max-ttl duration", "(default 24h0m0s)",
-		"Cache-Status", "corral; fwd=uri-miss; collapsed", "Via", "nor any header (Authorization, Cookie)"} {
+		"Cache-Status", "corral; fwd=uri-miss; collapsed", "Via", "nor any header (Authorization, Cookie)",
+		"Surrogate-Key (space-separated)", "POST /purge on\n--admin-listen (only there", "202 queued", "corral purge does the same"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}
