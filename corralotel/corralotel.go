@@ -250,7 +250,13 @@ func (o *Observer) Observe(ctx context.Context, e corral.Event) {
 	case corral.EventInvalidationDropped:
 		o.m.dropped.Add(ctx, 1, p.add...)
 	case corral.EventTagInvalidated, corral.EventCleared, corral.EventExpired:
-		kind := map[corral.EventKind]string{corral.EventTagInvalidated: "tag", corral.EventCleared: "clear", corral.EventExpired: "expire"}[e.Kind]
+		kind := "tag"
+		switch e.Kind {
+		case corral.EventCleared:
+			kind = "clear"
+		case corral.EventExpired:
+			kind = "expire"
+		}
 		o.m.groups.Add(ctx, 1, metric.WithAttributes(attrPrefix.String(p.prefix), attribute.String("corral.kind", kind)))
 	default:
 		if e.Kind.Outcome() {
