@@ -63,19 +63,19 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	return v, nil
 }
 
-// fromRedisAs is fromRedis for Fetch[T], and the answer's value decoded as
-// T; err is the codec's. A cached entry that does not decode is taken as
-// missing, and asked for once more (h.skip): a is then the second answer,
-// the one the call counts.
+// fromRedisAs is fromRedis for Fetch[T], the value decoded as T (err: the
+// codec's). An entry that does not decode is asked for again as missing
+// (h.skip), up to 3 times while joined flights answer it again; a fresh
+// load, or another entry, that does not decode is the codec's error.
 func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
-	for {
+	for tries := 0; ; tries++ {
 		if a, keep = c.fromRedis(ctx, key, l, h); a.err != nil {
 			return v, a, keep, nil
 		}
 		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
 			return v, a, keep, nil
 		}
-		if a.soft == 0 || h.skip != 0 { // a fresh load, or the second answer
+		if a.soft == 0 || h.skip != 0 && a.soft != h.skip || tries == 3 {
 			return v, a, keep, errorf("decode %q as %T: %w", key, v, err)
 		}
 		c.warn.DecodeFailed(key, fmt.Sprintf("%T", v))

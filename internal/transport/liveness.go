@@ -249,10 +249,14 @@ func (p *Pipeline) watch() bool {
 // and trip says it is evidence that the node is down (a refusal, a
 // silence), not merely a batch that never got its answer. starved says this
 // process's goroutines waited long for the CPU since the last check: that
-// time does not count toward the cap. Called with flyMu held.
+// time does not count toward the cap. Nor does a gap between two checks
+// longer than two ticks: the monitor itself waited for a CPU, which the
+// Go runtime's own measure does not see when the operating system is the
+// one that held its thread back (a machine busy with other processes).
+// Called with flyMu held.
 func (p *Pipeline) check(b *batch, now time.Time, starved bool) (err error, trip bool) {
 	if !starved {
-		b.counted += now.Sub(b.seen)
+		b.counted += min(now.Sub(b.seen), 2*min(MonitorTick, p.timeout/4))
 	}
 	b.seen = now
 	if r := b.live.refused.Load(); r != nil && r.at.After(b.sent) {
