@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
@@ -62,14 +63,37 @@ import (
 // ErrInvalidTTL (ttl <= 0), ErrNilLoader, ErrClosed, or ctx ended before it
 // began. ttl is the soft TTL of what loadMany returns, as for Fetch.
 func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
-	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
+	if err := c.ready(ctx, refuse.TTL(ttl), loadMany == nil); err != nil {
 		return nil, c.refusedMany(ctx, keys, err)
 	}
 	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
 		vals, err := loadMany(ctx, keys)
 		return vals, nil, err
 	}
-	return fetchMany(ctx, c, keys, ttl, load, batchCodec[[]byte]{})
+	return fetchMany(ctx, c, keys, manyLoad{call: load, ttl: ttl}, batchCodec[[]byte]{})
+}
+
+// FetchManyEntries is FetchMany for a loadMany that says how long each
+// value lives, and what tags it has, as FetchEntry's loader does: each
+// Entry's Value, TTL, StaleTTL and Tags are used as FetchEntry uses them
+// (an Entry with TTL <= 0 is returned, not stored; one with an invalid tag
+// fails its key alone with ErrInvalidTag). The rest, errors included, is
+// FetchMany's, without its ErrInvalidTTL.
+func (c *Cache) FetchManyEntries(ctx context.Context, keys []string, loadMany func(ctx context.Context, missing []string) (map[string]Entry, error)) (map[string][]byte, error) {
+	if err := c.ready(ctx, nil, loadMany == nil); err != nil {
+		return nil, c.refusedMany(ctx, keys, err)
+	}
+	entries := &sync.Map{} // key → its Entry, as loadMany last returned it
+	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
+		found, err := loadMany(ctx, keys)
+		vals := make(map[string][]byte, len(found))
+		for k, e := range found {
+			vals[k] = e.Value
+			entries.Store(k, e)
+		}
+		return vals, nil, err
+	}
+	return fetchMany(ctx, c, keys, manyLoad{call: load, entries: entries}, batchCodec[[]byte]{})
 }
 
 // FetchMany is the typed form of Cache.FetchMany, as Fetch[T] is of
@@ -81,7 +105,7 @@ func (c *Cache) FetchMany(ctx context.Context, keys []string, ttl time.Duration,
 // and its errors are those of Cache.FetchMany; treat its values as
 // read-only when the near cache is on, as with Fetch[T].
 func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string]T, error)) (map[string]T, error) {
-	if err := c.validateMany(ctx, ttl, loadMany == nil); err != nil {
+	if err := c.ready(ctx, refuse.TTL(ttl), loadMany == nil); err != nil {
 		return nil, c.refusedMany(ctx, keys, err)
 	}
 	load := func(ctx context.Context, keys []string) (map[string][]byte, map[string]error, error) {
@@ -100,26 +124,7 @@ func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 	if c.near != nil {
 		bc.typ = reflect.TypeFor[T]()
 	}
-	return fetchMany(ctx, c, keys, ttl, load, bc)
-}
-
-// validateMany checks a FetchMany's arguments and state, as validate does
-// a Fetch's (its keys are checked one by one).
-func (c *Cache) validateMany(ctx context.Context, ttl time.Duration, nilLoader bool) error {
-	if ctx == nil {
-		panic("corral: nil Context")
-	}
-	if c.ctx.Err() != nil {
-		return ErrClosed
-	}
-	if err := refuse.TTL(ttl); err != nil {
-		return err
-	}
-	if nilLoader {
-		return ErrNilLoader
-	}
-	c.diagnoseSoon()
-	return ctx.Err()
+	return fetchMany(ctx, c, keys, manyLoad{call: load, ttl: ttl}, bc)
 }
 
 // batchCodec says how a FetchMany returns values of type V.
@@ -133,7 +138,7 @@ type batchCodec[V any] struct {
 // Redis and loads (fetchCalls), then the values decoded, where an entry
 // that does not decode is fetched once more as missing, as Fetch[T] does.
 // Each key's outcome is counted once, as Fetch counts a call's.
-func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, load manyLoader, bc batchCodec[V]) (map[string]V, error) {
+func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ml manyLoad, bc batchCodec[V]) (map[string]V, error) {
 	out, errs := make(map[string]V, len(keys)), map[string]error{}
 	calls := c.batchCalls(ctx, keys, bc.version, errs)
 	kept := calls[:0] // the calls the near cache did not answer, with their XFetch draws
@@ -145,7 +150,7 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 		kept = append(kept, calls[i])
 	}
 	calls = kept
-	c.fetchCalls(ctx, calls, ttl, load)
+	c.fetchCalls(ctx, calls, ml)
 	var again []keyCall
 	for i := range calls {
 		if !bc.collect(c, &calls[i], out, errs, false) {
@@ -155,7 +160,7 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ttl time.Dur
 		c.count(ctx, calls[i].key, calls[i].a.out)
 	}
 	if len(again) > 0 {
-		c.fetchCalls(ctx, again, ttl, load)
+		c.fetchCalls(ctx, again, ml)
 		for i := range again {
 			bc.collect(c, &again[i], out, errs, true)
 			c.count(ctx, again[i].key, again[i].a.out)
@@ -246,25 +251,25 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 // fetchCalls answers each of calls as fetch would answer it alone: the
 // keys whose flight is under way join it; the others are peeked all at
 // once, and those the peeks do not answer get flights, whose loads go to
-// calls of load (newBatch). It returns when every call has its answer.
-func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ttl time.Duration, load manyLoader) {
+// calls of ml (newBatch). It returns when every call has its answer.
+func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ml manyLoad) {
 	c.peekAll(ctx, calls)
 	r := c.planRescueMany(ctx, calls) // a caller's deadline before corral's verdict (rescue.go)
 	fire, stop := r.Timer()
 	defer func() { stop() }()
 	if fire != nil && waitAll(ctx, calls, fire, peekDone) {
-		c.rescueWaiting(ctx, &r, calls, ttl, load, peekDone)
+		c.rescueWaiting(ctx, &r, calls, ml, peekDone)
 		fire, stop = r.Again() // for those whose node was heard (rescue.go)
 	}
-	b := c.newBatch(ctx, load)
+	b := c.newBatch(ctx, ml.call)
 	for i := range calls {
 		if k := &calls[i]; k.pc != nil {
-			c.startFlight(ctx, k, ttl, b)
+			c.startFlight(ctx, k, ml, b)
 		}
 	}
 	b.Started()
 	for fire != nil && waitAll(ctx, calls, fire, flightDone) {
-		c.rescueWaiting(ctx, &r, calls, ttl, load, flightDone)
+		c.rescueWaiting(ctx, &r, calls, ml, flightDone)
 		fire, stop = r.Again() // nil once had
 	}
 	for i := range calls {
@@ -305,7 +310,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 
 // startFlight answers k from its peek, or joins or starts its key's flight,
 // whose loads go to b.
-func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, b *batch.Batch) {
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *batch.Batch) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
 	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error
@@ -314,7 +319,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ttl time.Duration, 
 		return
 	}
 	b.Expect(k.key)
-	f, joined, ok := c.join(ctx, k.key, loader{ttl: ttl, bytes: b.Loader(k.key)}, k.how, failed, b.Decider(k.key))
+	f, joined, ok := c.join(ctx, k.key, ml.loader(b, k.key), k.how, failed, b.Decider(k.key))
 	switch {
 	case !ok:
 		k.a = answer{err: ErrClosed}

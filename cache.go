@@ -108,7 +108,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		Call: func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error) {
 			return c.store.callAs(ctx, recovery, sc, keys, 0, args...)
 		}}
-	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock, Max: maxTagRecords,
+	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock,
 		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: clustered(rdb),
 		Held: func(tag string) bool {
 			if tag == "" {
@@ -164,8 +164,8 @@ func Must(c *Cache, err error) *Cache {
 // Stats returns a snapshot of the Cache's counters.
 func (c *Cache) Stats() Stats {
 	s := c.stats.snapshot()
-	s.BreakerOpen = c.store.breakerOpen() && c.ctx.Err() == nil // a closed Cache has none
-	s.OutageTime = c.store.openFor()
+	s.BreakerOpen = c.store.pipe.BreakerOpen() && c.ctx.Err() == nil // a closed Cache has none
+	s.OutageTime = c.store.pipe.OpenFor()
 	s.InvalidationsPending = c.queue.Len()
 	return s
 }
@@ -193,7 +193,7 @@ func (c *Cache) Close() error {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
 		// not apply is lost with the process: dropped, and warned of.
-		c.store.recovering()
+		c.store.pipe.Recovering()
 		c.queue.Flush(c.drain)
 		c.abandon()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/corralhq/corral/internal/diagnose"
+	"github.com/corralhq/corral/internal/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,7 +54,7 @@ const CheckPings = 10
 // at its first use, and a little more: it reads the server's version, mode
 // and role (HELLO, or INFO), learns the pub/sub mode (publishing an empty
 // message on the channel Prefix:probe) and tries to subscribe, reads
-// maxmemory-policy and maxmemory (CONFIG GET), runs scripts/rights.lua by
+// maxmemory-policy and maxmemory (CONFIG GET), runs internal/scripts/rights.lua by
 // EVAL and EVALSHA on the key Prefix:probe (which it deletes again), tries
 // CLIENT ID, CLIENT TRACKING (turned off again) and a subscription to
 // __redis__:invalidate, and times CheckPings PINGs. On a Cluster, version
@@ -98,6 +99,6 @@ func Check(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Repo
 	}
 	return diagnose.Check(ctx, diagnose.Config{
 		Client: rdb, Prefix: o.Prefix, Timeout: o.RedisTimeout, NoShard: o.DisableShardedPubSub,
-		NearCache: o.NearCache.Size > 0, Rights: rightsScript, Pings: CheckPings,
+		NearCache: o.NearCache.Size > 0, Rights: scripts.Rights, Pings: CheckPings,
 	})
 }

@@ -93,6 +93,12 @@ var (
 	// waiters then re-check on their own (see Options.LeaseTTL).
 	ErrPermission = errors.New("corral: permission denied by Redis ACL")
 
+	// ErrQueued is wrapped by the error of an invalidation (Delete, Set,
+	// Expire, InvalidateTags, ExpireTags, Clear) that could not reach Redis:
+	// it is queued, applied once Redis answers, and until then this process
+	// serves nothing it concerns from Redis.
+	ErrQueued = errors.New("corral: queued: applied once Redis answers")
+
 	// ErrCheckFailed is wrapped by Report.Err when Check found something
 	// that would break a guarantee of corral's (a Finding of
 	// SeverityFailure); the error names each such finding. It is

@@ -117,7 +117,7 @@ func (e *env) faultyClient() (*redis.Client, *faults) {
 // scriptSHA returns the SHA1 of one of corral's scripts, as EVALSHA names it.
 func scriptSHA(t *testing.T, name string) string {
 	t.Helper()
-	src, err := os.ReadFile("scripts/" + name + ".lua")
+	src, err := os.ReadFile("internal/scripts/" + name + ".lua")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,15 @@ func (c *Cache) validate(ctx context.Context, key string, ttlErr error, nilLoade
 	if err := refuse.Key(ctx, key); err != nil {
 		return err
 	}
+	return c.ready(ctx, ttlErr, nilLoader)
+}
+
+// ready is validate for a call of no key (a group invalidation) or of
+// many (FetchMany, whose keys are checked one by one).
+func (c *Cache) ready(ctx context.Context, ttlErr error, nilLoader bool) error {
+	if ctx == nil {
+		panic("corral: nil Context")
+	}
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}

@@ -18,9 +18,6 @@ import (
 // process trusts the records it read for this long.
 const Coherence = 100 * time.Millisecond
 
-// maxTagRecords bounds the tags whose records a process keeps.
-const maxTagRecords = 100_000
-
 // InvalidateTags invalidates every entry tagged with one of tags (Entry.Tags,
 // SetEntry) that was loaded (its load began) or set before the call. Once
 // it returns nil, no call that starts its own flight gets such an entry:
@@ -31,8 +28,8 @@ const maxTagRecords = 100_000
 //
 // The work in Redis is one script on the prefix's records, whatever the
 // number of entries: an invalidated entry is reloaded when next asked for,
-// or expires. When Redis cannot take the invalidation, the error says it
-// was queued: this process treats the tags' entries as invalidated at once
+// or expires. When Redis cannot take the invalidation, the error wraps
+// ErrQueued: this process treats the tags' entries as invalidated at once
 // and until it lands, which it does before the process reads them from
 // Redis again (as Delete's).
 //
@@ -105,34 +102,31 @@ func (c *Cache) invalidate(ctx context.Context, kind epochs.Kind, tags []string)
 			return errorf("%w: %v", ErrInvalidTag, tags)
 		}
 	}
-	if err := c.validate(ctx, "-", nil, false); err != nil { // "-": a call of no key
-
+	if err := c.ready(ctx, nil, false); err != nil {
 		return err
 	}
 	at := near.Clock()
-	now, hard, soft, err := c.records.MarkAs(ctx, false, kind, tags)
+	mk, err := c.records.MarkAs(ctx, false, kind, tags)
 	c.detachAll()
 	if err != nil {
 		err = denied(err)
 		c.countRedisError(ctx, err)
 		return c.invalidateGroupLater(ctx, kind, tags, err)
 	}
-	c.marked(ctx, kind, tags, now, hard, soft, at)
+	c.marked(ctx, kind, tags, mk, at)
 	return nil
 }
 
-// marked applies here an invalidation Redis recorded (now, the records
-// hard and soft as written; at, near.Clock before it was sent), and
-// counts it.
-func (c *Cache) marked(ctx context.Context, kind epochs.Kind, tags []string, now int64, hard, soft []int64, at int64) {
+// marked applies here an invalidation Redis recorded (mk; at, near.Clock
+// before it was sent), and counts it.
+func (c *Cache) marked(ctx context.Context, kind epochs.Kind, tags []string, mk epochs.Mark, at int64) {
+	c.groups.Apply(tags, mk, at)
 	if kind == epochs.Clear {
-		c.groups.ApplyClear(now, at)
-		c.tasks.Start(func() { c.sweep(now) })
+		c.tasks.Start(func() { c.sweep(mk.Clear) })
 		c.stats.Clears.Add(1)
 		c.observe(ctx, EventCleared, "")
 		return
 	}
-	c.groups.Apply(tags, hard, soft, now, at)
 	for _, tag := range tags {
 		c.stats.TagInvalidations.Add(1)
 		c.observe(ctx, EventTagInvalidated, tag)

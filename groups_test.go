@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // tagged returns a FetchEntry loader that counts its runs in n and returns
@@ -397,5 +398,170 @@ func TestOutage_GroupInvalidationDuringPartition(t *testing.T) {
 				return st.InvalidationsReplayed >= 1 && st.InvalidationsPending == 0
 			})
 		})
+	}
+}
+
+// The long tail of tags: a hit on an entry born after the prefix's last
+// tag invalidation reads no tag's record, even one this process never
+// read (a sidecar's URL tags, one per URL); an entry born before it does.
+func TestInvalidateTags_LongTailReadsNoRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newCache(t, srv.Client(), nil)
+	rdb := srv.Client()
+	sent := &faults{}
+	rdb.AddHook(sent)
+	b := newCache(t, rdb, nil)
+	ctx := context.Background()
+	const n = 300
+	if err := a.InvalidateTags(ctx, "unrelated"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		e := corral.Entry{Value: []byte("v"), TTL: time.Minute, Tags: []string{"url:" + strconv.Itoa(i)}}
+		if err := a.SetEntry(ctx, "k"+strconv.Itoa(i), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLoad := func(context.Context) (corral.Entry, error) {
+		t.Error("a load; want a hit")
+		return corral.Entry{}, errors.New("no load")
+	}
+	hit := func(i int) {
+		if v, err := b.FetchEntry(ctx, "k"+strconv.Itoa(i), noLoad); err != nil || string(v) != "v" {
+			t.Fatalf("FetchEntry = %q, %v; want v", v, err)
+		}
+	}
+	hit(n - 1) // the records read
+	before := sent.commands.Load()
+	hit(n - 1)
+	one := sent.commands.Load() - before // a hit's commands, its tag's record fresh
+	pass := func() int64 {
+		before := sent.commands.Load()
+		for i := range n {
+			hit(i)
+		}
+		return sent.commands.Load() - before
+	}
+	if got := pass(); got > n*one+n/5 {
+		t.Fatalf("%d hits on entries born after the last tag invalidation sent %d commands; one hit sends %d: the tags' records were read", n, got, one)
+	}
+	if err := b.InvalidateTags(ctx, "unrelated-2"); err != nil { // b: known there at once
+		t.Fatal(err)
+	}
+	if got := pass(); got < n*one+n/2 {
+		t.Fatalf("%d hits on entries born before the last tag invalidation sent %d commands; want their tags' records read too (one hit: %d)", n, got, one)
+	}
+}
+
+// FetchManyEntries stores each key as its Entry says (TTL, StaleTTL,
+// Tags), as FetchEntry would: a tag invalidation reaches the batch's
+// entries of that tag alone, across processes; an Entry with TTL <= 0 is
+// returned, not stored; an invalid tag fails its key alone.
+func TestFetchManyEntries_Tags(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cs := fleet(t, srv, 2, func() *corral.Options { return &corral.Options{StaleTTL: time.Minute} })
+	a, b := cs[0], cs[1]
+	admin := srv.Client()
+	ctx := context.Background()
+	var mu sync.Mutex
+	loads := map[string]int{}
+	loadMany := func(_ context.Context, keys []string) (map[string]corral.Entry, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]corral.Entry{}
+		for _, k := range keys {
+			loads[k]++
+			v := []byte(fmt.Sprintf("%s#%d", k, loads[k]))
+			switch k {
+			case "p42":
+				out[k] = corral.Entry{Value: v, TTL: time.Hour, StaleTTL: -1, Tags: []string{"product:42", "catalog"}}
+			case "p43":
+				out[k] = corral.Entry{Value: v, TTL: 30 * time.Minute, StaleTTL: 5 * time.Minute, Tags: []string{"product:43", "catalog"}}
+			case "uncached":
+				out[k] = corral.Entry{Value: v}
+			case "badtag":
+				out[k] = corral.Entry{Value: v, TTL: time.Hour, Tags: []string{""}}
+			}
+		}
+		return out, nil
+	}
+	keys := []string{"p42", "p43", "uncached", "badtag", "missing"}
+	fetch := func(c *corral.Cache) map[string][]byte {
+		t.Helper()
+		got, err := c.FetchManyEntries(ctx, keys, loadMany)
+		var be *corral.BatchError
+		if !errors.As(err, &be) || len(be.Errs) != 1 || !errors.Is(be.Errs["badtag"], corral.ErrInvalidTag) {
+			t.Fatalf("FetchManyEntries error = %v; want a BatchError of badtag alone, ErrInvalidTag", err)
+		}
+		if _, ok := got["missing"]; ok {
+			t.Fatal("a key loadMany left out is in the result")
+		}
+		return got
+	}
+	first := fetch(a)
+	if string(first["p42"]) != "p42#1" || string(first["p43"]) != "p43#1" || string(first["uncached"]) != "uncached#1" {
+		t.Fatalf("first call = %q", first)
+	}
+	for key, want := range map[string][2]time.Duration{"p42": {time.Hour, time.Hour}, "p43": {30 * time.Minute, 35 * time.Minute}} {
+		if soft, hard := storedTTLs(t, admin, key); !about(soft, want[0]) || !about(hard, want[1]) {
+			t.Fatalf("%s stored with soft TTL %v, hard %v; want %v and %v (its Entry's)", key, soft, hard, want[0], want[1])
+		}
+	}
+	if n := admin.Exists(ctx, entryName("uncached")).Val(); n != 0 {
+		t.Fatal("an Entry with TTL 0 was stored")
+	}
+	if got := fetch(b); string(got["p42"]) != "p42#1" || string(got["p43"]) != "p43#1" || string(got["uncached"]) != "uncached#2" {
+		t.Fatalf("the other process got %q; want p42#1 and p43#1 from Redis, uncached loaded again", got)
+	}
+	if err := a.InvalidateTags(ctx, "product:42"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(a); string(got["p42"]) != "p42#2" || string(got["p43"]) != "p43#1" {
+		t.Fatalf("after InvalidateTags(product:42): %q; want p42 loaded again, p43 untouched", got)
+	}
+	v := untilCoherent(t, "p42#1", func() ([]byte, error) {
+		got, err := b.FetchManyEntries(ctx, []string{"p42"}, loadMany)
+		return got["p42"], err
+	})
+	if v != "p42#2" {
+		t.Fatalf("the other process got %q; want p42#2, the one reload", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if loads["p42"] != 2 || loads["p43"] != 1 {
+		t.Fatalf("loads %v; want p42 twice, p43 once", loads)
+	}
+}
+
+// A tag's record that Redis lost (evicted, deleted by hand) may have held
+// an invalidation: an entry of that tag born before the prefix's last tag
+// invalidation is loaded again, once, which makes the record anew.
+func TestInvalidateTags_LostRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cs := fleet(t, srv, 2, nil)
+	a, b := cs[0], cs[1]
+	admin := srv.Client()
+	ctx := context.Background()
+	var loads atomic.Int32
+	load := tagged(&loads, "p", "t1")
+	if v, err := a.FetchEntry(ctx, "p", load); err != nil || string(v) != "p#1" {
+		t.Fatalf("FetchEntry = %q, %v", v, err)
+	}
+	if err := a.InvalidateTags(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Del(ctx, wire.TagName("corral", "t1")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if v, err := b.FetchEntry(ctx, "p", load); err != nil || string(v) != "p#2" {
+			t.Fatalf("with t1's record lost: %q, %v; want p#2, loaded again once", v, err)
+		}
+	}
+	if n := admin.Exists(ctx, wire.TagName("corral", "t1")).Val(); n != 1 {
+		t.Fatal("the reload did not make t1's record again")
 	}
 }

@@ -3,6 +3,7 @@ package corral
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
@@ -87,6 +88,30 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 // FetchMany's encoding errors); err fails every key of the call. A key in
 // neither was not found.
 type manyLoader func(ctx context.Context, keys []string) (vals map[string][]byte, failed map[string]error, err error)
+
+// manyLoad is a FetchMany's load: its calls (call), and how long what they
+// return lives: ttl, or, for FetchManyEntries, each key's Entry as call
+// last returned it (entries: key → Entry).
+type manyLoad struct {
+	call    manyLoader
+	ttl     time.Duration
+	entries *sync.Map
+}
+
+// loader is the load of key's flight, from b's calls.
+func (ml manyLoad) loader(b *batch.Batch, key string) loader {
+	get := b.Loader(key)
+	if ml.entries == nil {
+		return loader{ttl: ml.ttl, bytes: get}
+	}
+	return loader{entry: func(ctx context.Context) (Entry, error) {
+		v, err := get(ctx)
+		e, _ := ml.entries.Load(key)
+		en, _ := e.(Entry)
+		en.Value = v
+		return en, err
+	}}
+}
 
 // newBatch returns a batch (internal/batch) gathering the loads of the
 // flights one FetchMany, or one rescue (rescue.go), started into calls of

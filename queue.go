@@ -29,9 +29,9 @@ func (c *Cache) newQueue() *replay.Queue {
 		Delete: c.replayed,
 		NodeOf: func(key string) string {
 			if key[0] != queuedKey {
-				return c.store.nodeOf(wire.ClearName(c.opts.Prefix))
+				return c.store.pipe.NodeOf(wire.ClearName(c.opts.Prefix))
 			}
-			return c.store.nodeOf(wire.EntryName(c.opts.Prefix, key[1:]))
+			return c.store.pipe.NodeOf(wire.EntryName(c.opts.Prefix, key[1:]))
 		},
 		Denied: func(err error) bool { return errors.Is(err, ErrPermission) },
 		Told:   c.toldQueue,
@@ -99,10 +99,11 @@ func (c *Cache) invalidateGroupLater(ctx context.Context, kind epochs.Kind, tags
 	if kind == epochs.Clear {
 		tags = []string{""}
 	}
-	out := err
+	var out error
 	for _, tag := range tags {
-		if e := c.queueOrDrop(ctx, string(kind)+tag, tag, err); out == err || !c.queue.Has(string(kind)+tag) {
-			out = e // the first tag's answer, or the first dropped
+		e := c.queueOrDrop(ctx, string(kind)+tag, tag, err)
+		if out == nil || !c.queue.Has(string(kind)+tag) {
+			out = e // the first tag's answer, unless a later one was dropped
 		}
 	}
 	return out
@@ -115,7 +116,7 @@ func (c *Cache) queueOrDrop(ctx context.Context, entry, key string, err error) e
 		return err
 	}
 	if c.queue.Invalidate(ctx, entry) { // told Queued, or nothing for one already queued, which does the same
-		return errorf("%w (queued: applied once Redis answers)", err)
+		return errorf("%w (%w)", err, ErrQueued)
 	}
 	if c.warn.queue.Allow() {
 		c.opts.Logger.Warn("corral: the queue of invalidations for Redis is full; this one is dropped, and Redis may serve the old value until its TTL",
@@ -136,9 +137,9 @@ func (c *Cache) replayed(ctx context.Context, entry string, recovery bool) error
 		tags = []string{rest}
 	}
 	at := near.Clock()
-	now, hard, soft, err := c.records.MarkAs(ctx, recovery, kind, tags)
+	mk, err := c.records.MarkAs(ctx, recovery, kind, tags)
 	if err == nil {
-		c.marked(context.Background(), kind, tags, now, hard, soft, at)
+		c.marked(context.Background(), kind, tags, mk, at)
 	}
 	return denied(err)
 }

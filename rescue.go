@@ -43,7 +43,7 @@ func (c *Cache) rescueOf(ctx context.Context, n int, key func(i int) string) res
 // due reports whether r's caller is to be rescued now: nothing heard from
 // the key's node since its attempt began.
 func (c *Cache) due(r *rescue) bool {
-	return !c.store.heardSince(r.Name, r.Began)
+	return !c.store.pipe.HeardSince(r.Name, r.Began)
 }
 
 // rescued answers a caller of key rescued (see the top of this file): from
@@ -101,7 +101,7 @@ func (c *Cache) planRescueMany(ctx context.Context, calls []keyCall) rescue {
 
 // silentFor reports whether the node of key said nothing since r began.
 func (c *Cache) silentFor(r *rescue, key string) bool {
-	return !c.store.heardSince(wire.EntryName(c.opts.Prefix, key), r.Began)
+	return !c.store.pipe.HeardSince(wire.EntryName(c.opts.Prefix, key), r.Began)
 }
 
 // waitAll waits for the calls' peeks or flights (done: peekDone or
@@ -127,8 +127,7 @@ func flightDone(k *keyCall) <-chan struct{} {
 // or flightDone) has not ended on a silent node: a peek is dropped (they
 // need no flight then); a flight is left, as a flight's caller leaves it,
 // and only while its fetch.lua is out.
-func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, ttl time.Duration, load manyLoader,
-	done func(k *keyCall) <-chan struct{}) {
+func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, ml manyLoad, done func(k *keyCall) <-chan struct{}) {
 	var ks []*keyCall
 	for i := range calls {
 		k := &calls[i]
@@ -145,16 +144,15 @@ func (c *Cache) rescueWaiting(ctx context.Context, r *rescue, calls []keyCall, t
 		k.pc, k.f = nil, nil
 		ks = append(ks, k)
 	}
-	c.rescueMany(ctx, ks, ttl, load)
+	c.rescueMany(ctx, ks, ml)
 }
 
 // rescueMany answers the rescued calls ks: from memory, or by their keys'
 // fail-open loads, each waited for until the caller's deadline at most.
-// Those this call starts go to one call of load, detached from the caller;
+// Those this call starts go to one call of ml, detached from the caller;
 // those another caller runs are joined, never waited for by that call of
-// load (two rescued FetchManys of the same keys would wait for each
-// other).
-func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration, load manyLoader) {
+// ml (two rescued FetchManys of the same keys would wait for each other).
+func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ml manyLoad) {
 	if len(ks) == 0 {
 		return
 	}
@@ -164,7 +162,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 		o *openLoad
 	}
 	var loads []joined
-	b := c.newBatch(context.WithoutCancel(ctx), load)
+	b := c.newBatch(context.WithoutCancel(ctx), ml.call)
 	for _, k := range ks {
 		o, mine, a, held := c.openLoadOf(k.key, true)
 		switch {
@@ -173,7 +171,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ttl time.Duration
 			continue
 		case mine:
 			b.Expect(k.key)
-			c.runOpenDetached(ctx, k.key, loader{ttl: ttl, bytes: b.Loader(k.key)}, o)
+			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key), o)
 		}
 		loads = append(loads, joined{k, o})
 	}

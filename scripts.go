@@ -2,53 +2,25 @@ package corral
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/scripts"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
-// The protocol's scripts (scripts/*.lua: see their headers), run through
-// the store's one door (store.go, call): their arguments are built, and
-// their replies parsed, by internal/wire.
-
-var (
-	//go:embed scripts/fetch.lua
-	fetchSrc string
-	//go:embed scripts/commit.lua
-	commitSrc string
-	//go:embed scripts/renew.lua
-	renewSrc string
-	//go:embed scripts/release.lua
-	releaseSrc string
-	//go:embed scripts/delete.lua
-	deleteSrc string
-	//go:embed scripts/read.lua
-	readSrc string
-	//go:embed scripts/rights.lua
-	rightsSrc string
-	//go:embed scripts/expire.lua
-	expireSrc string
-
-	fetchScript   = redis.NewScript(fetchSrc)
-	commitScript  = redis.NewScript(commitSrc)
-	renewScript   = redis.NewScript(renewSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	deleteScript  = redis.NewScript(deleteSrc)
-	readScript    = redis.NewScript(readSrc)
-	rightsScript  = redis.NewScript(rightsSrc)
-	expireScript  = redis.NewScript(expireSrc)
-)
+// The protocol's scripts (internal/scripts: see their headers), run
+// through the store's one door (store.go, call): their arguments are
+// built, and their replies parsed, by internal/wire.
 
 // fetch runs fetch.lua (see its header). A payload too large to come with
 // the reply is read by a command of its own; Entry.Value is the payload
 // decoded (decompressed).
 func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
 	for range 3 {
-		res, err := s.call(ctx, fetchScript, []string{n.Entry, n.Lease}, 0,
+		res, err := s.call(ctx, scripts.Fetch, []string{n.Entry, n.Lease}, 0,
 			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale)...)
 		if err != nil {
 			return wire.FetchReply{}, errorf("fetch: %w", err)
@@ -122,7 +94,7 @@ func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryW
 	}
 	payload, flags := s.encode(w)
 	soft, hard := w.ttls()
-	res, err := s.call(ctx, commitScript, []string{n.Entry, n.Lease, n.Notice}, len(payload), wire.CommitArgs{
+	res, err := s.call(ctx, scripts.Commit, []string{n.Entry, n.Lease, n.Notice}, len(payload), wire.CommitArgs{
 		Token: h.token, Payload: payload, Flags: flags, Soft: soft, Hard: hard, Took: w.took, Publish: pub,
 		Inline: s.inline, Version: s.version, LeaseTTL: s.leaseTTL, Deadline: h.deadline, Seen: h.seen, SoftBy: h.softBy,
 		Born: w.born, Tags: w.tags,
@@ -161,7 +133,7 @@ func (s *store) written(res any) (wire.Written, error) {
 // after deadline (server ms). A lease found missing before h.deadline, over
 // the entry it was taken over (h.seen), was evicted, and is taken again.
 func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
-	res, err := s.call(ctx, renewScript, []string{n.Lease, n.Entry}, 0, wire.RenewArgv(h.token, ttl, deadline, h.deadline, h.seen)...)
+	res, err := s.call(ctx, scripts.Renew, []string{n.Lease, n.Entry}, 0, wire.RenewArgv(h.token, ttl, deadline, h.deadline, h.seen)...)
 	if err != nil {
 		return wire.RenewLost, errorf("renew lease: %w", err)
 	}
@@ -181,7 +153,7 @@ func (s *store) release(ctx context.Context, n wire.Names, token string, a relea
 	if err != nil {
 		return false, err
 	}
-	res, err := s.call(ctx, releaseScript, []string{n.Lease, n.Notice, n.Entry}, 0, wire.ReleaseArgv(token, pub, a.notice, a.hold, a.mark)...)
+	res, err := s.call(ctx, scripts.Release, []string{n.Lease, n.Notice, n.Entry}, 0, wire.ReleaseArgv(token, pub, a.notice, a.hold, a.mark)...)
 	if err != nil {
 		return false, errorf("release lease: %w", err)
 	}
@@ -203,7 +175,7 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 	if err != nil {
 		return err
 	}
-	res, err := s.callAs(ctx, recovery, deleteScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL))
+	res, err := s.callAs(ctx, recovery, scripts.Delete, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL))
 	if err == nil {
 		_, err = s.written(res)
 	}
@@ -218,7 +190,7 @@ func (s *store) expire(ctx context.Context, n wire.Names) error {
 	pub, err := s.publishCommand(ctx)
 	if err == nil {
 		var res any
-		if res, err = s.call(ctx, expireScript, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL)); err == nil {
+		if res, err = s.call(ctx, scripts.Expire, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL)); err == nil {
 			_, err = s.written(res)
 		}
 	}
@@ -232,7 +204,7 @@ func (s *store) expire(ctx context.Context, n wire.Names) error {
 // what it caches, when its load began and its tags (r's Flags.Kind, Born
 // and Tags). ok is false when there is no entry.
 func (s *store) get(ctx context.Context, n wire.Names) (value []byte, r wire.ReadReply, ok bool, err error) {
-	res, err := s.call(ctx, readScript, []string{n.Entry}, 0, wire.LargeReply)
+	res, err := s.call(ctx, scripts.Read, []string{n.Entry}, 0, wire.LargeReply)
 	if errors.Is(err, redis.Nil) {
 		return nil, r, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/payload"
+	"github.com/corralhq/corral/internal/scripts"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
@@ -70,17 +71,6 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 // close stops the pipeline (transport.Pipeline.Close), and waits briefly
 // for its recovery probes.
 func (s *store) close() { tasks.WaitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond)) }
-
-// What the pipeline knows of the nodes, for the Cache: its Stats, Health,
-// rescues and replays (transport.Pipeline's queries).
-
-func (s *store) breakerOpen() bool                        { return s.pipe.BreakerOpen() }
-func (s *store) openFor() time.Duration                   { return s.pipe.OpenFor() }
-func (s *store) openErr() error                           { return s.pipe.OpenErr() }
-func (s *store) skipped(name string) error                { return s.pipe.Tripped(name) }
-func (s *store) nodeOf(name string) string                { return s.pipe.NodeOf(name) }
-func (s *store) recovering()                              { s.pipe.Recovering() }
-func (s *store) heardSince(name string, t time.Time) bool { return s.pipe.HeardSince(name, t) }
 
 // call runs a script through the pipeline. size is the payload it carries,
 // in bytes.
@@ -182,7 +172,7 @@ func (s *store) probe(ctx context.Context, command string) error {
 // missing EVALSHA right shows on the first call that needs it), and
 // returns what Redis refused the script's commands, one message each.
 func (s *store) rights(ctx context.Context) (refused []string, err error) {
-	refused, err = s.pipe.EvalList(ctx, rightsScript, s.probeName)
+	refused, err = s.pipe.EvalList(ctx, scripts.Rights, s.probeName)
 	return refused, denied(err)
 }
 

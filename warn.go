@@ -69,7 +69,7 @@ func (c *Cache) countRedisError(ctx context.Context, err error) {
 // costs nothing to call often (a health check). A Cache that has made no
 // call yet is healthy.
 func (c *Cache) Health() error {
-	if err := c.store.openErr(); err != nil {
+	if err := c.store.pipe.OpenErr(); err != nil {
 		return err
 	}
 	return c.warn.Recent()
@@ -79,5 +79,5 @@ func (c *Cache) Health() error {
 // that the call skips Redis without a round through the pipeline; nil
 // otherwise (when no node is tripped, at the cost of one atomic load).
 func (c *Cache) skipped(key string) error {
-	return c.store.skipped(wire.EntryName(c.opts.Prefix, key))
+	return c.store.pipe.Tripped(wire.EntryName(c.opts.Prefix, key))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/scripts"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -53,7 +54,7 @@ func TestEarlyRefreshRate(t *testing.T) {
 			_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				p.Del(ctx, n.Lease)
 				expiresIn.Eval(ctx, p, []string{n.Entry}, b.r, d)
-				fetch = fetchScript.Eval(ctx, p, []string{n.Entry, n.Lease}, "tok", time.Minute.Milliseconds(),
+				fetch = scripts.Fetch.Eval(ctx, p, []string{n.Entry, n.Lease}, "tok", time.Minute.Milliseconds(),
 					strconv.FormatFloat(c.earlyFactor(), 'g', -1, 64), wire.LargeReply, "", "")
 				return nil
 			})

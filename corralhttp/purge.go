@@ -120,10 +120,5 @@ func (h *Handler) Purge(ctx context.Context, p Purge) error {
 // says that Redis could not take it (down, silent, refusing writes) and
 // that the Cache queued it: it applies it once Redis answers, and until
 // then serves nothing it purged; other processes hear of it once it
-// lands. The Cache says so in its error's text, which is all Queued reads.
-func Queued(err error) bool {
-	return err != nil && strings.Contains(err.Error(), queuedText)
-}
-
-// queuedText is what corral's error says of an invalidation it queued.
-const queuedText = "(queued: applied once Redis answers)"
+// lands (corral.ErrQueued).
+func Queued(err error) bool { return errors.Is(err, corral.ErrQueued) }

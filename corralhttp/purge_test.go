@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/corralhq/corral/corralhttp"
 	"github.com/corralhq/corral/internal/redistest"
 )
@@ -390,5 +392,63 @@ func TestPurgeQueued(t *testing.T) {
 	eventually(t, "the queued purge to land", func() bool { return get(t, far, "/q").Body.String() != "v1" })
 	if corralhttp.Queued(nil) || corralhttp.Queued(errors.New("corral: Redis unreachable")) {
 		t.Errorf("Queued of nil, or of another error: true")
+	}
+}
+
+// commands counts the commands a Redis client sends (pipelines included).
+type commands struct{ n *atomic.Int64 }
+
+func (c commands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// Every stored response carries its URL's tag, a long tail of tags: a HIT
+// among 2,000 URLs asked in turn (each less often than every Coherence)
+// reads no tag's record while no tag was purged since it was stored
+// (corral's last tag invalidation), as many commands as a HIT of one URL;
+// after a purge of another key, its tag's record is read too.
+func TestPurgeURLTagsLongTail(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	o := startOrigin(t, fixed("max-age=600", "body"))
+	rdb := srv.Client()
+	var n atomic.Int64
+	rdb.AddHook(commands{&n})
+	h := newHandlerOn(t, rdb, o, nil)
+	const urls = 2000
+	for i := range urls {
+		expect(t, get(t, h, fmt.Sprintf("/p/%d", i)), "MISS", http.StatusOK, "body")
+	}
+	expect(t, get(t, h, "/p/0"), "HIT", http.StatusOK, "body")
+	before := n.Load()
+	expect(t, get(t, h, "/p/0"), "HIT", http.StatusOK, "body")
+	one := n.Load() - before // a HIT's commands, its tag's record fresh
+	pass := func() float64 {
+		before := n.Load()
+		for i := range urls {
+			expect(t, get(t, h, fmt.Sprintf("/p/%d", i)), "HIT", http.StatusOK, "body")
+		}
+		return float64(n.Load()-before) / urls
+	}
+	if got := pass(); got > float64(one)+0.2 {
+		t.Fatalf("a HIT among %d URLs sent %.2f commands; one URL's sends %d: the tags' records were read", urls, got, one)
+	} else {
+		t.Logf("a HIT among %d URLs: %.2f commands (one URL's: %d)", urls, got, one)
+	}
+	purge(t, h, corralhttp.Purge{Keys: []string{"unrelated"}})
+	if got := pass(); got < float64(one)+0.5 {
+		t.Fatalf("after a purge, a HIT among %d URLs sent %.2f commands; want its tag's record read too (one URL's: %d)", urls, got, one)
+	} else {
+		t.Logf("after a purge of another key: %.2f commands a HIT", got)
 	}
 }

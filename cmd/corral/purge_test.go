@@ -343,7 +343,7 @@ func TestPurgeHelp(t *testing.T) {
 // unapplied forgives the errors of invalidations the Cache queued when its
 // Close applied them all, and no other.
 func TestPurgeUnapplied(t *testing.T) {
-	queued := errors.New("corral: Redis unreachable (queued: applied once Redis answers)")
+	queued := fmt.Errorf("corral: Redis unreachable (%w)", core.ErrQueued)
 	denied := errors.New("corral: permission denied by Redis ACL")
 	for _, tc := range []struct {
 		errs    []error

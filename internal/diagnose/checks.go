@@ -19,7 +19,7 @@ type ChecksConfig struct {
 	// PubSub learns the pub/sub mode: its mark and, for AnnounceNone,
 	// Redis's refusal of the publish.
 	PubSub func(ctx context.Context) (mark byte, refusal string, err error)
-	// Rights runs scripts/rights.lua on a key under Prefix: Redis's
+	// Rights runs internal/scripts/rights.lua on a key under Prefix: Redis's
 	// refusals, or the error of the script.
 	Rights func(ctx context.Context) (refused []string, err error)
 	// ConfigGet reads CONFIG GET pattern of each master of a Cluster, by

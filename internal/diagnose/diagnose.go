@@ -26,7 +26,7 @@ type Config struct {
 	Timeout   time.Duration // Options.RedisTimeout
 	NoShard   bool          // Options.DisableShardedPubSub
 	NearCache bool          // the near cache is on
-	// Rights is scripts/rights.lua: it tries each command corral's
+	// Rights is internal/scripts/rights.lua: it tries each command corral's
 	// scripts and hit path run, and returns Redis's refusals.
 	Rights *redis.Script
 	// Pings is how many PINGs time the round trip.

@@ -65,7 +65,7 @@ func TestCheckRightOf(t *testing.T) {
 	}
 }
 
-// rightsScript is a stand-in for scripts/rights.lua: no refusal.
+// rightsScript is a stand-in for internal/scripts/rights.lua: no refusal.
 var rightsScript = redis.NewScript(`return {}`)
 
 // A server as corral needs it: every finding is OK but the eviction

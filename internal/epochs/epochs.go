@@ -10,6 +10,13 @@
 // Unknown, and its caller reads the records again (Refresh) before it
 // decides. Records in use are read again in the background before they go
 // stale (ahead), so that a steady stream of hits never waits for a read.
+// The Clear's record also holds the epoch of the prefix's last tag
+// invalidation, hard or soft: an entry born after it needs no tag's
+// record, so that a hit on an entry whose tags nobody checked lately reads
+// nothing more than the Clear's record, which every check keeps fresh.
+// Epochs only grow: a record read is merged with the one kept, never
+// lowering an epoch, so that a read sent before an invalidation made here
+// cannot undo it when its reply comes later.
 // An invalidation made in this process is applied here at once (Apply);
 // one queued while Redis cannot take it holds its tags (or every entry,
 // for Clear) invalidated until it lands (Config.Held).
@@ -48,7 +55,7 @@ type Config struct {
 	// Now is the local monotonic clock, in ns.
 	Now func() int64
 	// Max bounds the tags whose records are kept; past it, the records
-	// not used since the last background read are dropped.
+	// not used since the last background read are dropped. 0: MaxRecords.
 	Max int
 	// Background runs f as one of the Cache's own goroutines; false when
 	// it is closing.
@@ -64,10 +71,18 @@ type Config struct {
 }
 
 // record is one epoch record, as read at time at (Config.Now, before the
-// read was sent).
+// read was sent). The Clear's holds its epoch as hard, and the prefix's
+// last tag invalidation as soft.
+//
+// A record is lost when Redis no longer holds it (evicted, deleted by
+// hand): an entry's tags' records, and the Clear's, are made before the
+// entry is stored (tagged.lua), so a lost one may have held an epoch that
+// concerns the entry. An entry with a lost tag is Hard (loaded again,
+// which makes the record anew); a lost Clear's record gives no shortcut.
 type record struct {
-	hard, soft int64 // server ms; 0 for none
+	hard, soft int64 // server µs; 0 for none
 	at         int64
+	lost       bool
 	used       atomic.Bool // checked since the last background read
 }
 
@@ -88,8 +103,14 @@ type Mirror struct {
 // sync_ is a server time read, and the local time its reply arrived.
 type sync_ struct{ server, local int64 }
 
+// MaxRecords is Config.Max's default.
+const MaxRecords = 100_000
+
 // New returns an empty Mirror: every entry is Unknown until a Refresh.
 func New(cfg Config) *Mirror {
+	if cfg.Max == 0 {
+		cfg.Max = MaxRecords
+	}
 	return &Mirror{cfg: cfg, bound: int64(cfg.Bound)}
 }
 
@@ -114,6 +135,9 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 	if now-cr.at > m.bound/2 {
 		m.readAhead()
 	}
+	if born > cr.soft && !cr.lost && !queued { // no tag invalidated since it was born
+		return Valid
+	}
 	v := Valid
 	for tags != "" {
 		var tag string
@@ -128,7 +152,7 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 		}
 		mark(&tr.used)
 		switch {
-		case tr.hard > 0 && born <= tr.hard:
+		case tr.lost || tr.hard > 0 && born <= tr.hard:
 			return Hard
 		case tr.soft > 0 && born <= tr.soft:
 			v = Soft
@@ -212,19 +236,61 @@ func (m *Mirror) due() (tags []string, done func(clear string, vals []string, no
 func (m *Mirror) Refreshed(tags []string, at int64, clear string, vals []string, now int64, err error) {
 	if err == nil {
 		m.synced(now)
-		h, _ := ParseRecord(clear)
-		m.clear.Store(&record{hard: h, at: at})
+		h, s := ParseRecord(clear)
+		m.keepClear(h, s, at, clear == "")
 		for i, tag := range tags {
 			h, s := ParseRecord(vals[i])
-			m.keep(tag, &record{hard: h, soft: s, at: at})
+			m.keep(tag, h, s, at, vals[i] == "")
 		}
 	}
 }
 
-// keep stores tag's record, dropping the unused ones when there are more
-// than Max.
-func (m *Mirror) keep(tag string, r *record) {
-	if _, had := m.tags.Swap(tag, r); !had && m.n.Add(1) > int64(m.cfg.Max) {
+// keepClear merges the Clear's record (its epoch, and the last tag
+// invalidation's; lost when Redis had none) read at at into the one kept
+// (merged).
+func (m *Mirror) keepClear(hard, soft, at int64, lost bool) {
+	for {
+		old := m.clear.Load()
+		if m.clear.CompareAndSwap(old, merged(old, hard, soft, at, lost)) {
+			return
+		}
+	}
+}
+
+// merged is a record of hard and soft read at at (lost: Redis had none)
+// merged with old: neither epoch lower than old's, lost as the later of
+// the two reads says, read at the later.
+func merged(old *record, hard, soft, at int64, lost bool) *record {
+	r := &record{hard: hard, soft: soft, at: at, lost: lost}
+	if old != nil {
+		r.hard, r.soft, r.at = max(hard, old.hard), max(soft, old.soft), max(at, old.at)
+		if old.at > at {
+			r.lost = old.lost
+		}
+		r.used.Store(old.used.Load()) // still in use
+	}
+	return r
+}
+
+// keep merges tag's record read at at (lost: Redis had none) into the one
+// kept (merged), dropping the unused ones when there are more than Max.
+func (m *Mirror) keep(tag string, hard, soft, at int64, lost bool) {
+	var had bool
+	for {
+		v, ok := m.tags.Load(tag)
+		old, _ := v.(*record)
+		r := merged(old, hard, soft, at, lost)
+		if !ok {
+			if _, had = m.tags.LoadOrStore(tag, r); !had {
+				break
+			}
+			continue
+		}
+		if had = true; m.tags.CompareAndSwap(tag, old, r) {
+			break
+		}
+	}
+	if !had && m.n.Add(1) > int64(m.cfg.Max) {
 		m.tags.Range(func(k, v any) bool {
 			if !v.(*record).used.Load() && k.(string) != tag {
 				m.tags.Delete(k)
@@ -256,20 +322,15 @@ func (m *Mirror) readAhead() {
 	}
 }
 
-// Apply keeps what an invalidation made in this process wrote: the
-// records of tags (hard, soft for each, as the script returned them) read
-// at at (Config.Now before it was sent).
-func (m *Mirror) Apply(tags []string, hard, soft []int64, now, at int64) {
-	m.synced(now)
+// Apply keeps what an invalidation made in this process wrote (mk), sent
+// at at (Config.Now): the Clear's record and those of tags. The tags' are
+// kept first: a check that sees the new last tag invalidation finds them.
+func (m *Mirror) Apply(tags []string, mk Mark, at int64) {
+	m.synced(mk.Now)
 	for i, tag := range tags {
-		m.keep(tag, &record{hard: hard[i], soft: soft[i], at: at})
+		m.keep(tag, mk.Hard[i], mk.Soft[i], at, false)
 	}
-}
-
-// ApplyClear keeps the Clear's epoch written by this process at at.
-func (m *Mirror) ApplyClear(epoch, at int64) {
-	m.clear.Store(&record{hard: epoch, at: at})
-	m.synced(epoch)
+	m.keepClear(mk.Clear, mk.LastTag, at, false)
 }
 
 // synced keeps now, the records' node's clock (µs) in a reply that just

@@ -59,7 +59,7 @@ func TestEncode(t *testing.T) {
 // Clear only.
 func TestVerdicts(t *testing.T) {
 	c := &clock{ns: int64(time.Hour)}
-	f := &fakeRecords{clear: "100", tags: map[string]string{"h": "200,0", "s": "0,300"}, now: 1000}
+	f := &fakeRecords{clear: "100,300", tags: map[string]string{"h": "200,0", "s": "0,300", "none": "0,0"}, now: 1000}
 	m := newMirror(c, f, nil)
 	if v := m.Check(500, ""); v != Unknown {
 		t.Fatalf("before any read: %v; want Unknown", v)
@@ -99,13 +99,13 @@ func TestVerdicts(t *testing.T) {
 // An invalidation queued for Redis holds what it concerns invalidated.
 func TestHeld(t *testing.T) {
 	c := &clock{ns: int64(time.Hour)}
-	f := &fakeRecords{tags: map[string]string{}, now: 1000}
+	f := &fakeRecords{clear: "0,0", tags: map[string]string{"t": "0,0", "u": "0,0"}, now: 1000}
 	held := map[string]bool{"t": true}
 	m := newMirror(c, f, held)
 	if err := m.Refresh(context.Background(), []string{"t", "u"}); err != nil {
 		t.Fatal(err)
 	}
-	if v := m.Check(5000, "t"); v != Hard {
+	if v := m.Check(5000, "t"); v != Hard { // born after the last tag invalidation, but held here
 		t.Fatalf("a held tag: %v; want Hard", v)
 	}
 	if v := m.Check(5000, "u"); v != Valid {
@@ -126,7 +126,7 @@ func TestBorn(t *testing.T) {
 	if _, ok := m.Born(); ok {
 		t.Fatal("Born before any read")
 	}
-	m.Apply([]string{"t"}, []int64{1_000_000}, []int64{0}, 1_000_000, c.ns)
+	m.Apply([]string{"t"}, Mark{Now: 1_000_000, LastTag: 1_000_000, Hard: []int64{1_000_000}, Soft: []int64{0}}, c.ns)
 	c.ns += int64(3 * time.Millisecond)
 	if ms, ok := m.Born(); !ok || ms != 1_003_000 {
 		t.Fatalf("Born = %d, %v; want 1003000 (µs)", ms, ok)
@@ -137,6 +137,87 @@ func TestBorn(t *testing.T) {
 	}
 	if got := m.BornAt(context.Background(), 42); got != 42 {
 		t.Fatalf("BornAt off a Cluster = %d; want the grant", got)
+	}
+}
+
+// An entry born after the last tag invalidation (the Clear's record)
+// needs no tag's record: a hit on a tag nobody checked lately reads
+// nothing; one born before it reads its tags' records.
+func TestLastTagInvalidation(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{clear: "0,300", tags: map[string]string{"old": "300,0"}, now: 1000}
+	m := newMirror(c, f, nil)
+	if err := m.Refresh(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.Check(301, "never-read"); v != Valid {
+		t.Fatalf("born after the last tag invalidation: %v; want Valid without its tag's record", v)
+	}
+	if v := m.Check(300, "never-read"); v != Unknown {
+		t.Fatalf("born at the last tag invalidation: %v; want Unknown (its tag's record is needed)", v)
+	}
+	if v, err := m.Verdict(context.Background(), 300, "old"); err != nil || v != Hard {
+		t.Fatalf("Verdict(300, old) = %v, %v; want Hard", v, err)
+	}
+	// An invalidation made here raises the last epoch at once.
+	m.Apply([]string{"new"}, Mark{Now: 500, LastTag: 500, Hard: []int64{500}, Soft: []int64{0}}, c.ns)
+	if v := m.Check(400, "new"); v != Hard {
+		t.Fatalf("after Apply: %v; want Hard", v)
+	}
+	if v := m.Check(400, "other"); v != Unknown {
+		t.Fatalf("another tag after Apply: %v; want Unknown", v)
+	}
+}
+
+// A read sent before an invalidation made here, whose reply comes after
+// it, cannot lower an epoch: records only grow.
+func TestRecordsOnlyGrow(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{clear: "0,0", tags: map[string]string{"t": "0,0"}, now: 1000}
+	m := newMirror(c, f, nil)
+	sent := c.ns
+	m.Apply([]string{"t"}, Mark{Now: 900, Clear: 800, LastTag: 900, Hard: []int64{900}, Soft: []int64{0}}, c.ns)
+	m.Refreshed([]string{"t"}, sent, "0,0", []string{"0,0"}, 1000, nil) // the late reply
+	if v := m.Check(850, "t"); v != Hard {
+		t.Fatalf("after a late reply: %v; want Hard", v)
+	}
+	if v := m.Check(700, ""); v != Hard {
+		t.Fatalf("the Clear after a late reply: %v; want Hard", v)
+	}
+}
+
+// A record Redis no longer holds (evicted, deleted by hand) was lost: a
+// tag's makes its entries Hard (reloaded, which makes it anew); a lost
+// Clear's record gives no shortcut past the tags' records.
+func TestLostRecords(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{clear: "", tags: map[string]string{"kept": "0,0"}, now: 1000}
+	m := newMirror(c, f, nil)
+	ctx := context.Background()
+	if v, err := m.Verdict(ctx, 500, "kept"); err != nil || v != Valid {
+		t.Fatalf("a kept tag: %v, %v; want Valid", v, err)
+	}
+	if v, err := m.Verdict(ctx, 500, "gone"); err != nil || v != Hard {
+		t.Fatalf("a lost tag: %v, %v; want Hard", v, err)
+	}
+	if v := m.Judge(500, "gone"); v != Hard {
+		t.Fatalf("Judge of a lost tag: %v; want Hard", v)
+	}
+	if v := m.Check(500, "unread"); v != Unknown {
+		t.Fatalf("with the Clear's record lost: %v; want Unknown (the tag's record is needed)", v)
+	}
+	f.clear, f.tags["gone"] = "0,0", "0,0" // made again
+	c.ns += int64(101 * time.Millisecond)
+	if v, err := m.Verdict(ctx, 500, "gone"); err != nil || v != Valid {
+		t.Fatalf("a tag made again: %v, %v; want Valid", v, err)
+	}
+	if v := m.Check(500, "unread"); v != Valid {
+		t.Fatalf("with the Clear's record made again: %v; want Valid (no tag invalidated)", v)
+	}
+	// A reply to a read sent before the last one cannot say lost again.
+	m.Refreshed([]string{"gone"}, c.ns-int64(50*time.Millisecond), "", []string{""}, 1000, nil)
+	if v := m.Check(500, "gone"); v != Valid {
+		t.Fatalf("after an older read's late reply: %v; want Valid", v)
 	}
 }
 

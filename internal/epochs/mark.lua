@@ -3,33 +3,48 @@
 -- invalidated; every process reads the records it needs at least every
 -- coherence bound (internal/epochs).
 --
--- KEYS    the records, all in the prefix's slot: for 'c', P:c:{P}; else
---         one P:t:{P}:G per tag G
+-- KEYS    the records, all in the prefix's slot: P:c:{P}, then, for a tag
+--         invalidation, one P:t:{P}:G per tag G
 -- ARGV[1] 'h' hard (InvalidateTags), 's' soft (ExpireTags), 'c' Clear
 -- ARGV[2] for a tag: the least a record lives, ms. A record lives as long
 --         as the longest-lived entry tagged with it (tagged.lua extends
 --         it before such an entry is stored), and at least this long, so
 --         that a load under way when it was made finds it when it stores
 --
--- A tag's record is "hard,soft" (server microseconds, 0 for none); the Clear's is
--- its epoch alone, and lives for ever (one key per prefix).
+-- Epochs are server microseconds, 0 for none. A tag's record is
+-- "hard,soft"; the Clear's is "clear,tags": the epoch of the last Clear,
+-- and of the last invalidation of any tag, hard or soft (an entry born
+-- after it needs no tag's record). It lives for ever (one key per
+-- prefix). An earlier build's Clear record, "clear" alone, reads as no
+-- tag invalidation.
 --
--- Reply: {now, hard1, soft1, hard2, soft2, ...}: the server clock (us),
--- and each tag's record as written.
+-- Reply: {now, clear, tags, hard1, soft1, hard2, soft2, ...}: the server
+-- clock, the Clear's record and each tag's as written.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) -- microseconds, as an entry's b
-if ARGV[1] == 'c' then
-  redis.call('SET', KEYS[1], string.format('%d', now))
-  return {now}
-end
-local out = {now}
-for _, k in ipairs(KEYS) do
+
+-- record reads a record "a,b" (or "a"); none, or a key of another type
+-- (replaced), is 0,0.
+local function record(k)
   local v = redis.pcall('GET', k)
   if type(v) ~= 'string' then
-    v = '' -- none, or a key of another type: replaced
+    return 0, 0
   end
-  local h, s = string.match(v, '^(%d+),(%d+)$')
-  h, s = tonumber(h) or 0, tonumber(s) or 0
+  local a, b = string.match(v, '^(%d+),?(%d*)$')
+  return tonumber(a) or 0, tonumber(b) or 0
+end
+
+local c, g = record(KEYS[1])
+if ARGV[1] == 'c' then
+  c = now
+else
+  g = now
+end
+redis.call('SET', KEYS[1], string.format('%d,%d', c, g))
+local out = {now, c, g}
+for i = 2, #KEYS do
+  local k = KEYS[i]
+  local h, s = record(k)
   if ARGV[1] == 'h' then
     h = now
   else

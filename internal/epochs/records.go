@@ -65,35 +65,45 @@ func (r Records) names(tags []string) []string {
 	return keys
 }
 
+// Mark is what an invalidation wrote (mark.lua), in server µs: the clock
+// when it ran, the Clear's record (its epoch, and the last tag
+// invalidation's), and each tag's record, hard and soft.
+type Mark struct {
+	Now, Clear, LastTag int64
+	Hard, Soft          []int64
+}
+
 // MarkAs records an invalidation (mark.lua): of tags (hard or soft), or of
-// every entry (Clear, tags nil); recovery as for Call. It returns the
-// server's clock when it ran, and each tag's record as it wrote it.
-func (r Records) MarkAs(ctx context.Context, recovery bool, kind Kind, tags []string) (now int64, hard, soft []int64, err error) {
+// every entry (Clear, tags nil); recovery as for Call.
+func (r Records) MarkAs(ctx context.Context, recovery bool, kind Kind, tags []string) (Mark, error) {
 	keys := []string{wire.ClearName(r.Prefix)}
 	if kind != Clear {
-		keys = r.names(tags)
+		keys = append(keys, r.names(tags)...)
 	}
 	res, err := r.Call(ctx, recovery, markScript, keys, string(kind), wire.MS(RecordMin))
 	if err != nil {
-		return 0, nil, nil, err
+		return Mark{}, err
 	}
 	a, _ := res.([]any)
-	if len(a) != 1+2*len(tags) && kind != Clear || len(a) < 1 {
-		return 0, nil, nil, fmt.Errorf("unexpected reply %#v", res)
+	if len(a) != 3+2*len(tags) {
+		return Mark{}, fmt.Errorf("unexpected reply %#v", res)
 	}
-	now, _ = a[0].(int64)
+	var mk Mark
+	mk.Now, _ = a[0].(int64)
+	mk.Clear, _ = a[1].(int64)
+	mk.LastTag, _ = a[2].(int64)
 	for i := range tags {
-		h, _ := a[1+2*i].(int64)
-		s, _ := a[2+2*i].(int64)
-		hard, soft = append(hard, h), append(soft, s)
+		h, _ := a[3+2*i].(int64)
+		s, _ := a[4+2*i].(int64)
+		mk.Hard, mk.Soft = append(mk.Hard, h), append(mk.Soft, s)
 	}
-	return now, hard, soft, nil
+	return mk, nil
 }
 
 // Tagged makes the records of tags live at least ttl (tagged.lua), before
 // an entry tagged with them and living ttl is stored.
 func (r Records) Tagged(ctx context.Context, tags []string, ttl time.Duration) error {
-	_, err := r.Call(ctx, false, taggedScript, r.names(tags), wire.MS(ttl+time.Minute))
+	_, err := r.Call(ctx, false, taggedScript, r.readKeys(tags), wire.MS(ttl+time.Minute))
 	return err
 }
 

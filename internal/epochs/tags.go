@@ -77,7 +77,7 @@ func (m *Mirror) Judge(born int64, tags string) Verdict {
 		r, _ := m.tags.Load(tag)
 		if tr, _ := r.(*record); tr != nil {
 			switch {
-			case tr.hard > 0 && born <= tr.hard:
+			case tr.lost || tr.hard > 0 && born <= tr.hard:
 				return Hard
 			case tr.soft > 0 && born <= tr.soft:
 				v = Soft

@@ -81,7 +81,9 @@ func HashTag(name string) (string, bool) {
 
 // The records of a prefix's group invalidations (a contract, as Names):
 //
-//	ClearName(P)      P:c:{P}    string: the server time of the last Clear
+//	ClearName(P)      P:c:{P}    string: "clear,tags", the server time of
+//	                             the last Clear and of the last tag
+//	                             invalidation, hard or soft (0 for none)
 //	TagName(P, G)     P:t:{P}:G  string: "hard,soft", the server time of tag
 //	                             G's last hard and soft invalidation (0
 //	                             for none); it lives as long as the

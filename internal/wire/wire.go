@@ -1,5 +1,5 @@
 // Package wire is the Go side of corral's Redis protocol, the mirror of the
-// headers of scripts/*.lua: the Redis names of a key (names.go), the fields
+// headers of internal/scripts/*.lua: the Redis names of a key (names.go), the fields
 // and flags of an entry and the reads that decode them (wire.go), fetch.lua's
 // reply (fetch.go), lease tokens and the replies of the scripts that write
 // (lease.go), the notices published on a key's channel (notice.go), and
