@@ -68,7 +68,7 @@ func (c *Cache) nearGet(k near.Key, h *how) (*near.Entry, bool) {
 	if e == nil {
 		return nil, false
 	}
-	if c.groups.CheckAt(e.Born, e.Tags, now) != epochs.Valid {
+	if c.groups.CheckAt(e.Born, e.Tags, now, &e.Checked) != epochs.Valid {
 		return nil, false // invalidated (groups.go), or records to read first: Redis decides
 	}
 	if c.earlyRefresh() && near.Early(e, c.opts.Beta*maxDraw, now) {

@@ -116,10 +116,20 @@ func New(cfg Config) *Mirror {
 
 // Check returns the verdict on an entry born at born (server ms) with the
 // tags tags (internal/wire's encoding, "" for none).
-func (m *Mirror) Check(born int64, tags string) Verdict { return m.CheckAt(born, tags, m.cfg.Now()) }
+func (m *Mirror) Check(born int64, tags string) Verdict { return m.CheckAt(born, tags, now0, nil) }
 
-// CheckAt is Check at now (Config.Now), for a caller that read it already.
-func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
+// now0 asks CheckAt to read Config.Now itself.
+const now0 = -1 << 63
+
+// CheckAt is Check at now (Config.Now, or now0), for a caller that read it
+// already. checked, when not nil, is the entry's own memory of the last
+// tag invalidation's epoch under which its tags were found valid: a check
+// under the same epoch returns Valid without looking them up, and one that
+// finds them valid keeps the epoch there (a near copy's).
+func (m *Mirror) CheckAt(born int64, tags string, now int64, checked *atomic.Int64) Verdict {
+	if now == now0 {
+		now = m.cfg.Now()
+	}
 	queued := m.queued()
 	if queued && m.cfg.Held("") {
 		return Hard
@@ -137,6 +147,9 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 	}
 	if born > cr.soft && !cr.lost && !queued { // no tag invalidated since it was born
 		return Valid
+	}
+	if checked != nil && !cr.lost && !queued && checked.Load() == cr.soft && cr.soft != 0 {
+		return Valid // no tag invalidated since its tags were found valid
 	}
 	v := Valid
 	for tags != "" {
@@ -157,6 +170,9 @@ func (m *Mirror) CheckAt(born int64, tags string, now int64) Verdict {
 		case tr.soft > 0 && born <= tr.soft:
 			v = Soft
 		}
+	}
+	if v == Valid && checked != nil && !cr.lost && !queued {
+		checked.Store(cr.soft)
 	}
 	return v
 }
@@ -333,12 +349,6 @@ func (m *Mirror) Apply(tags []string, mk Mark, at int64) {
 	m.keepClear(mk.Clear, mk.LastTag, at, false)
 }
 
-// synced keeps now, the records' node's clock (µs) in a reply that just
-// arrived, for Born.
-func (m *Mirror) synced(now int64) {
-	m.clock.Store(&sync_{server: now, local: m.cfg.Now()})
-}
-
 // queued reports whether invalidations are queued for Redis (Config.Queued).
 func (m *Mirror) queued() bool {
 	return m.cfg.Queued != nil && m.cfg.Held != nil && m.cfg.Queued()
@@ -354,40 +364,4 @@ func (m *Mirror) Verdict(ctx context.Context, born int64, tags string) (Verdict,
 		return Unknown, err
 	}
 	return m.Judge(born, tags), nil
-}
-
-// BornAt is when a load whose lease was granted at grant (server µs on
-// the entry's node; 0 for a Set, which has none) begins on the records'
-// clock: grant itself on one node (0: the commit's own clock, the same);
-// on a Cluster the records' node's clock estimated from below (Born),
-// read first when no read of the last second tells it; 1 (before every
-// epoch: the entry yields to any invalidation) when it cannot be read.
-func (m *Mirror) BornAt(ctx context.Context, grant int64) int64 {
-	if !m.cfg.Cluster {
-		return grant
-	}
-	if ms, ok := m.Born(); ok {
-		return ms
-	}
-	if m.Refresh(ctx, nil) == nil {
-		if ms, ok := m.Born(); ok {
-			return ms
-		}
-	}
-	return 1
-}
-
-// Born returns an estimate of the records' node's clock now (µs) that is
-// never ahead of it: the latest read's server time plus the time since its
-// reply arrived. ok is false without a read in the last second.
-func (m *Mirror) Born() (ms int64, ok bool) {
-	s := m.clock.Load()
-	if s == nil {
-		return 0, false
-	}
-	since := m.cfg.Now() - s.local
-	if since > int64(time.Second) {
-		return 0, false
-	}
-	return s.server + since/int64(time.Microsecond), true
 }

@@ -3,6 +3,7 @@ package epochs
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -218,6 +219,30 @@ func TestLostRecords(t *testing.T) {
 	m.Refreshed([]string{"gone"}, c.ns-int64(50*time.Millisecond), "", []string{""}, 1000, nil)
 	if v := m.Check(500, "gone"); v != Valid {
 		t.Fatalf("after an older read's late reply: %v; want Valid", v)
+	}
+}
+
+// A copy whose tags were found valid under the last tag invalidation's
+// epoch stays valid without a lookup of its tags while that epoch holds;
+// a new invalidation makes it look them up again.
+func TestCheckedStamp(t *testing.T) {
+	c := &clock{ns: int64(time.Hour)}
+	f := &fakeRecords{clear: "0,300", tags: map[string]string{"t": "100,0"}, now: 1000}
+	m := newMirror(c, f, nil)
+	if err := m.Refresh(context.Background(), []string{"t"}); err != nil {
+		t.Fatal(err)
+	}
+	var checked atomic.Int64
+	if v := m.CheckAt(200, "t", c.ns, &checked); v != Valid || checked.Load() != 300 {
+		t.Fatalf("first check: %v, stamp %d; want Valid, 300", v, checked.Load())
+	}
+	m.tags.Delete("t") // a lookup would now say Unknown
+	if v := m.CheckAt(200, "t", c.ns, &checked); v != Valid {
+		t.Fatalf("under the same epoch: %v; want Valid without a lookup", v)
+	}
+	m.Apply([]string{"t"}, Mark{Now: 400, LastTag: 400, Hard: []int64{400}, Soft: []int64{0}}, c.ns)
+	if v := m.CheckAt(200, "t", c.ns, &checked); v != Hard {
+		t.Fatalf("after an invalidation of its tag: %v; want Hard", v)
 	}
 }
 

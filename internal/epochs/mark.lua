@@ -14,7 +14,8 @@
 -- Epochs are server microseconds, 0 for none. A tag's record is
 -- "hard,soft"; the Clear's is "clear,tags": the epoch of the last Clear,
 -- and of the last invalidation of any tag, hard or soft (an entry born
--- after it needs no tag's record). It lives for ever (one key per
+-- after it needs no tag's record), which grows with each (a copy whose
+-- tags were found valid under it stays so until it changes). It lives for ever (one key per
 -- prefix). An earlier build's Clear record, "clear" alone, reads as no
 -- tag invalidation.
 --
@@ -38,7 +39,7 @@ local c, g = record(KEYS[1])
 if ARGV[1] == 'c' then
   c = now
 else
-  g = now
+  g = math.max(now, g + 1) -- strictly later than the last, whatever the clock did
 end
 redis.call('SET', KEYS[1], string.format('%d,%d', c, g))
 local out = {now, c, g}

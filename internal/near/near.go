@@ -63,6 +63,10 @@ type Entry struct {
 	// invalidations; 0 and "" for a fail-open copy.
 	Born int64
 	Tags string
+	// Checked is the last tag invalidation's epoch (internal/epochs) when
+	// the copy's tags were last found valid, so that a later check under
+	// the same epoch need not look them up again.
+	Checked atomic.Int64
 
 	life  time.Duration // how long otter keeps it: the longer of TTL and SafeTTL, until the soft expiry
 	fresh int64         // served as a hit until this (Clock): TTL after it was stored; 0 for a fail-open copy, never a hit
