@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -246,8 +247,15 @@ func childSteady(c *corral.Cache, rdb *redis.Client, key string, n int) int {
 		}()
 	}
 	wg.Wait()
-	// A refresh the last calls started is counted before its loader runs:
-	// its count in Redis is awaited (5 s at most), so that the two agree.
+	// A refresh holds the key's lease from its grant, before the flight that
+	// got it has counted it (refresh.go): once no lease is held, every
+	// refresh granted is counted. A refresh counted is counted before its
+	// loader runs: its count in Redis is awaited too (5 s at most for
+	// each), so that the two agree.
+	lease := wire.NewNames(corral.DefaultPrefix, key).Lease
+	for wait := time.Now().Add(5 * time.Second); rdb.Exists(context.Background(), lease).Val() == 1 && time.Now().Before(wait); {
+		<-time.After(5 * time.Millisecond)
+	}
 	for wait := time.Now().Add(5 * time.Second); c.Stats().Refreshes > counted.Load() && time.Now().Before(wait); {
 		<-time.After(5 * time.Millisecond)
 	}
