@@ -49,6 +49,7 @@ func (p *Pipeline) trip(node nodeRef, l *liveness, cause error) {
 	var old *nodeCtx
 	if tripped {
 		old = l.nctx.Swap(nil) // batches from now on (the recovery's) get a context of their own
+		p.trips.Add(1)         // before an op is answered: its caller may ask Tripped next
 	}
 	p.failInflight(l, cause)
 	if !tripped {
@@ -57,7 +58,6 @@ func (p *Pipeline) trip(node nodeRef, l *liveness, cause error) {
 	if old != nil {
 		old.cancel() // the calls the batches left in the client end, once their ops were answered
 	}
-	p.trips.Add(1)
 	t := l.breaker.trip0()
 	p.mu.Lock()
 	if !p.closed { // close waits for the probes only once closed is set
