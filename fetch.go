@@ -99,9 +99,7 @@ func (c *Cache) validate(ctx context.Context, key string, ttlErr error, nilLoade
 // ready is validate for a call of no key (a group invalidation) or of
 // many (FetchMany, whose keys are checked one by one).
 func (c *Cache) ready(ctx context.Context, ttlErr error, nilLoader bool) error {
-	if ctx == nil {
-		panic("corral: nil Context")
-	}
+	refuse.Context(ctx)
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}

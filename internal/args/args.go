@@ -20,12 +20,17 @@ import (
 // Errors are the root's sentinels that the refusals wrap.
 type Errors struct{ InvalidKey, InvalidTTL, NilLoader error }
 
-// Key panics on a nil ctx, a programming error, with a message that says
-// so, and refuses an empty key.
-func (e Errors) Key(ctx context.Context, key string) error {
+// Context panics on a nil ctx, a programming error, with a message that
+// says so.
+func (Errors) Context(ctx context.Context) {
 	if ctx == nil {
 		panic("corral: nil Context")
 	}
+}
+
+// Key panics on a nil ctx (Context), and refuses an empty key.
+func (e Errors) Key(ctx context.Context, key string) error {
+	e.Context(ctx)
 	if key == "" {
 		return errprefix.Errorf(errprefix.Corral, "%w: empty key", e.InvalidKey)
 	}
