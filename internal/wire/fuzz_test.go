@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -43,7 +44,7 @@ func FuzzNames(f *testing.F) {
 // FuzzParseNotice checks that any payload on a notice channel decodes to a
 // known kind, and a value or failure notice to its payload.
 func FuzzParseNotice(f *testing.F) {
-	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00"} {
+	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00", "w0:", "w17:3:a bvalue", "w5:9:ab", "wx:0:v", "w-1:0:v"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, payload string) {
@@ -56,6 +57,17 @@ func FuzzParseNotice(f *testing.F) {
 		case NoticeFailed:
 			if n.Message != payload[1:] {
 				t.Fatalf("failure notice %q decoded to %q", payload, n.Message)
+			}
+		case NoticeBorn:
+			// w<born>:<length of the tags>:<tags><value>, as commit.lua
+			// writes it: a well-formed one decodes to its parts, and the
+			// parts written again decode to the same.
+			if n.Born < 0 || !strings.HasSuffix(payload, ":"+n.Tags+string(n.Value)) {
+				t.Fatalf("born notice %q decoded to %+v", payload, n)
+			}
+			again := ParseNotice(fmt.Sprintf("w%d:%d:%s%s", n.Born, len(n.Tags), n.Tags, n.Value))
+			if again.Kind != NoticeBorn || again.Born != n.Born || again.Tags != n.Tags || string(again.Value) != string(n.Value) {
+				t.Fatalf("born notice %q decoded to %+v, written again to %+v", payload, n, again)
 			}
 		case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
 		default:

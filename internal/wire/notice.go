@@ -42,11 +42,12 @@ func ParseNotice(payload string) Notice {
 		// w<born>:<length of the tags>:<tags><value>
 		b, rest, ok1 := strings.Cut(payload[1:], ":")
 		l, rest, ok2 := strings.Cut(rest, ":")
-		size, err := strconv.Atoi(l)
-		if !ok1 || !ok2 || err != nil || size < 0 || size > len(rest) {
+		size, err1 := strconv.Atoi(l)
+		born, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || size < 0 || size > len(rest) || born < 0 {
 			return Notice{Kind: NoticeRecheck}
 		}
-		n.Born, _ = strconv.ParseInt(b, 10, 64)
+		n.Born = born
 		n.Tags, n.Value = rest[:size], []byte(rest[size:])
 	case NoticeFailed:
 		n.Message = payload[1:]
