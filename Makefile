@@ -34,6 +34,13 @@ WORKMODS := github.com/corralhq/corral=$(CURDIR) \
 # CPUs) and, inside a package, up to TESTPARALLEL of its parallel tests: the
 # tests assert what holds on a busy machine, never a tight time bound.
 RACE         := -race
+# A program built with -race sleeps 1 s as it exits (atexit_sleep_ms,
+# 1000 by default), so that a goroutine still running can report a race.
+# Every test binary, and every process a test starts (the CLI's binary, a
+# child cache), paid it: about half a minute of a cold run on 2 cores. The
+# tests leave no goroutine running at exit (goleak checks), so 20 ms is
+# enough. A GORACE of your own is kept.
+export GORACE ?= atexit_sleep_ms=20
 TESTPARALLEL ?= 4
 test: redis-server vet
 	$(GO) test $(RACE) -parallel $(TESTPARALLEL) -timeout 20m $(ALL)
