@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,33 +107,42 @@ func (p *Pipeline) exchange(g group, sender bool) bool {
 		p.batchFailed(b, g, err)
 		return true
 	}
+	var again []*Op // NOSCRIPT: queued again together, to go in one batch behind one source
 	for i, o := range g.ops {
-		p.answer(o, cmds[i], now)
+		if p.answer(o, cmds[i], now) {
+			again = append(again, o)
+		}
+	}
+	if len(again) > 0 && !p.enqueueAll(again) {
+		for _, o := range again {
+			o.Finish(Result{Err: ErrClosed})
+		}
 	}
 	return true
 }
 
 // answer answers o with its command's reply, unless the reply says to send
-// it again: with the script's source (NOSCRIPT), or later ("not now").
-func (p *Pipeline) answer(o *Op, cmd redis.Cmder, now int64) {
+// it again: later ("not now"), or with the script's source (NOSCRIPT),
+// which answer leaves to its caller (again).
+func (p *Pipeline) answer(o *Op, cmd redis.Cmder, now int64) (again bool) {
 	cerr := cmd.Err()
 	c := Classify(cerr)
 	switch {
-	case c&NoScript != 0 && o.Rebuild != nil && !o.noscript:
-		o.noscript = true
-		if !p.enqueue(o) {
-			o.Finish(Result{Err: ErrClosed})
+	case c&NoScript != 0 && o.Rebuild != nil && o.noscript < 2:
+		if o.noscript++; o.Script == nil {
+			o.noscript = 2
 		}
-		return
+		return true
 	case c&NotNow != 0 && p.retryLater(o):
 		if p.cluster != nil && c&Moved != 0 {
 			p.failed(cerr) // the slot moved: reload the slot map
 		}
-		return
+		return false
 	case cerr != nil && !errors.Is(cerr, redis.Nil):
 		p.note(cerr)
 	}
 	o.Finish(Result{Cmd: cmd, Now: now})
+	return false
 }
 
 // exec runs g's ops as one pipeline on the node's client, with the
@@ -147,10 +157,15 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		}
 	}
 	cmds = make([]redis.Cmder, len(g.ops))
+	var sourced []*redis.Script // the scripts whose source goes in this batch
 	for i, o := range g.ops {
-		if o.noscript {
+		switch {
+		case o.noscript == 1 && !slices.Contains(sourced, o.Script):
+			sourced = append(sourced, o.Script)
+			fallthrough
+		case o.noscript == 2:
 			cmds[i] = o.Rebuild(ctx, pipe)
-		} else {
+		default:
 			cmds[i] = o.Build(ctx, pipe)
 		}
 	}

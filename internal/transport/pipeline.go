@@ -28,7 +28,12 @@ type Op struct {
 	Build func(ctx context.Context, p redis.Pipeliner) redis.Cmder
 	// Rebuild sends a script with its source, after the server answered
 	// NOSCRIPT (nil for plain commands).
-	Rebuild  func(ctx context.Context, p redis.Pipeliner) redis.Cmder
+	Rebuild func(ctx context.Context, p redis.Pipeliner) redis.Cmder
+	// Script is the script Build runs, if any: after a NOSCRIPT, one op of
+	// each script in a batch goes with its source (Rebuild), and the others
+	// with the SHA, behind it, so that a cold server (restarted, failed
+	// over, flushed) is not sent the source once per op.
+	Script   *redis.Script
 	Key      string    // a Redis key the command touches: on a Cluster, where it is sent
 	Size     int       // bytes the command or its reply carries, when known
 	Clock    bool      // the op needs the server's clock: its batch reads TIME first (Result.Now)
@@ -39,9 +44,18 @@ type Op struct {
 	// Finish is called once, by the pipeline, with the op's result. Do
 	// sets it; Send and SendAll need it set.
 	Finish func(Result)
+	// Arrived, when set, is called by Do with the op's command when it got
+	// a reply that is no error, in the pipeline's goroutine, before Do's
+	// caller is woken: what must happen as soon as the reply is read (a
+	// lease's grant held for renewal), not when that caller is scheduled.
+	Arrived func(redis.Cmder)
+	// Urgent ops go ahead of the queued ones, and may take one sender
+	// beyond maxBatches: lease renewals, which must reach Redis within the
+	// lease's TTL however many ops wait.
+	Urgent bool
 
 	node     *nodeRef  // the node it must go to (DoEach); nil: its key's
-	noscript bool      // the server lacked the script: send its source
+	noscript int8      // the server lacked the script: 1 send it behind its source, 2 with its source
 	retryBy  time.Time // a "not now" reply's retries end (retryLater)
 	resendBy time.Time // a send that could not connect is tried again until (sendAgain)
 }
@@ -143,7 +157,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Pipeline {
 // Do sends o and waits for its result, or for its context to end.
 func (p *Pipeline) Do(o *Op) Result {
 	done := make(chan Result, 1)
-	o.Finish = func(r Result) { done <- r }
+	o.Finish = func(r Result) {
+		if o.Arrived != nil && r.Err == nil && r.Cmd.Err() == nil {
+			o.Arrived(r.Cmd)
+		}
+		done <- r
+	}
 	if !p.enqueue(o) {
 		return Result{Err: ErrClosed}
 	}
@@ -223,12 +242,17 @@ func (p *Pipeline) enqueueAll(ops []*Op) bool {
 		p.mu.Unlock()
 		return false
 	}
-	p.queue = append(p.queue, ops...)
+	urgent := ops[0].Urgent
+	if urgent {
+		p.queue = append(ops[:len(ops):len(ops)], p.queue...)
+	} else {
+		p.queue = append(p.queue, ops...)
+	}
 	wake, start := p.idle > 0, false
 	switch {
 	case wake:
 		p.idle--
-	case p.senders < maxBatches:
+	case p.senders < maxBatches || urgent && p.senders < maxBatches+1:
 		p.senders++
 		start = true
 	}
@@ -355,3 +379,6 @@ type BreakerFunc func(node string, to BreakerState)
 
 // BreakerChanged calls f.
 func (f BreakerFunc) BreakerChanged(node string, to BreakerState) { f(node, to) }
+
+// Cluster reports whether the client is a Cluster's.
+func (p *Pipeline) Cluster() bool { return p.cluster != nil }

@@ -289,6 +289,52 @@ func TestNoScriptResent(t *testing.T) {
 	}
 }
 
+// Many ops of a script the server lacks, sent together, go again with the
+// script's source once, the others with its SHA behind it: a cold server
+// (restarted, failed over, flushed) is not sent the source once per op.
+// Each caller gets its own reply.
+func TestNoScriptSourceSentOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var mu sync.Mutex
+	sent := map[string]int{}
+	rdb.AddHook(nameHook(func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[name]++
+	}))
+	p := newPipeline(t, rdb, Config{})
+	sc := redis.NewScript("return 'ran ' .. ARGV[1]")
+	ctx := context.Background()
+	const n = 300
+	ops := make([]*Op, n)
+	results := make([]chan Result, n)
+	for i := range ops {
+		arg := strconv.Itoa(i)
+		results[i] = make(chan Result, 1)
+		ops[i] = &Op{Ctx: ctx, Key: "k", Script: sc, Finish: func(r Result) { results[i] <- r },
+			Build: func(ctx context.Context, pp redis.Pipeliner) redis.Cmder {
+				return sc.EvalSha(ctx, pp, []string{"k"}, arg)
+			},
+			Rebuild: func(ctx context.Context, pp redis.Pipeliner) redis.Cmder {
+				return sc.Eval(ctx, pp, []string{"k"}, arg)
+			},
+		}
+	}
+	p.SendAll(ops)
+	for i := range ops {
+		if v, err := value(<-results[i]); err != nil || v != "ran "+strconv.Itoa(i) {
+			t.Fatalf("op %d = %q, %v", i, v, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent["eval"] != 1 || sent["evalsha"] != 2*n-1 {
+		t.Fatalf("sent %v; want %d evalsha (NOSCRIPT), then the source once (eval) and %d evalsha behind it", sent, n, n-1)
+	}
+}
+
 // nameHook calls f with the name of each command a client sends, alone or
 // in a pipeline, leaving out its connection's set-up (HELLO, CLIENT).
 type nameHook func(name string)
