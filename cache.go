@@ -84,7 +84,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	c.queue = c.newQueue() // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: func(err error) { c.warn.NoticeFailed(err) }, refusedWrite: func(why string) { c.warn.RefusedWrite(why) },
-		nodeFailed: c.nodeFailed, recovered: c.recovered,
+		nodeFailed: c.nodeFailed, recovered: c.recovered, renewalHeard: c.renewalHeard,
 	})
 	c.initWarnings()
 	c.notify = notify.New(notify.Config{
@@ -106,7 +106,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	c.tasks.Start(func() { c.queue.Run(c.ctx) })
 	c.records = epochs.Records{Prefix: o.Prefix,
 		Call: func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error) {
-			return c.store.callAs(ctx, recovery, sc, keys, 0, args...)
+			return c.store.callAs(ctx, recovery, nil, sc, keys, 0, args...)
 		}}
 	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock,
 		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: clustered(rdb),

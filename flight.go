@@ -40,6 +40,7 @@ type flight struct {
 	decided func()
 
 	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
+	token  string      // its lease token (resolve): run ends its lease's renewals
 
 	done   chan struct{} // closed once answer is set
 	answer answer        // read only after done is closed
@@ -97,6 +98,7 @@ func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekEr
 // what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
 	defer f.settled()
+	defer c.store.leases.Halt(f.token) // a lease granted and left unused is renewed no more
 	a, next := c.resolve(f)
 	c.finish(f, a)
 	if next != nil {

@@ -74,10 +74,9 @@ func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Durati
 // next, nil when nothing remains to do.
 func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next followUp) {
 	n := f.names
-	w := c.watch(f, l)
 	born := c.groups.BornAt(f.ctx, l.micros) // before the load: group invalidations after it reach what it loads
 	out, val, took, fr, err := c.leasedLoad(f)
-	kept, renewed, ends := w.Halt() // no renewal is sent, or can land, after this
+	kept, renewed, ends := c.store.leases.Halt(l.token) // no renewal is sent, or can land, after this
 
 	kind := wire.Value
 	switch {
@@ -270,39 +269,16 @@ func (h handBack) run(c *Cache, f *flight) {
 
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
+	c.store.leases.Halt(token)
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.warn.ReleaseFailed(n.Lease, err)
 	}
 }
 
-// watch starts the watchdog that renews l, f's lease, while its load
-// runs (internal/watchdog), through the store; it tells of what the
-// renewals found (renewalHeard).
-func (c *Cache) watch(f *flight, l *lease) *watchdog.Watchdog {
-	return watchdog.Start(watchdog.Config{TTL: c.opts.LeaseTTL, Timeout: c.opts.RedisTimeout, ServerNow: l.serverNow, At: l.at,
-		Renew: func(held, deadline int64) (wire.Renewal, error) {
-			return c.store.renew(c.drain, f.names, holder{token: l.token, deadline: held, seen: l.seen}, c.opts.LeaseTTL, deadline)
-		},
-		Heard: func(res wire.Renewal, err error) { c.renewalHeard(f, res, err) },
-	})
-}
-
-// renewalHeard counts, observes or logs what a renewal of f's lease found,
-// but for a plain renewal: a failure, an eviction (the lease was taken
-// again), the lease lost (its result will not be stored), or a renewal
-// dropped as late (the watchdog tries again).
-func (c *Cache) renewalHeard(f *flight, res wire.Renewal, err error) {
-	n := f.names
-	switch {
-	case err != nil:
-		c.warn.RenewFailed(n.Lease, err)
-	case res == wire.RenewRetaken:
-		c.evictionSeen(n, "renewal")
-	case res == wire.RenewLost:
-		c.stats.LeasesLost.Add(1)
+// renewalHeard counts, observes or logs what a renewal of a lease found,
+// but for a plain renewal (internal/warn's Renewal).
+func (c *Cache) renewalHeard(l *watchdog.Lease, r watchdog.Reply) {
+	if f, ok := l.Of.(*flight); c.warn.Renewal(l.Key, r.Res, denied(r.Err)) && ok {
 		c.observe(f.ctx, EventLeaseLost, f.key)
-		c.opts.Logger.Warn("corral: lease lost during a load; its result will not be stored", "key", n.Lease)
-	case res == wire.RenewLate:
-		c.opts.Logger.Warn("corral: lease renewal reached Redis too late and was dropped; retrying", "key", n.Lease)
 	}
 }

@@ -67,6 +67,8 @@ func runChild(role string) int {
 		return childSteady(c, rdb, key, n)
 	case "batch":
 		return childBatch(c, rdb)
+	case "bigbatch":
+		return childBigBatch(c, rdb, os.Stdin)
 	case "reader", "setter", "deleter":
 		d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
 		return childCoherence(c, role, key, n, d)

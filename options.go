@@ -17,7 +17,8 @@ type Options struct {
 	Prefix string
 
 	// LeaseTTL is how long a load's lease lives in Redis without renewal.
-	// A watchdog renews it every LeaseTTL/3 while the load runs, so loads may
+	// A watchdog renews it at most 3LeaseTTL/8 after its grant or last renewal
+	// while the load runs (one round for all of a Cache's leases), so loads may
 	// take longer; if the loading process dies, another process takes over
 	// within LeaseTTL. Default 5s; at least 30ms.
 	LeaseTTL time.Duration

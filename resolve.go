@@ -10,6 +10,7 @@ import (
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/recheck"
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -25,6 +26,7 @@ import (
 // or send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 	token := c.leaseToken()
+	f.token = token
 	var w waiting
 	defer func() {
 		c.waitEnded(f, &w, a.err)
@@ -36,7 +38,13 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
 	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
-		skip: f.how.skip, version: f.how.version}
+		skip: f.how.skip, version: f.how.version,
+		granted: func(r wire.FetchReply, skip int64, at time.Time) { // a lease to load over skip, or to refresh the entry served
+			if r.Kind == wire.Hit || r.Kind == wire.Stale {
+				skip = r.Soft
+			}
+			c.store.leases.Hold(&watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f}, r.Now, at)
+		}}
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil

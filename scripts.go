@@ -19,8 +19,13 @@ import (
 // the reply is read by a command of its own; Entry.Value is the payload
 // decoded (decompressed).
 func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
+	granted := func(cmd redis.Cmder) { // the lease held from the moment its grant is read
+		if r, err := wire.ParseFetch(cmd.(*redis.Cmd).Val()); err == nil && (r.Kind == wire.Load || r.Refresh) && a.granted != nil {
+			a.granted(r, a.skip, time.Now())
+		}
+	}
 	for range 3 {
-		res, err := s.call(ctx, scripts.Fetch, []string{n.Entry, n.Lease}, 0,
+		res, err := s.callAs(ctx, false, granted, scripts.Fetch, []string{n.Entry, n.Lease}, 0,
 			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale)...)
 		if err != nil {
 			return wire.FetchReply{}, errorf("fetch: %w", err)
@@ -51,10 +56,11 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 type fetchArgs struct {
 	token    string
 	leaseTTL time.Duration
-	x        float64 // the XFetch draw
-	skip     int64   // the soft expiry of an entry the caller could not use; 0 for none
-	version  string  // the caller's codec version; "" for any
-	stale    int64   // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
+	x        float64                                           // the XFetch draw
+	skip     int64                                             // the soft expiry of an entry the caller could not use; 0 for none
+	version  string                                            // the caller's codec version; "" for any
+	stale    int64                                             // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
+	granted  func(r wire.FetchReply, skip int64, at time.Time) // told of a reply granting the lease, as it is read
 }
 
 // commit stores w under n. With a token it stores only while that token holds
@@ -129,17 +135,6 @@ func (s *store) written(res any) (wire.Written, error) {
 	return w, err
 }
 
-// renew extends h's lease by ttl (renew.lua), unless it reaches the server
-// after deadline (server ms). A lease found missing before h.deadline, over
-// the entry it was taken over (h.seen), was evicted, and is taken again.
-func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
-	res, err := s.call(ctx, scripts.Renew, []string{n.Lease, n.Entry}, 0, wire.RenewArgv(h.token, ttl, deadline, h.deadline, h.seen)...)
-	if err != nil {
-		return wire.RenewLost, errorf("renew lease: %w", err)
-	}
-	return wire.ParseRenewal(res), nil
-}
-
 // releaseArgs say how release.lua hands a lease back.
 type releaseArgs struct {
 	notice string        // published when not empty
@@ -175,7 +170,7 @@ func (s *store) deleteAs(ctx context.Context, n wire.Names, recovery bool) error
 	if err != nil {
 		return err
 	}
-	res, err := s.callAs(ctx, recovery, scripts.Delete, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL))
+	res, err := s.callAs(ctx, recovery, nil, scripts.Delete, []string{n.Entry, n.Lease, n.Notice}, 0, pub, wire.MS(s.leaseTTL))
 	if err == nil {
 		_, err = s.written(res)
 	}

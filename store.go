@@ -6,9 +6,11 @@ import (
 
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/payload"
+	"github.com/corralhq/corral/internal/renewal"
 	"github.com/corralhq/corral/internal/scripts"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,9 +27,10 @@ import (
 // encoding (compression, size limit) out of the protocol.
 type store struct {
 	pipe    *transport.Pipeline
-	inline  int           // Options.NoticeInlineLimit
-	version int           // Options.CodecVersion, stored with every entry
-	payload payload.Codec // Options.CompressMinBytes when Compress, MaxValueBytes
+	leases  *watchdog.Watchdog // renews every lease its Cache holds, together (lease.go)
+	inline  int                // Options.NoticeInlineLimit
+	version int                // Options.CodecVersion, stored with every entry
+	payload payload.Codec      // Options.CompressMinBytes when Compress, MaxValueBytes
 	hooks   storeHooks
 
 	leaseTTL  time.Duration   // Options.LeaseTTL: the least a revocation marker lives
@@ -37,10 +40,11 @@ type store struct {
 
 // storeHooks are what the store tells its Cache of. Each may be nil.
 type storeHooks struct {
-	noticeFailed func(error)             // a notice Redis refused to publish (a write that stood)
-	refusedWrite func(why string)        // a write Redis refused (OOM, a replica)
-	nodeFailed   func()                  // a call failed: its node may have failed over
-	recovered    func(node string) error // a node found down answers again; its breaker closes on a nil return (transport.Config.Recovered)
+	noticeFailed func(error)                           // a notice Redis refused to publish (a write that stood)
+	refusedWrite func(why string)                      // a write Redis refused (OOM, a replica)
+	nodeFailed   func()                                // a call failed: its node may have failed over
+	recovered    func(node string) error               // a node found down answers again; its breaker closes on a nil return (transport.Config.Recovered)
+	renewalHeard func(*watchdog.Lease, watchdog.Reply) // a renewal of a lease found other than renewed
 }
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
@@ -65,24 +69,32 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 		cfg.Failed = func(error) { hooks.nodeFailed() }
 	}
 	s.pipe = transport.New(rdb, cfg)
+	s.leases = watchdog.New(watchdog.Config{TTL: o.LeaseTTL, Timeout: o.RedisTimeout, Heard: hooks.renewalHeard,
+		Renew: func(rs []watchdog.Renewal) []watchdog.Reply {
+			return renewal.Send(context.Background(), s.pipe, o.LeaseTTL, rs)
+		}})
 	return s
 }
 
-// close stops the pipeline (transport.Pipeline.Close), and waits briefly
-// for its recovery probes.
-func (s *store) close() { tasks.WaitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond)) }
+// close stops the pipeline (transport.Pipeline.Close) and the lease
+// renewals, and waits briefly for its recovery probes and their rounds.
+func (s *store) close() {
+	tasks.WaitUntil(s.pipe.Close(), time.Now().Add(50*time.Millisecond))
+	tasks.WaitUntil(s.leases.Close(), time.Now().Add(50*time.Millisecond))
+}
 
 // call runs a script through the pipeline. size is the payload it carries,
 // in bytes.
 func (s *store) call(ctx context.Context, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
-	return s.callAs(ctx, false, sc, keys, size, args...)
+	return s.callAs(ctx, false, nil, sc, keys, size, args...)
 }
 
 // callAs is call; recovery marks the op as a tripped node's recovery's own
 // (transport.Op.Recovery), which its breaker lets through before the
-// callers' ops.
-func (s *store) callAs(ctx context.Context, recovery bool, sc *redis.Script, keys []string, size int, args ...any) (any, error) {
-	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: keys[0], Size: size, Recovery: recovery,
+// callers' ops. arrived, when not nil, is given the script's reply as soon
+// as the pipeline reads it (transport.Op.Arrived).
+func (s *store) callAs(ctx context.Context, recovery bool, arrived func(redis.Cmder), sc *redis.Script, keys []string, size int, args ...any) (any, error) {
+	r := s.pipe.Do(&transport.Op{Ctx: ctx, Key: keys[0], Size: size, Recovery: recovery, Script: sc, Arrived: arrived,
 		Build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.EvalSha(ctx, p, keys, args...) },
 		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return sc.Eval(ctx, p, keys, args...) },
 	})

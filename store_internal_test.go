@@ -7,7 +7,9 @@ import (
 
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/renewal"
 	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -490,4 +492,16 @@ func TestCommitSoftExpiryCapped(t *testing.T) {
 			t.Fatalf("%s: PTTL %v; want the hard TTL, about 2m", tc.name, pttl)
 		}
 	}
+}
+
+// renew extends h's lease by ttl, as the Watchdog's rounds do
+// (internal/renewal, renew.lua), unless it reaches the server after
+// deadline (server ms).
+func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Duration, deadline int64) (wire.Renewal, error) {
+	r := renewal.Send(ctx, s.pipe, ttl, []watchdog.Renewal{{Held: h.deadline, Deadline: deadline,
+		Lease: &watchdog.Lease{Key: n.Lease, Entry: n.Entry, Token: h.token, Seen: h.seen}}})[0]
+	if r.Err != nil {
+		return wire.RenewLost, r.Err
+	}
+	return r.Res, nil
 }

@@ -3,6 +3,7 @@ package warn
 import (
 	"context"
 	"errors"
+	"github.com/corralhq/corral/internal/wire"
 	"log/slog"
 	"strings"
 	"sync"
@@ -42,6 +43,8 @@ type Set struct {
 	store    Minutely // commits that failed
 	release  Minutely // leases not handed back
 	renew    Minutely // renewals that failed
+	lost     Minutely // leases lost during their loads
+	late     Minutely // renewals that reached Redis too late
 	failOpen Minutely // fail-open loads
 
 	// Once per key or message, at most MaxKeys remembered in all:
@@ -222,6 +225,30 @@ func (s *Set) ReleaseFailed(name string, err error) {
 func (s *Set) RenewFailed(name string, err error) {
 	s.cfg.Stats.RedisErrors.Add(1)
 	s.renew.Log(s.cfg.Logger, "corral: lease renewal failed; retrying on the next tick", "key", name, errAttr(err))
+}
+
+// Renewal counts and logs what a renewal of the lease name found, but for
+// a plain renewal: a failure (err), the lease found missing and taken
+// again (evicted: Stats.Evictions, logged at debug level), the lease lost
+// (its load's result will not be stored: Stats.LeasesLost, and lost is
+// true), or the renewal dropped as too late (it is tried again). Warnings
+// come once a minute at most, each kind: a round renews thousands of
+// leases at once.
+func (s *Set) Renewal(name string, res wire.Renewal, err error) (lost bool) {
+	switch {
+	case err != nil:
+		s.RenewFailed(name, err)
+	case res == wire.RenewRetaken:
+		s.cfg.Stats.Evictions.Add(1)
+		s.cfg.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", name, "by", "renewal")
+	case res == wire.RenewLost:
+		s.cfg.Stats.LeasesLost.Add(1)
+		s.lost.Log(s.cfg.Logger, "corral: lease lost during a load; its result will not be stored", "key", name)
+		return true
+	case res == wire.RenewLate:
+		s.late.Log(s.cfg.Logger, "corral: lease renewal reached Redis too late and was dropped; retrying", "key", name)
+	}
+	return false
 }
 
 // FailOpen warns, once a minute at most, of a load of key run directly

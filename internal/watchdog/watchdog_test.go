@@ -2,54 +2,72 @@ package watchdog
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
+	"go.uber.org/goleak"
 )
 
-// script is a Config's callbacks, replying to the renewals with replies in
-// turn (then wire.Renewed), and recording what they were sent and told.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// script is a Config's callbacks, replying to each lease's renewals with
+// its replies in turn (then wire.Renewed), and recording the rounds and
+// what Heard was told.
 type script struct {
 	mu      sync.Mutex // guards what follows
-	replies []reply
-	held    []int64 // each renewal's held deadline
-	dead    []int64 // each renewal's deadline
-	heard   []reply
-}
-
-type reply struct {
-	res wire.Renewal
-	err error
+	replies map[string][]Reply
+	rounds  [][]Renewal
+	heard   map[string][]Reply
+	block   chan struct{} // when not nil, a round waits for it to close
 }
 
 func (s *script) config(ttl time.Duration) Config {
-	return Config{TTL: ttl, Timeout: time.Second, ServerNow: 1_000_000, At: time.Now(),
-		Renew: func(held, deadline int64) (wire.Renewal, error) {
+	return Config{TTL: ttl, Timeout: time.Second,
+		Renew: func(rs []Renewal) []Reply {
 			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.held, s.dead = append(s.held, held), append(s.dead, deadline)
-			r := reply{res: wire.Renewed}
-			if len(s.replies) > 0 {
-				r, s.replies = s.replies[0], s.replies[1:]
+			s.rounds = append(s.rounds, rs)
+			block := s.block
+			out := make([]Reply, len(rs))
+			for i, r := range rs {
+				out[i] = Reply{Res: wire.Renewed}
+				if q := s.replies[r.Lease.Token]; len(q) > 0 {
+					out[i], s.replies[r.Lease.Token] = q[0], q[1:]
+				}
 			}
-			return r.res, r.err
+			s.mu.Unlock()
+			if block != nil {
+				<-block
+			}
+			return out
 		},
-		Heard: func(res wire.Renewal, err error) {
+		Heard: func(l *Lease, r Reply) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.heard = append(s.heard, reply{res, err})
+			if s.heard == nil {
+				s.heard = map[string][]Reply{}
+			}
+			s.heard[l.Token] = append(s.heard[l.Token], r)
 		},
 	}
 }
 
-// renewals returns how many renewals were sent.
-func (s *script) renewals() int {
+// renewals returns the renewals sent of token, in order.
+func (s *script) renewals(token string) []Renewal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.held)
+	var out []Renewal
+	for _, round := range s.rounds {
+		for _, r := range round {
+			if r.Lease.Token == token {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func TestServerAt(t *testing.T) {
@@ -59,17 +77,24 @@ func TestServerAt(t *testing.T) {
 	}
 }
 
-// Halted before its first renewal, a Watchdog reports the grant: held, the
-// grant's time, and its deadline a TTL after the grant on the server.
+// Halted before its first renewal, a lease reports its grant: held, the
+// grant's arrival, and its deadline a TTL after the grant on the server. A
+// token never held reports so.
 func TestHaltBeforeARenewal(t *testing.T) {
 	var s script
-	cfg := s.config(time.Hour)
-	kept, renewed, ends := Start(cfg).Halt()
-	if !kept || !renewed.Equal(cfg.At) || ends != cfg.ServerNow+time.Hour.Milliseconds() {
-		t.Fatalf("Halt = %v, %v, %d; want true, the grant's time, %d", kept, renewed, ends, cfg.ServerNow+time.Hour.Milliseconds())
+	w := New(s.config(time.Hour))
+	defer func() { w.Close().Wait() }()
+	at := time.Now()
+	w.Hold(&Lease{Token: "a"}, 1_000_000, at)
+	kept, renewed, ends := w.Halt("a")
+	if !kept || !renewed.Equal(at) || ends != 1_000_000+time.Hour.Milliseconds() {
+		t.Fatalf("Halt = %v, %v, %d; want true, the grant's time, %d", kept, renewed, ends, 1_000_000+time.Hour.Milliseconds())
 	}
-	if s.renewals() != 0 {
+	if len(s.renewals("a")) != 0 {
 		t.Fatal("a renewal was sent")
+	}
+	if kept, _, _ := w.Halt("a"); kept {
+		t.Fatal("a lease halted twice was kept the second time")
 	}
 }
 
@@ -78,44 +103,134 @@ func TestHaltBeforeARenewal(t *testing.T) {
 // and is dropped past the server's clock plus the Timeout.
 func TestRenewsUntilHalt(t *testing.T) {
 	failed := errors.New("no answer")
-	s := script{replies: []reply{{res: wire.RenewRetaken}, {res: wire.RenewLate}, {res: wire.RenewLost, err: failed}}}
-	cfg := s.config(30 * time.Millisecond)
-	w := Start(cfg)
-	testkit.Eventually(t, 10*time.Second, "five renewals", func() bool { return s.renewals() >= 5 })
-	kept, renewed, ends := w.Halt()
-	if !kept || !renewed.After(cfg.At) || ends <= cfg.ServerNow+30 {
+	s := script{replies: map[string][]Reply{"a": {{Res: wire.RenewRetaken}, {Res: wire.RenewLate}, {Res: wire.RenewLost, Err: failed}}}}
+	w := New(s.config(40 * time.Millisecond))
+	defer func() { w.Close().Wait() }()
+	const serverNow = 1_000_000
+	at := time.Now()
+	w.Hold(&Lease{Token: "a"}, serverNow, at)
+	testkit.Eventually(t, 10*time.Second, "five renewals", func() bool { return len(s.renewals("a")) >= 5 })
+	kept, renewed, ends := w.Halt("a")
+	if !kept || !renewed.After(at) || ends <= serverNow+40 {
 		t.Fatalf("Halt = %v, %v, %d; want the lease kept, renewed since the grant", kept, renewed, ends)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.heard) != 3 || s.heard[0].res != wire.RenewRetaken || s.heard[1].res != wire.RenewLate || s.heard[2].err != failed {
-		t.Fatalf("heard %v; want the retaken, late and failed replies, in turn", s.heard)
+	heard := s.heard["a"]
+	s.mu.Unlock()
+	if len(heard) != 3 || heard[0].Res != wire.RenewRetaken || heard[1].Res != wire.RenewLate || heard[2].Err != failed {
+		t.Fatalf("heard %v; want the retaken, late and failed replies, in turn", heard)
 	}
-	if s.held[0] != cfg.ServerNow+30 {
-		t.Fatalf("the first renewal held %d, want the grant's deadline %d", s.held[0], cfg.ServerNow+30)
+	rs := s.renewals("a")
+	if rs[0].Held != serverNow+40 {
+		t.Fatalf("the first renewal held %d, want the grant's deadline %d", rs[0].Held, serverNow+40)
 	}
-	for i := range s.held {
-		if s.dead[i] < cfg.ServerNow+time.Second.Milliseconds() {
-			t.Fatalf("renewal %d's deadline %d is before the server's clock plus the Timeout", i, s.dead[i])
+	for i, r := range rs {
+		if r.Deadline < serverNow+time.Second.Milliseconds() {
+			t.Fatalf("renewal %d's deadline %d is before the server's clock plus the Timeout", i, r.Deadline)
 		}
 	}
-	if s.held[1] <= s.held[0] || s.held[2] != s.held[1] || s.held[3] != s.held[2] {
-		t.Fatalf("held %v: a retaken lease's deadline moves, a late or failed renewal's does not", s.held)
+	if rs[1].Held <= rs[0].Held || rs[2].Held != rs[1].Held || rs[3].Held != rs[2].Held {
+		t.Fatalf("renewals %v: a retaken lease's deadline moves, a late or failed renewal's does not", rs)
 	}
 }
 
-// A lost lease stops the Watchdog: told, and reported not kept, with the
+// A lost lease is renewed no more, and Halt reports it not kept, with the
 // grant's time and deadline.
 func TestStopsWhenLost(t *testing.T) {
-	s := script{replies: []reply{{res: wire.RenewLost}}}
-	cfg := s.config(30 * time.Millisecond)
-	w := Start(cfg)
-	<-w.done // stopped on its own
-	kept, renewed, ends := w.Halt()
-	if kept || !renewed.Equal(cfg.At) || ends != cfg.ServerNow+30 {
-		t.Fatalf("Halt = %v, %v, %d; want false, the grant's time, %d", kept, renewed, ends, cfg.ServerNow+30)
+	s := script{replies: map[string][]Reply{"a": {{Res: wire.RenewLost}}}}
+	w := New(s.config(40 * time.Millisecond))
+	defer func() { w.Close().Wait() }()
+	at := time.Now()
+	w.Hold(&Lease{Token: "a"}, 1000, at)
+	w.Hold(&Lease{Token: "b"}, 1000, at)
+	// b goes on being renewed: a had its chances.
+	testkit.Eventually(t, 10*time.Second, "b renewed 3 times", func() bool { return len(s.renewals("b")) >= 3 })
+	kept, renewed, ends := w.Halt("a")
+	if kept || !renewed.Equal(at) || ends != 1040 {
+		t.Fatalf("Halt = %v, %v, %d; want false, the grant's time, 1040", kept, renewed, ends)
 	}
-	if s.renewals() != 1 || len(s.heard) != 1 || s.heard[0].res != wire.RenewLost || s.heard[0].err != nil {
-		t.Fatalf("%d renewals, heard %v; want one, lost", s.renewals(), s.heard)
+	if n := len(s.renewals("a")); n != 1 || len(s.heard["a"]) != 1 || s.heard["a"][0].Res != wire.RenewLost {
+		t.Fatalf("%d renewals, heard %v; want one, lost", n, s.heard["a"])
+	}
+	w.Halt("b")
+}
+
+// Thousands of leases are renewed together: a round holds every lease due,
+// and each lease is renewed again within 3/8 of its TTL.
+func TestRenewsLeasesTogether(t *testing.T) {
+	var s script
+	ttl := 400 * time.Millisecond
+	w := New(s.config(ttl))
+	defer func() { w.Close().Wait() }()
+	const n = 5000
+	at := time.Now()
+	for i := range n {
+		w.Hold(&Lease{Token: fmt.Sprint(i)}, 1000, at)
+	}
+	testkit.Eventually(t, 10*time.Second, "every lease renewed", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		seen := 0
+		for _, round := range s.rounds {
+			seen += len(round)
+		}
+		return seen >= n
+	})
+	s.mu.Lock()
+	first := len(s.rounds[0])
+	s.mu.Unlock()
+	if first != n {
+		t.Fatalf("the first round renewed %d leases; want all %d, held at once", first, n)
+	}
+	for i := range n {
+		if kept, _, _ := w.Halt(fmt.Sprint(i)); !kept {
+			t.Fatalf("lease %d not kept", i)
+		}
+	}
+}
+
+// Halt waits for a round renewing the lease: no renewal of it can land
+// after Halt returns.
+func TestHaltWaitsForTheRound(t *testing.T) {
+	s := script{block: make(chan struct{})}
+	w := New(s.config(40 * time.Millisecond))
+	defer func() { w.Close().Wait() }()
+	w.Hold(&Lease{Token: "a"}, 1000, time.Now())
+	testkit.Eventually(t, 10*time.Second, "a round", func() bool { return len(s.renewals("a")) == 1 })
+	halted := make(chan struct{})
+	go func() {
+		w.Halt("a")
+		close(halted)
+	}()
+	select {
+	case <-halted:
+		t.Fatal("Halt returned while a round renewing the lease was unanswered")
+	case <-time.After(50 * time.Millisecond): // a window for a wrong Halt to return in
+	}
+	close(s.block)
+	<-halted
+}
+
+// With nothing held the loop ends, and a new lease starts it again; once
+// closed, nothing is renewed.
+func TestLoopEndsWhenIdle(t *testing.T) {
+	var s script
+	w := New(s.config(20 * time.Millisecond))
+	w.Hold(&Lease{Token: "a"}, 1000, time.Now())
+	w.Halt("a")
+	testkit.Eventually(t, 10*time.Second, "the loop ended", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.run
+	})
+	w.Hold(&Lease{Token: "b"}, 1000, time.Now())
+	testkit.Eventually(t, 10*time.Second, "b renewed", func() bool { return len(s.renewals("b")) > 0 })
+	w.Halt("b")
+	w.Close().Wait()
+	// Closed, it holds a lease (Halt reports its grant) but renews nothing.
+	at := time.Now()
+	w.Hold(&Lease{Token: "c"}, 1000, at)
+	if kept, renewed, ends := w.Halt("c"); !kept || !renewed.Equal(at) || ends != 1020 || len(s.renewals("c")) != 0 {
+		t.Fatalf("closed: Halt = %v, %v, %d after %d renewals; want the grant, none", kept, renewed, ends, len(s.renewals("c")))
 	}
 }
