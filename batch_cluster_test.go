@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -164,4 +165,60 @@ func fetchManyFailOpen(t *testing.T, safe bool) {
 	if _, err := c.FetchMany(ctx, keys, time.Minute, (&batchOrigin{err: errors.New("origin down")}).load); !errors.As(err, &be) || len(be.Errs) != len(keys) {
 		t.Fatalf("a failing loadMany while Redis is down: %v", err)
 	}
+}
+
+// A FetchMany of cold keys spread over a 3-master Cluster, one master
+// dead: every key is answered with its value; the live masters' keys are
+// loaded under their leases and stored, the dead master's keys fail open,
+// all of them in one loadMany call, not one call per key; and a second
+// FetchMany serves the live masters' keys from Redis.
+func TestFetchMany_ClusterMasterDown(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	c := newCache(t, cl.Client(), &corral.Options{Logger: quiet, RedisTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	keys := keyRange("spread:", 0, 300)
+	// A master other than the one of the group invalidation records
+	// (P:c:{P}): with theirs down, no entry can be judged (docs/design.md).
+	records := cl.MasterOf("corral:c:{corral}")
+	down := cl.MasterOf(wire.EntryName("corral", keys[0]))
+	for i := 1; down == records; i++ {
+		down = cl.MasterOf(wire.EntryName("corral", keys[i]))
+	}
+	var onDown, onUp []string
+	for _, k := range keys {
+		if cl.MasterOf(wire.EntryName("corral", k)) == down {
+			onDown = append(onDown, k)
+		} else {
+			onUp = append(onUp, k)
+		}
+	}
+	down.Kill()
+	var o batchOrigin
+	vals, err := c.FetchMany(ctx, keys, time.Hour, o.load)
+	if err != nil {
+		t.Fatalf("FetchMany with a master down: %v", err)
+	}
+	wantValues(t, vals, keys)
+	calls := o.called()
+	loaded := map[string]int{}
+	for _, call := range calls {
+		for _, k := range call {
+			loaded[k]++
+		}
+	}
+	for _, k := range keys {
+		if loaded[k] != 1 {
+			t.Fatalf("%q loaded %d times; want once (calls %d)", k, loaded[k], len(calls))
+		}
+	}
+	if len(calls) > 3 {
+		t.Fatalf("%d loadMany calls for %d keys (%d on the dead master); want the dead master's keys in one", len(calls), len(keys), len(onDown))
+	}
+	var again batchOrigin
+	vals, err = c.FetchMany(ctx, onUp, time.Hour, again.load)
+	if err != nil || len(again.called()) != 0 {
+		t.Fatalf("the live masters' keys again: %v, loadMany calls %v; want every one from Redis", err, again.called())
+	}
+	wantValues(t, vals, onUp)
 }
