@@ -2,12 +2,14 @@
 // Watchdog holds every lease of a Cache, from the moment its grant arrives
 // (the reply of fetch.lua, read by the pipeline, before the flight that
 // asked is even scheduled) until its holder halts it, and renews them all
-// together: every TTL/4 it renews each lease last granted or renewed at
+// together: every TTL/4 it renews each lease granted, or last renewed, at
 // least TTL/8 before, in one round (Config.Renew, which sends one script
-// per Redis node, or one per key on a Cluster), so a batch of 50,000 leases
-// costs a few round trips per renewal, not 50,000 timers and goroutines. A
-// lease is renewed at most 3/8 of its TTL after its last grant or renewal
-// was read, which leaves the round 5/8 of the TTL to reach Redis.
+// call per 200 leases, or one per lease on a Cluster: internal/renewal), so
+// a batch of 50,000 leases costs a few round trips per renewal, not 50,000
+// timers and goroutines. A lease's renewal is sent at most 3/8 of its TTL
+// after its grant arrived or its last renewal was sent (what its expiry
+// counts from, at the latest), which leaves the round 5/8 of the TTL to
+// reach Redis.
 //
 // From the replies it learns whether each lease is still held, when it was
 // last granted or renewed (local clock), and its deadline on the server's
@@ -73,7 +75,8 @@ type Lease struct {
 	serverNow int64     // the server's clock (ms) at the grant
 	at        time.Time // the local clock when the grant arrived
 	// guarded by the Watchdog's mu:
-	renewed time.Time     // when it was last granted or renewed (local clock)
+	renewed time.Time     // when its last grant or renewal arrived (local clock): it expires at most TTL later
+	from    time.Time     // when its grant arrived or its last renewal was sent: what its expiry counts from, at the latest
 	ends    int64         // its deadline (server ms)
 	lost    bool          // a renewal found it held by another, or revoked
 	round   chan struct{} // closed when the round renewing it ends; nil outside one
@@ -107,7 +110,7 @@ func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 	} else if old != nil {
 		l = old
 	}
-	l.serverNow, l.at, l.renewed, l.ends, l.lost = serverNow, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
+	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
 	w.held[l.Token] = l
 	if !w.run && !w.closed {
 		w.run = true
@@ -173,9 +176,9 @@ func (w *Watchdog) loop() {
 	}
 }
 
-// due returns the renewals of the leases due for one (granted or renewed
-// at least TTL/8 ago, not lost, not in a round), marking them as in a
-// round that ends when done is closed. ok is false, and the loop is to end,
+// due returns the renewals of the leases due for one (their grant arrived,
+// or their last renewal was sent, at least TTL/8 ago; not lost, not in a
+// round), marking them as in a round that ends when done is closed. ok is false, and the loop is to end,
 // when no lease is held.
 func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 	w.mu.Lock()
@@ -187,7 +190,7 @@ func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 	now := time.Now()
 	done = make(chan struct{})
 	for _, l := range w.held {
-		if l.lost || l.round != nil || now.Sub(l.renewed) < w.cfg.TTL/8 {
+		if l.lost || l.round != nil || now.Sub(l.from) < w.cfg.TTL/8 {
 			continue
 		}
 		// A renewal that reaches the server after we stop waiting for it
@@ -211,7 +214,7 @@ func (w *Watchdog) round(rs []Renewal, done chan struct{}) {
 		case r.Err == nil && (r.Res == wire.Renewed || r.Res == wire.RenewRetaken):
 			// It counts from the server's clock as it was, at the earliest,
 			// when the renewal was sent.
-			l.renewed, l.ends = arrived, ServerAt(l.serverNow, l.at, sent.Add(w.cfg.TTL))
+			l.renewed, l.from, l.ends = arrived, sent, ServerAt(l.serverNow, l.at, sent.Add(w.cfg.TTL))
 		case r.Err == nil && r.Res == wire.RenewLost:
 			l.lost = true
 		}

@@ -234,3 +234,30 @@ func TestLoopEndsWhenIdle(t *testing.T) {
 		t.Fatalf("closed: Halt = %v, %v, %d after %d renewals; want the grant, none", kept, renewed, ends, len(s.renewals("c")))
 	}
 }
+
+// A lease is due for renewal by when its last renewal was sent, what its
+// expiry counts from, not by when that renewal's reply arrived: a slow
+// round must not push the next one later.
+func TestDueCountsFromTheSending(t *testing.T) {
+	var s script
+	ttl := time.Hour // no round of the loop's own in the test's time
+	w := New(s.config(ttl))
+	defer func() { w.Close().Wait() }()
+	w.Hold(&Lease{Token: "a"}, 1000, time.Now())
+	w.mu.Lock()
+	l := w.held["a"]
+	l.from, l.renewed = time.Now().Add(-ttl/8-time.Second), time.Now() // sent long ago, answered just now
+	w.mu.Unlock()
+	rs, done, _ := w.due()
+	if len(rs) != 1 || rs[0].Lease.Token != "a" {
+		t.Fatalf("due = %v; want the lease whose last renewal was sent over TTL/8 ago", rs)
+	}
+	close(done)
+	w.mu.Lock()
+	l.round, l.from = nil, time.Now() // sent just now
+	w.mu.Unlock()
+	if rs, _, _ := w.due(); len(rs) != 0 {
+		t.Fatalf("due = %v; want none: the last renewal was just sent", rs)
+	}
+	w.Halt("a")
+}
