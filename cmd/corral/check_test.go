@@ -263,7 +263,7 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"--bogus"}, "check: unknown flag: --bogus (see 'corral check --help')"},
 		{[]string{"--redis", srv.URL(), "--timeout", "0s"}, "check: --timeout must be positive"},
 		{[]string{"--redis", srv.URL(), "--prefix", "a{b"}, "check: invalid options: Prefix \"a{b\" contains a brace"},
-		{[]string{"--redis", "http://" + srv.Addr}, "check: --redis: redis: invalid URL scheme: http"},
+		{[]string{"--redis", "http://" + srv.Addr}, fmt.Sprintf("check: --redis: not a Redis URL: its scheme is \"http\"; write redis://%s (rediss://%s for TLS)", srv.Addr, srv.Addr)},
 		{[]string{"--redis", srv.Addr}, fmt.Sprintf("check: --redis: not a URL: it has no scheme (%q); write redis://%s (rediss://%s for TLS)", srv.Addr, srv.Addr, srv.Addr)},
 		{[]string{"--redis", "user:pw-in-redis@" + srv.Addr}, "check: --redis: not a URL: it has no scheme (no part of it is shown: it may hold the password); write redis://user:password@host:port"},
 	} {

@@ -30,8 +30,12 @@ const detectTimeout = 5 * time.Second
 func Parse(ctx context.Context, raw string) (redis.UniversalOptions, error) {
 	var opts redis.UniversalOptions
 	first, rest, _ := strings.Cut(raw, ",")
-	if !strings.Contains(first, "://") {
+	scheme, host, isURL := strings.Cut(first, "://")
+	if !isURL {
 		return opts, noScheme(raw, first)
+	}
+	if s := strings.ToLower(scheme); s != "redis" && s != "rediss" && s != "unix" {
+		return opts, notRedis(raw, scheme, host)
 	}
 	if err := screen(raw); err != nil {
 		return opts, err
@@ -82,6 +86,20 @@ func noScheme(raw, first string) error {
 		return fmt.Errorf("%w (no part of it is shown: it may hold the password); write redis://user:password@host:port (rediss:// for TLS)", ErrNoScheme)
 	}
 	return fmt.Errorf("%w (%q); write redis://%s (rediss://%s for TLS)", ErrNoScheme, first, first, first)
+}
+
+// ErrNotRedis is the error of a --redis URL whose scheme is not Redis's
+// (http://, say).
+var ErrNotRedis = errors.New("not a Redis URL")
+
+// notRedis is ErrNotRedis for raw, whose first URL has the scheme scheme and
+// host (and what follows) after it, naming the fix: redis:// instead. It
+// quotes host only when raw holds no @ (which may mean a password).
+func notRedis(raw, scheme, host string) error {
+	if strings.Contains(raw, "@") {
+		return fmt.Errorf("%w: its scheme is %q (no other part is shown: it may hold the password); write redis://user:password@host:port (rediss:// for TLS)", ErrNotRedis, scheme)
+	}
+	return fmt.Errorf("%w: its scheme is %q; write redis://%s (rediss://%s for TLS)", ErrNotRedis, scheme, host, host)
 }
 
 // ErrUnparsable is the error of a --redis value whose user name or

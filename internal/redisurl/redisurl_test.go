@@ -47,7 +47,7 @@ func TestParse(t *testing.T) {
 	}
 	for raw, want := range map[string]string{
 		"redis://u:s3cret@h:bad":  `invalid port ":bad" after host`,
-		"http://u:s3cret@h:1":     "invalid URL scheme: http",
+		"http://u:s3cret@h:1":     `not a Redis URL: its scheme is "http"`,
 		"redis://u:s3cret@h:1/x":  `invalid database number: "x"`,
 		"redis://u:s3cret@h:1?x=": "unexpected option: x",
 		"redis://h:1?a@b=1":       ErrUnparsable.Error(),
@@ -124,6 +124,27 @@ func TestParseNoScheme(t *testing.T) {
 		first, _, _ := strings.Cut(raw, ",")
 		if !errors.Is(err, ErrNoScheme) || !strings.Contains(err.Error(), "write redis://"+first) {
 			t.Errorf("Parse(%q) = %v; want ErrNoScheme naming redis://%s", raw, err, first)
+		}
+	}
+}
+
+// A URL of another scheme (http://, a typo) gets a message naming the fix,
+// redis:// before the same host; one with user information quotes nothing
+// but the scheme.
+func TestNotRedisScheme(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://127.0.0.1:6379":          `its scheme is "http"; write redis://127.0.0.1:6379 (rediss://127.0.0.1:6379 for TLS)`,
+		"tcp://cache:6379,h2:6379":       `its scheme is "tcp"; write redis://cache:6379`,
+		"https://user:s3cret@cache:6379": `its scheme is "https" (no other part is shown`,
+	} {
+		_, err := Parse(context.Background(), raw)
+		if !errors.Is(err, ErrNotRedis) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) = %v; want ErrNotRedis saying %q, and no password", raw, err, want)
+		}
+	}
+	for _, raw := range []string{"REDIS://127.0.0.1:1", "rediss://127.0.0.1:1", "unix:///tmp/redis.sock"} {
+		if _, err := Parse(context.Background(), raw); errors.Is(err, ErrNotRedis) {
+			t.Errorf("Parse(%q) = %v; a Redis scheme", raw, err)
 		}
 	}
 }
