@@ -42,25 +42,12 @@ func childBigBatch(c *corral.Cache, rdb *redis.Client, in io.Reader) int {
 	proc := os.Getenv("CORRAL_TEST_PROC")
 	var mu sync.Mutex
 	var calls, loaded int
-	loadMany := func(ctx context.Context, missing []string) (map[string][]byte, error) {
+	loadMany := countedLoad(rdb, "big:loads", proc, 300*time.Millisecond, func(missing []string) {
 		mu.Lock()
 		calls++
 		loaded += len(missing)
 		mu.Unlock()
-		pipe := rdb.Pipeline()
-		for _, k := range missing {
-			pipe.HIncrBy(ctx, "big:loads", k, 1)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, err
-		}
-		<-time.After(300 * time.Millisecond) // the origin's latency
-		vals := make(map[string][]byte, len(missing))
-		for _, k := range missing {
-			vals[k] = []byte(k + "@" + proc)
-		}
-		return vals, nil
-	}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var res bigBatchResult

@@ -33,24 +33,11 @@ func childBatch(c *corral.Cache, rdb *redis.Client) int {
 	proc := os.Getenv("CORRAL_TEST_PROC")
 	var mu sync.Mutex
 	var res batchResult
-	loadMany := func(ctx context.Context, missing []string) (map[string][]byte, error) {
+	loadMany := countedLoad(rdb, "batch:loads", proc, 200*time.Millisecond, func(missing []string) {
 		mu.Lock()
 		res.Calls = append(res.Calls, slices.Clone(missing))
 		mu.Unlock()
-		pipe := rdb.Pipeline()
-		for _, k := range missing {
-			pipe.HIncrBy(ctx, "batch:loads", k, 1)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, err
-		}
-		<-time.After(200 * time.Millisecond) // the origin's latency
-		vals := make(map[string][]byte, len(missing))
-		for _, k := range missing {
-			vals[k] = []byte(k + "@" + proc)
-		}
-		return vals, nil
-	}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	vals, err := c.FetchMany(ctx, keys, time.Minute, loadMany)
@@ -64,6 +51,28 @@ func childBatch(c *corral.Cache, rdb *redis.Client) int {
 	res.Stats = c.Stats()
 	json.NewEncoder(os.Stdout).Encode(res)
 	return 0
+}
+
+// countedLoad returns a child's loadMany: it tells seen of the keys of each
+// call, counts each key's loads in the Redis hash counts, takes latency
+// (the origin's), and returns "<key>@<proc>" for each key.
+func countedLoad(rdb *redis.Client, counts, proc string, latency time.Duration, seen func(keys []string)) func(context.Context, []string) (map[string][]byte, error) {
+	return func(ctx context.Context, missing []string) (map[string][]byte, error) {
+		seen(missing)
+		pipe := rdb.Pipeline()
+		for _, k := range missing {
+			pipe.HIncrBy(ctx, counts, k, 1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err
+		}
+		<-time.After(latency)
+		vals := make(map[string][]byte, len(missing))
+		for _, k := range missing {
+			vals[k] = []byte(k + "@" + proc)
+		}
+		return vals, nil
+	}
 }
 
 // Four real OS processes each FetchMany an overlapping set of 100 cold keys
