@@ -159,6 +159,9 @@ func (s *Set) RefusedWrite(why string) {
 // IsWrongType reports whether err is Redis's WRONGTYPE reply: a key of
 // another type is at the name.
 func IsWrongType(err error) bool {
+	if err == nil {
+		return false // before reply, which escapes: every peek asks, a hit with no error
+	}
 	var reply redis.Error
 	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "WRONGTYPE")
 }

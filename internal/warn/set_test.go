@@ -201,4 +201,8 @@ func TestIsWrongType(t *testing.T) {
 	if IsWrongType(replyErr("ERR wrong")) || IsWrongType(errors.New("WRONGTYPE but no reply")) || IsWrongType(nil) {
 		t.Error("another error told as WRONGTYPE")
 	}
+	// Every peek asks, a hit with no error: that costs no allocation.
+	if n := testing.AllocsPerRun(100, func() { IsWrongType(nil) }); n != 0 {
+		t.Errorf("IsWrongType(nil) makes %v allocations; want none", n)
+	}
 }
