@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -504,4 +505,18 @@ func (s *store) renew(ctx context.Context, n wire.Names, h holder, ttl time.Dura
 		return wire.RenewLost, r.Err
 	}
 	return r.Res, nil
+}
+
+// With no node tripped, a call's check for one (skipped) costs no
+// allocation, not even its entry's name: every call makes it.
+func TestSkippedCostsNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := New(srv.Client(), &Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n := testing.AllocsPerRun(100, func() { c.skipped("user:42") }); n != 0 {
+		t.Fatalf("skipped makes %v allocations with no node tripped; want none", n)
+	}
 }

@@ -79,5 +79,8 @@ func (c *Cache) Health() error {
 // that the call skips Redis without a round through the pipeline; nil
 // otherwise (when no node is tripped, at the cost of one atomic load).
 func (c *Cache) skipped(key string) error {
+	if !c.store.pipe.Tripping() {
+		return nil // before the name, which allocates: this is every call's
+	}
 	return c.store.pipe.Tripped(wire.EntryName(c.opts.Prefix, key))
 }

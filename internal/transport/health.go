@@ -52,6 +52,11 @@ func (p *Pipeline) OpenErr() error {
 	return err
 }
 
+// Tripping reports whether any node is tripped now: when it is false,
+// Tripped is nil for every key (one atomic load, and the caller need not
+// build the key).
+func (p *Pipeline) Tripping() bool { return p.trips.Load() != 0 }
+
 // Tripped returns the error of an op of key while its node is tripped
 // (down.go), so that the caller skips Redis without a round through the
 // pipeline; nil otherwise (when no node is tripped, at the cost of one
