@@ -146,21 +146,11 @@ func (c *Cache) commit(f *flight, h holder, e entryWrite, renewed time.Time) fol
 	case err != nil:
 		c.commitFailed(n, h.token, err)
 	case res == wire.CommitEvicted:
-		c.evictionSeen(n, "commit")
+		c.warn.Evicted(n.Lease, "commit")
 	case res == wire.CommitRejected:
 		c.rejected(f, true)
 	}
 	return nil
-}
-
-// evictionSeen counts a lease found missing before its deadline, by a
-// renewal (which took it again) or by the commit (which stood): evicted by
-// Redis under maxmemory, most likely (or lost in a failover). The warning
-// about the eviction policy was given once (internal/diagnose's Checks); this is logged
-// at debug level only, since a Redis short of memory may evict many.
-func (c *Cache) evictionSeen(n wire.Names, by string) {
-	c.stats.Evictions.Add(1)
-	c.opts.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", n.Lease, "by", by)
 }
 
 // rejected counts and logs a commit of f's load rejected because its lease
@@ -221,7 +211,7 @@ func (r recommit) run(c *Cache, f *flight) {
 		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
 		case err == nil && res == wire.CommitEvicted:
-			c.evictionSeen(n, "commit")
+			c.warn.Evicted(n.Lease, "commit")
 			return
 		case err == nil && res == wire.CommitStored:
 			return
@@ -269,7 +259,6 @@ func (h handBack) run(c *Cache, f *flight) {
 
 // releaseLease hands a lease back (release.lua).
 func (c *Cache) releaseLease(n wire.Names, token string, a releaseArgs) {
-	c.store.leases.Halt(token)
 	if _, err := c.store.release(c.drain, n, token, a); err != nil {
 		c.warn.ReleaseFailed(n.Lease, err)
 	}

@@ -334,7 +334,6 @@ type commitOpen struct {
 }
 
 func (o commitOpen) run(c *Cache, f *flight) {
-	c.store.leases.Halt(o.token) // a grant read after all: renewed no more, before it is used or handed back
 	switch val := o.val; {
 	case o.err == nil && len(val) <= c.opts.MaxValueBytes && o.fr.stored():
 		if val == nil {

@@ -94,6 +94,7 @@ type holder struct {
 // says until when its lease was surely alive, and which entry it was
 // taken over, so that commit.lua can tell an eviction from a revocation.
 func (s *store) commitHeld(ctx context.Context, n wire.Names, h holder, w entryWrite) (wire.Commit, error) {
+	s.leases.Halt(h.token) // the lease ends here: renewed no more (a no-op once halted, or for a Set)
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return wire.CommitRejected, err
@@ -144,6 +145,7 @@ type releaseArgs struct {
 
 // release hands the lease back if token still holds it (release.lua).
 func (s *store) release(ctx context.Context, n wire.Names, token string, a releaseArgs) (bool, error) {
+	s.leases.Halt(token) // the lease ends here: a renewal landing later could take it again
 	pub, err := s.publishCommand(ctx)
 	if err != nil {
 		return false, err

@@ -230,6 +230,17 @@ func (s *Set) RenewFailed(name string, err error) {
 	s.renew.Log(s.cfg.Logger, "corral: lease renewal failed; retrying on the next tick", "key", name, errAttr(err))
 }
 
+// Evicted counts a lease (its name) found missing before its deadline, by
+// a renewal (which took it again) or by the commit (which stood): evicted
+// by Redis under maxmemory, most likely (or lost in a failover). The
+// warning about the eviction policy was given once (internal/diagnose's
+// Checks); this is logged at debug level only, since a Redis short of
+// memory may evict many.
+func (s *Set) Evicted(name, by string) {
+	s.cfg.Stats.Evictions.Add(1)
+	s.cfg.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", name, "by", by)
+}
+
 // Renewal counts and logs what a renewal of the lease name found, but for
 // a plain renewal: a failure (err), the lease found missing and taken
 // again (evicted: Stats.Evictions, logged at debug level), the lease lost
@@ -242,8 +253,7 @@ func (s *Set) Renewal(name string, res wire.Renewal, err error) (lost bool) {
 	case err != nil:
 		s.RenewFailed(name, err)
 	case res == wire.RenewRetaken:
-		s.cfg.Stats.Evictions.Add(1)
-		s.cfg.Logger.Debug("corral: a lease was missing before its deadline (evicted); its holder kept it", "key", name, "by", "renewal")
+		s.Evicted(name, "renewal")
 	case res == wire.RenewLost:
 		s.cfg.Stats.LeasesLost.Add(1)
 		s.lost.Log(s.cfg.Logger, "corral: lease lost during a load; its result will not be stored", "key", name)
