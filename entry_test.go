@@ -40,10 +40,13 @@ func storedTTLs(t *testing.T, rdb *redis.Client, key string) (soft, hard time.Du
 	return soft, rdb.PTTL(ctx, entryName(key)).Val()
 }
 
-// about reports whether got is want, less at most a second spent since the
-// write (the read of the test comes after it).
+// about reports whether got is want, less at most the time spent since the
+// write (the read of the test comes after it): 5 s, for a machine loaded
+// with other tests (a second was seen exceeded at -count=20). The TTLs
+// compared are minutes apart, and Jitter's ±10% of them far beyond 5 s
+// (of 90 s, 9 s: five draws all within 5 s below are 1 in 600).
 func about(got, want time.Duration) bool {
-	return got <= want && got > want-time.Second
+	return got <= want && got > want-5*time.Second
 }
 
 // Each key is stored for its own Entry's TTL, exactly (Jitter is on, at its

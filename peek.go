@@ -22,6 +22,9 @@ import (
 // is under way: the peeks under way, one per key at most, are
 // internal/flights' Group (Cache.peeks).
 type peekCall struct {
+	read peekRead      // the read, sent by the call that began the peek
+	c    *Cache        // the read's
+	key  string        // the read's
 	done chan struct{} // closed once r and err are set
 	seq  near.Snap     // the near cache before the peek was sent (near cache on)
 	sent int64         // near.Clock before the peek was sent
@@ -42,17 +45,23 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 	}
 	pc.sent = near.Clock()
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
-	name := wire.EntryName(c.opts.Prefix, key)
-	o = c.store.peekOp(c.ctx, name, func(r peekReply, err error) {
-		if warn.IsWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
-			c.warn.Foreign(key, name)
-			r, err = peekReply{now: r.now}, nil
-		}
-		r.sent = pc.sent
-		pc.r, pc.err = r, err
-		c.peeks.Finish(key, pc, pc.done) // answers pc's callers; key's next peek is a new one
-	})
+	pc.c, pc.key = c, key
+	o = c.store.peekOp(&pc.read, c.ctx, wire.EntryName(c.opts.Prefix, key))
+	o.Finish = pc.finish
 	return pc, o, 0
+}
+
+// finish keeps the reply of pc's read, and answers pc's callers.
+func (pc *peekCall) finish(res transport.Result) {
+	c := pc.c
+	r, err := c.store.peekResult(res)
+	if warn.IsWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
+		c.warn.Foreign(pc.key, pc.read.op.Key)
+		r, err = peekReply{now: r.now}, nil
+	}
+	r.sent = pc.sent
+	pc.r, pc.err = r, err
+	c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
 }
 
 // forJoiner is pc's answer for a call that joined it at joined (near.Clock;

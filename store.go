@@ -131,39 +131,40 @@ func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byt
 	return []byte(v), f, true, nil
 }
 
-// peekOp is the read of an entry's fields and the server's clock in one
-// round trip, without the script and without writing (the hit path):
-// finish gets the reply, in the calling goroutine when the read goes inline
-// (transport.Pipeline.Send), otherwise from a pipeline goroutine. ctx ends
-// the op only if it has not been sent yet. Set its ReadBy (the caller's
-// deadline) before sending it, for an inline read to end by then and go on
-// through the pipeline.
-func (s *store) peekOp(ctx context.Context, entry string, finish func(peekReply, error)) *transport.Op {
-	args := make([]any, len(wire.PeekFields)+2)
-	args[0], args[1] = "hmget", entry
-	copy(args[2:], wire.PeekFields)
-	o := &transport.Op{Ctx: ctx, Key: entry, Clock: true, Read: args, ReadOnly: true,
-		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return p.Do(ctx, args...)
-		},
+// peekRead is the read of an entry's fields and the server's clock in one
+// round trip, without the script or a write (the hit path): kept in the
+// peekCall that waits for it, one allocation for all. Its reply reaches the
+// op's Finish, inline (transport.Pipeline.Send) or from a pipeline
+// goroutine; peekResult reads it.
+type peekRead struct {
+	op   transport.Op
+	args [len(wire.PeekFields) + 2]any
+}
+
+// peekOp makes r a read of entry, and returns its op, for the caller to set
+// its Finish and send. ctx ends the op only if it has not been sent yet.
+// Set its ReadBy (the caller's deadline) before sending it, for an inline
+// read to end by then and go on through the pipeline.
+func (s *store) peekOp(r *peekRead, ctx context.Context, entry string) *transport.Op {
+	r.args[0], r.args[1] = "hmget", entry
+	copy(r.args[2:], wire.PeekFields[:])
+	r.op = transport.Op{Ctx: ctx, Key: entry, Clock: true, Read: r.args[:], ReadOnly: true, NewRead: transport.Strings}
+	return &r.op
+}
+
+// peekResult is what a peek's op got (res).
+func (s *store) peekResult(res transport.Result) (peekReply, error) {
+	if res.Err == nil {
+		res.Err = res.Cmd.Err()
 	}
-	o.Finish = func(r transport.Result) {
-		if r.Err == nil {
-			r.Err = r.Cmd.Err()
-		}
-		if r.Err != nil {
-			finish(peekReply{}, errorf("peek: %w", denied(r.Err)))
-			return
-		}
-		e, err := wire.ParsePeek(r.Cmd.(*redis.Cmd).Val())
-		if err != nil {
-			finish(peekReply{}, errorf("peek: %w", err))
-			return
-		}
-		pr, err := s.peeked(e, r.Now)
-		finish(pr, err)
+	if res.Err != nil {
+		return peekReply{}, errorf("peek: %w", denied(res.Err))
 	}
-	return o
+	e, err := wire.ParsePeek(res.Cmd.(*redis.StringSliceCmd).Val())
+	if err != nil {
+		return peekReply{}, errorf("peek: %w", err)
+	}
+	return s.peeked(e, res.Now)
 }
 
 // send sends the read o inline when it may, otherwise through the

@@ -165,6 +165,9 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 			fallthrough
 		case o.noscript == 2:
 			cmds[i] = o.Rebuild(ctx, pipe)
+		case o.Build == nil:
+			cmds[i] = o.newRead(ctx)
+			_ = pipe.Process(ctx, cmds[i]) // queued: its error is the command's, after Exec
 		default:
 			cmds[i] = o.Build(ctx, pipe)
 		}

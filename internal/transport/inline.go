@@ -143,14 +143,29 @@ func (p *Pipeline) inlineRead(g group, live *liveness, ctx context.Context, t ti
 		live.heard.Store(time.Now().UnixNano())
 		return cmds[0], now, nil
 	}
-	cmd = g.node.client.Do(ctx, o.Read...)
-	if err = cmd.Err(); err != nil && !Says(err, Reply) {
+	cmd = o.newRead(ctx)
+	if err = g.node.client.Process(ctx, cmd); err != nil && !Says(err, Reply) {
 		return nil, 0, err
 	}
 	t = time.Now()
 	live.heard.Store(t.UnixNano())
 	now, _ = live.serverNow(t) // aged past clockFresh since: still a bound from above
 	return cmd, now, nil
+}
+
+// newRead makes o's read command (Op.NewRead).
+func (o *Op) newRead(ctx context.Context) redis.Cmder {
+	if o.NewRead == nil {
+		return redis.NewCmd(ctx, o.Read...)
+	}
+	return o.NewRead(ctx, o.Read...)
+}
+
+// Strings is an Op.NewRead whose reply is an array of strings
+// (redis.StringSliceCmd, a nil read as ""): one allocation per string, where
+// redis.NewCmd's reply of interfaces costs two.
+func Strings(ctx context.Context, args ...any) redis.Cmder {
+	return redis.NewStringSliceCmd(ctx, args...)
 }
 
 // deadlineCtx is ctx with a deadline, and a Done channel shared with the

@@ -33,11 +33,16 @@ type Op struct {
 	// each script in a batch goes with its source (Rebuild), and the others
 	// with the SHA, behind it, so that a cold server (restarted, failed
 	// over, flushed) is not sent the source once per op.
-	Script   *redis.Script
-	Key      string    // a Redis key the command touches: on a Cluster, where it is sent
-	Size     int       // bytes the command or its reply carries, when known
-	Clock    bool      // the op needs the server's clock: its batch reads TIME first (Result.Now)
-	Read     []any     // a read-only command's arguments, which may be sent alone (inline.go)
+	Script *redis.Script
+	Key    string // a Redis key the command touches: on a Cluster, where it is sent
+	Size   int    // bytes the command or its reply carries, when known
+	Clock  bool   // the op needs the server's clock: its batch reads TIME first (Result.Now)
+	Read   []any  // a read-only command's arguments, which may be sent alone (inline.go)
+	// NewRead makes Read's command, inline and pipelined alike, when Build
+	// is nil: a command whose reply costs fewer allocations than
+	// redis.NewCmd's (redis.NewStringSliceCmd). A plain function, not a
+	// closure, so that setting it allocates nothing. nil: redis.NewCmd.
+	NewRead  func(ctx context.Context, args ...any) redis.Cmder
 	ReadOnly bool      // the command only reads: sent again when a live node's reply came too late (retry.go)
 	ReadBy   time.Time // when an inline read of it ends at the latest: its caller's deadline (zero for none)
 	Recovery bool      // sent by a tripped node's recovery, before the callers' ops (down.go)

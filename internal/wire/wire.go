@@ -46,7 +46,7 @@ const (
 // PeekFields are the fields a peek reads (HMGET), in the order ParsePeek
 // takes them, boxed once: built per call, they would cost an allocation
 // each on the hit path.
-var PeekFields = []any{FieldSoft, FieldTook, FieldFlags, FieldValue, FieldCompressed, FieldCodec, FieldBorn, FieldTags}
+var PeekFields = [...]any{FieldSoft, FieldTook, FieldFlags, FieldValue, FieldCompressed, FieldCodec, FieldBorn, FieldTags}
 
 // PayloadFields are the fields that hold an entry's payload and say how to
 // read it (HMGET), in the order ParsePayload takes them.
@@ -122,38 +122,34 @@ func (p Peeked) PayloadBytes() []byte {
 	return unsafe.Slice(unsafe.StringData(p.Payload), len(p.Payload))
 }
 
-// ParsePeek decodes a peek's reply (the values of PeekFields, as go-redis
-// returns them). An entry without a soft expiry, with a flag this release
-// does not know, or without its payload is not Found.
-func ParsePeek(res any) (Peeked, error) {
-	vals, _ := res.([]any)
+// ParsePeek decodes a peek's reply: the values of PeekFields, read as
+// strings (go-redis's StringSliceCmd: a missing field is ""; a reply of
+// strings costs a hit half the allocations of one of interfaces). An entry
+// without a soft expiry, or with a flag this release does not know, is not
+// Found. Neither is one whose payload is empty where a payload is expected
+// (a value, a compressed one): an empty string cannot tell an empty value
+// from a missing field, so the caller asks fetch.lua, which can.
+func ParsePeek(vals []string) (Peeked, error) {
 	if len(vals) != len(PeekFields) {
-		return Peeked{}, fmt.Errorf("unexpected reply %#v", res)
+		return Peeked{}, fmt.Errorf("unexpected reply %q", vals)
 	}
 	var p Peeked
-	soft, _ := vals[0].(string)
 	var err error
-	if p.Soft, err = strconv.ParseInt(soft, 10, 64); err != nil {
+	if p.Soft, err = strconv.ParseInt(vals[0], 10, 64); err != nil {
 		return p, nil // no entry (or none this release knows)
 	}
-	d, _ := vals[1].(string)
-	p.Took, _ = strconv.ParseFloat(d, 64)
-	f, _ := vals[2].(string)
-	if p.Flags = ParseFlags(f); p.Flags.Unknown {
+	p.Took, _ = strconv.ParseFloat(vals[1], 64)
+	if p.Flags = ParseFlags(vals[2]); p.Flags.Unknown {
 		return p, nil // a format of another release: no entry here
 	}
-	if c, ok := vals[5].(string); ok {
-		p.Version, _ = strconv.Atoi(c)
-	}
-	if b, ok := vals[6].(string); ok {
-		p.Born, _ = strconv.ParseInt(b, 10, 64)
-	}
-	p.Tags, _ = vals[7].(string)
-	payload := vals[3]
+	p.Version, _ = strconv.Atoi(vals[5])
+	p.Born, _ = strconv.ParseInt(vals[6], 10, 64)
+	p.Tags = vals[7]
+	p.Payload = vals[3]
 	if p.Flags.Compressed {
-		payload = vals[4]
+		p.Payload = vals[4]
 	}
-	p.Payload, p.Found = payload.(string)
+	p.Found = p.Payload != "" || p.Flags.Kind != Value && !p.Flags.Compressed
 	return p, nil
 }
 

@@ -26,27 +26,32 @@ func TestNewToken(t *testing.T) {
 	}
 }
 
-// TestParsePeek checks the readings of a peek's HMGET s d f v z c b g.
+// TestParsePeek checks the readings of a peek's HMGET s d f v z c b g,
+// read as strings (a missing field is "").
 func TestParsePeek(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		vals []any
+		vals []string
 		want Peeked
 	}{
-		{"value", []any{"100", "1.5", "", "x", nil, "3", "90", "a\x00b"}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3, Born: 90, Tags: "a\x00b"}},
-		{"an earlier release's", []any{"100", "1.5", "", "x", nil, "3", nil, nil}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3}},
-		{"compressed", []any{"100", "0", "z", "x", "zz", nil, "1", nil}, Peeked{Found: true, Payload: "zz", Soft: 100, Flags: Flags{Compressed: true}, Born: 1}},
-		{"negative", []any{"100", "0", "n", "", nil, nil, nil, nil}, Peeked{Found: true, Soft: 100, Flags: Flags{Kind: NotFound}}},
-		{"no entry", []any{nil, nil, nil, nil, nil, nil, nil, nil}, Peeked{}},
-		{"unknown flag", []any{"100", "0", "q", "x", nil, nil, nil, nil}, Peeked{Soft: 100, Flags: Flags{Unknown: true}}},
-		{"compressed without z", []any{"100", "0", "z", "x", nil, nil, nil, nil}, Peeked{Soft: 100, Flags: Flags{Compressed: true}}},
+		{"value", []string{"100", "1.5", "", "x", "", "3", "90", "a\x00b"}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3, Born: 90, Tags: "a\x00b"}},
+		{"an earlier release's", []string{"100", "1.5", "", "x", "", "3", "", ""}, Peeked{Found: true, Payload: "x", Soft: 100, Took: 1.5, Version: 3}},
+		{"compressed", []string{"100", "0", "z", "x", "zz", "", "1", ""}, Peeked{Found: true, Payload: "zz", Soft: 100, Flags: Flags{Compressed: true}, Born: 1}},
+		{"negative", []string{"100", "0", "n", "", "", "", "", ""}, Peeked{Found: true, Soft: 100, Flags: Flags{Kind: NotFound}}},
+		{"failure", []string{"100", "0", "e", "origin down", "", "", "", ""}, Peeked{Found: true, Payload: "origin down", Soft: 100, Flags: Flags{Kind: Failure}}},
+		{"no entry", []string{"", "", "", "", "", "", "", ""}, Peeked{}},
+		{"unknown flag", []string{"100", "0", "q", "x", "", "", "", ""}, Peeked{Soft: 100, Flags: Flags{Unknown: true}}},
+		{"compressed without z", []string{"100", "0", "z", "x", "", "", "", ""}, Peeked{Soft: 100, Flags: Flags{Compressed: true}}},
+		// An empty value and a value field missing read alike: fetch.lua
+		// tells them apart.
+		{"empty value", []string{"100", "0", "", "", "", "", "", ""}, Peeked{Soft: 100}},
 	} {
 		got, err := ParsePeek(tc.vals)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: ParsePeek = %+v, %v; want %+v", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := ParsePeek([]any{"1"}); err == nil {
+	if _, err := ParsePeek([]string{"1"}); err == nil {
 		t.Error("ParsePeek of a short reply: no error")
 	}
 }
