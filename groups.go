@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
@@ -52,9 +53,9 @@ func (c *Cache) ExpireTags(ctx context.Context, tags ...string) error {
 // Clear invalidates every entry of the Cache's Prefix loaded or set before
 // the call, with InvalidateTags's guarantee; other prefixes are untouched.
 // It costs Redis one write, whatever the number of entries; the cleared
-// entries are deleted in the background (a SCAN of the prefix, from this
-// process) or expire, so that a Redis under noeviction does not fill up
-// with them. Errors are InvalidateTags's but ErrInvalidTag.
+// entries are deleted by a background SCAN, finished by another Cache of
+// the prefix if this one closes first, or expire. Errors are
+// InvalidateTags's but ErrInvalidTag.
 func (c *Cache) Clear(ctx context.Context) error {
 	return c.invalidate(ctx, epochs.Clear, nil)
 }
@@ -98,8 +99,9 @@ func (c *Cache) SetEntry(ctx context.Context, key string, e Entry) error {
 // joins a flight or a peek begun before.
 func (c *Cache) invalidate(ctx context.Context, kind epochs.Kind, tags []string) error {
 	if kind != epochs.Clear {
-		if _, err := epochs.Encode(tags); err != nil || len(tags) == 0 {
-			return errorf("%w: %v", ErrInvalidTag, tags)
+		var err error
+		if tags, err = epochs.Unique(tags); err != nil {
+			return errorf("%w: %w", ErrInvalidTag, err)
 		}
 	}
 	if err := c.ready(ctx, nil, false); err != nil {
@@ -142,13 +144,16 @@ func (c *Cache) detachAll() {
 	c.forgetAll()
 }
 
-// sweep deletes the entries a Clear of epoch invalidated (internal/epochs'
-// Sweep), in the background.
+// sweep deletes the entries a Clear of epoch invalidated, in the
+// background (internal/epochs' Sweep, epochs.Config.Cleared).
 func (c *Cache) sweep(epoch int64) {
 	ctx, cancel := context.WithTimeout(c.ctx, time.Hour)
 	defer cancel()
-	if n, err := c.records.Sweep(ctx, c.rdb, epoch); err != nil && c.ctx.Err() == nil {
-		c.opts.Logger.Warn("corral: the sweep of cleared entries stopped; those left expire with their TTL", "deleted", n, errAttr(err))
+	switch n, err := c.records.Sweep(ctx, c.rdb, epoch); {
+	case err == nil:
+		c.groups.Swept(epoch)
+	case !errors.Is(err, epochs.ErrSweepHeld) && c.ctx.Err() == nil:
+		c.opts.Logger.Warn("corral: the sweep of cleared entries stopped; a Cache of the prefix takes it up within a minute, or they expire", "deleted", n, errAttr(err))
 	}
 }
 

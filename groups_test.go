@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
 )
 
 // tagged returns a FetchEntry loader that counts its runs in n and returns
@@ -317,10 +318,17 @@ func TestInvalidateTags_BadInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	for _, tags := range [][]string{nil, {""}, {"a\x00b"}} {
-		if err := e.c.InvalidateTags(ctx, tags...); !errors.Is(err, corral.ErrInvalidTag) {
-			t.Errorf("InvalidateTags(%q) = %v; want ErrInvalidTag", tags, err)
+	for _, tc := range []struct {
+		tags []string
+		says string // the error names what is wrong
+	}{{nil, "no tags"}, {[]string{"ok", ""}, `""`}, {[]string{"a\x00b"}, `"a\x00b"`}} {
+		err := e.c.InvalidateTags(ctx, tc.tags...)
+		if !errors.Is(err, corral.ErrInvalidTag) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("InvalidateTags(%q) = %v; want ErrInvalidTag saying %s", tc.tags, err, tc.says)
 		}
+	}
+	if err := e.c.InvalidateTags(ctx, "a", "b", "a"); err != nil || e.c.Stats().TagInvalidations != 2 {
+		t.Errorf("InvalidateTags(a, b, a) = %v, %d tag invalidations counted; want 2 (a repeat counts once)", err, e.c.Stats().TagInvalidations)
 	}
 	_, err := e.c.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
 		return corral.Entry{Value: []byte("v"), TTL: time.Minute, Tags: []string{""}}, nil
@@ -563,5 +571,164 @@ func TestInvalidateTags_LostRecord(t *testing.T) {
 	}
 	if n := admin.Exists(ctx, wire.TagName("corral", "t1")).Val(); n != 1 {
 		t.Fatal("the reload did not make t1's record again")
+	}
+}
+
+// countKeys counts rdb's keys that match pattern.
+func countKeys(t *testing.T, rdb *redis.Client, pattern string) int {
+	t.Helper()
+	n, err := rdb.Eval(context.Background(), `return #redis.call('KEYS', ARGV[1])`, nil, pattern).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A Clear's sweep deletes its own prefix's entries only: not those of a
+// prefix that begins with the same name and ":e" (their entries' names
+// begin with "svc:e:e:{", which "svc:e:*" matched).
+func TestClear_SweepLeavesOtherPrefixes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	svc := newCache(t, srv.Client(), &corral.Options{Prefix: "svc"})
+	var loads atomic.Int32
+	keys := keyRange("k", 0, 100)
+	for _, prefix := range []string{"svc:e", "svc:e:x", "svc:ex"} {
+		c := newCache(t, srv.Client(), &corral.Options{Prefix: prefix})
+		for _, k := range keys {
+			if _, err := c.Fetch(ctx, k, time.Hour, value("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range keys {
+		if _, err := svc.Fetch(ctx, k, time.Hour, value("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "svc's cleared entries were not swept", func() bool {
+		return countKeys(t, rdb, "svc:e:{*") == 0
+	})
+	for _, p := range []string{"svc:e:e:{*", "svc:e:x:e:{*", "svc:ex:e:{*"} {
+		if n := countKeys(t, rdb, p); n != len(keys) {
+			t.Fatalf("after svc's Clear, %d keys match %s; want the other prefix's %d untouched", n, p, len(keys))
+		}
+	}
+	other := newCache(t, srv.Client(), &corral.Options{Prefix: "svc:e"})
+	for _, k := range keys {
+		if _, err := other.Fetch(ctx, k, time.Hour, func(context.Context) ([]byte, error) { loads.Add(1); return []byte("v"), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := loads.Load(); n != 0 {
+		t.Fatalf("prefix svc:e loaded %d keys again after svc's Clear; want none", n)
+	}
+}
+
+// A sweep cut short (here: another process held the sweep's lease when
+// the Clear was made, and its Cache closed) is taken up by a Cache of the
+// prefix that starts later, on its first read of the records; corral
+// purge --all's own sweep is tested in cmd/corral.
+func TestClear_UnfinishedSweepTakenUp(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	a := newCache(t, srv.Client(), nil)
+	keys := keyRange("k", 0, 500)
+	var o batchOrigin
+	if _, err := a.FetchMany(ctx, keys, time.Hour, o.load); err != nil {
+		t.Fatal(err)
+	}
+	lease := wire.SweptName("corral") + ":l"
+	if err := rdb.Set(ctx, lease, "another", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if n := countKeys(t, rdb, "corral:e:{*"); n != len(keys) {
+		t.Fatalf("%d entries left after a Clear whose sweep found the lease held; want all %d", n, len(keys))
+	}
+	rdb.Del(ctx, lease) // its holder is gone
+	b := newCache(t, srv.Client(), nil)
+	if _, err := b.Fetch(ctx, "other", time.Hour, value("v")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "the unfinished sweep was not taken up", func() bool {
+		return countKeys(t, rdb, "corral:e:{*") <= 1 // "other", loaded after the Clear
+	})
+	clear, _ := rdb.Get(ctx, wire.ClearName("corral")).Result()
+	testkit.Eventually(t, 10*time.Second, "the sweep was not recorded as done", func() bool {
+		swept, _ := rdb.Get(ctx, wire.SweptName("corral")).Result()
+		return swept != "" && strings.HasPrefix(clear, swept+",")
+	})
+}
+
+// Once another process's InvalidateTags or Clear has reached this one
+// (within Coherence), a call here that starts afterwards does not join a
+// flight begun before it: it waits for that load, takes its result as
+// invalidated, and loads anew.
+func TestInvalidateTags_OtherProcessFlightNotJoined(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"tags", "clear"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			cs := fleet(t, srv, 2, nil)
+			a, b := cs[0], cs[1]
+			ctx := context.Background()
+			var probes, after atomic.Int32
+			if _, err := a.FetchEntry(ctx, "probe", tagged(&probes, "probe", "t")); err != nil {
+				t.Fatal(err)
+			}
+			started, release := make(chan struct{}), make(chan struct{})
+			first := make(chan string, 1)
+			go func() {
+				v, err := a.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
+					close(started)
+					<-release
+					return corral.Entry{Value: []byte("before"), TTL: time.Minute, Tags: []string{"t"}}, nil
+				})
+				first <- fmt.Sprintf("%s %v", v, err)
+			}()
+			<-started
+			invalidate := func() error { return b.InvalidateTags(ctx, "t") }
+			if kind == "clear" {
+				invalidate = func() error { return b.Clear(ctx) }
+			}
+			if err := invalidate(); err != nil {
+				t.Fatal(err)
+			}
+			untilCoherent(t, "probe#1", func() ([]byte, error) { return a.FetchEntry(ctx, "probe", tagged(&probes, "probe", "t")) })
+			parked := make(chan struct{})
+			var once sync.Once
+			corral.SetOnParked(a, func(string) { once.Do(func() { close(parked) }) })
+			second := make(chan string, 1)
+			go func() {
+				v, err := a.FetchEntry(ctx, "k", tagged(&after, "after", "t"))
+				second <- fmt.Sprintf("%s %v", v, err)
+			}()
+			select {
+			case <-parked: // its own flight, waiting on the lease of the load begun before
+			case got := <-second:
+				t.Fatalf("a call begun after the invalidation reached this process returned %s before the load it should wait for ended", got)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a call begun after the invalidation reached this process joined the flight begun before it")
+			}
+			close(release)
+			if got := <-first; got != "before <nil>" {
+				t.Fatalf("the load's own caller = %s; want before", got)
+			}
+			if got := <-second; got != "after#1 <nil>" {
+				t.Fatalf("a call begun after the invalidation reached this process = %s; want after#1, loaded anew", got)
+			}
+		})
 	}
 }

@@ -22,7 +22,8 @@ import (
 // is under way: the peeks under way, one per key at most, are
 // internal/flights' Group (Cache.peeks).
 type peekCall struct {
-	read peekRead      // the read, sent by the call that began the peek
+	op   transport.Op  // the read (store.peekOp), sent by the call that began the peek
+	args peekArgs      // op's
 	c    *Cache        // the read's
 	key  string        // the read's
 	done chan struct{} // closed once r and err are set
@@ -46,22 +47,21 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 	pc.sent = near.Clock()
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	pc.c, pc.key = c, key
-	o = c.store.peekOp(&pc.read, c.ctx, wire.EntryName(c.opts.Prefix, key))
-	o.Finish = pc.finish
-	return pc, o, 0
+	c.store.peekOp(&pc.op, &pc.args, c.ctx, wire.EntryName(c.opts.Prefix, key))
+	pc.op.Finish = pc.finish
+	return pc, &pc.op, 0
 }
 
 // finish keeps the reply of pc's read, and answers pc's callers.
 func (pc *peekCall) finish(res transport.Result) {
-	c := pc.c
-	r, err := c.store.peekResult(res)
+	r, err := pc.c.store.peekResult(res)
 	if warn.IsWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
-		c.warn.Foreign(pc.key, pc.read.op.Key)
+		pc.c.warn.Foreign(pc.key, pc.op.Key)
 		r, err = peekReply{now: r.now}, nil
 	}
 	r.sent = pc.sent
 	pc.r, pc.err = r, err
-	c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
+	pc.c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
 }
 
 // forJoiner is pc's answer for a call that joined it at joined (near.Clock;

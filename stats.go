@@ -98,7 +98,7 @@ type Stats struct {
 
 	TagInvalidations uint64 // tags invalidated by InvalidateTags or ExpireTags, one per tag, as they reached Redis (or, queued, as replayed)
 	Clears           uint64 // Clears that reached Redis
-	Expires          uint64 // Expires that reached Redis
+	Expires          uint64 // Expires that reached Redis (a queued one is replayed as a Delete: InvalidationsReplayed)
 }
 
 // Calls returns the number of calls s counts: the sum of their outcomes.

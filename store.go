@@ -131,25 +131,18 @@ func (s *store) read(ctx context.Context, n wire.Names, size int) (payload []byt
 	return []byte(v), f, true, nil
 }
 
-// peekRead is the read of an entry's fields and the server's clock in one
-// round trip, without the script or a write (the hit path): kept in the
-// peekCall that waits for it, one allocation for all. Its reply reaches the
-// op's Finish, inline (transport.Pipeline.Send) or from a pipeline
-// goroutine; peekResult reads it.
-type peekRead struct {
-	op   transport.Op
-	args [len(wire.PeekFields) + 2]any
-}
+// peekArgs are a peek's HMGET's arguments.
+type peekArgs = [len(wire.PeekFields) + 2]any
 
-// peekOp makes r a read of entry, and returns its op, for the caller to set
-// its Finish and send. ctx ends the op only if it has not been sent yet.
-// Set its ReadBy (the caller's deadline) before sending it, for an inline
-// read to end by then and go on through the pipeline.
-func (s *store) peekOp(r *peekRead, ctx context.Context, entry string) *transport.Op {
-	r.args[0], r.args[1] = "hmget", entry
-	copy(r.args[2:], wire.PeekFields[:])
-	r.op = transport.Op{Ctx: ctx, Key: entry, Clock: true, Read: r.args[:], ReadOnly: true, NewRead: transport.Strings}
-	return &r.op
+// peekOp makes o, with args, the read of entry's fields and the server's
+// clock in one round trip, without the script or a write (the hit path),
+// for the caller to set its Finish (peekResult reads the reply) and send.
+// ctx ends the op only if it has not been sent yet. Set its ReadBy (the
+// caller's deadline) before sending it, for an inline read to end by then.
+func (s *store) peekOp(o *transport.Op, args *peekArgs, ctx context.Context, entry string) {
+	args[0], args[1] = "hmget", entry
+	copy(args[2:], wire.PeekFields[:])
+	*o = transport.Op{Ctx: ctx, Key: entry, Clock: true, Read: args[:], ReadOnly: true, NewRead: transport.Strings}
 }
 
 // peekResult is what a peek's op got (res).

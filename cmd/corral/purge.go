@@ -12,6 +12,7 @@ import (
 
 	core "github.com/corralhq/corral"
 	"github.com/corralhq/corral/corralhttp"
+	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/errprefix"
 	"github.com/corralhq/corral/internal/redisurl"
 	"github.com/redis/go-redis/v9"
@@ -47,12 +48,15 @@ would:
   --url U    every response corral serve stored for the URL U: a path, as
              clients ask the sidecar for it; without a query, every query
              of the path; with one, that URL alone (corralhttp.URLTag)
-  --all      everything under --prefix (Clear): hard, alone
+  --all      everything under --prefix (Clear): hard, alone; then deletes
+             the cleared entries from Redis (a SCAN of every master; a
+             Cache of the prefix finishes it if corral purge cannot)
 
 --key, --tag and --url are repeatable, and may be given together. A hard
 purge (the default) drops the entries: once corral purge has exited 0, no
-load that starts afterwards is answered with them (in corral serve: the
-next request asks the origin). --soft makes them stale as if their TTL had
+load that starts afterwards is answered with them, in every Cache and
+corral serve of the prefix within 100 ms (their coherence bound: the
+sidecar's requests in those 100 ms may still be HITs). --soft makes them stale as if their TTL had
 passed: one inside its stale window (stale-while-revalidate) is served
 stale while one refresh runs; one without a window is gone, as in a hard
 purge. --prefix defaults to corral, corral serve's and the library's
@@ -165,8 +169,22 @@ func runPurge(cmd *cobra.Command, o purgeFlags) error {
 	if err := unapplied(errs, cache.Stats().InvalidationsDropped > 0); err != nil {
 		return &exitError{exitPurgeFailed, errorf("purge: %w", err)}
 	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), o.summary())
-	return err
+	if _, err = fmt.Fprintln(cmd.OutOrStdout(), o.summary()); err != nil || !o.all {
+		return err
+	}
+	// The cleared entries: deleted now, not left to the Caches of the
+	// prefix (which take an unfinished sweep up) or to their TTLs.
+	switch n, err := (epochs.Records{Prefix: o.prefix}).Sweep(ctx, rdb, 0); {
+	case errors.Is(err, epochs.ErrSweepHeld):
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), "another process is deleting the cleared entries")
+		return err
+	case err != nil:
+		fmt.Fprintf(cmd.ErrOrStderr(), "corral: purge: the cleared entries were not all deleted (%d were): %v; a Cache of the prefix takes it up, or they expire\n", n, err)
+		return nil
+	default:
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted %d cleared entries\n", n)
+		return err
+	}
 }
 
 // unapplied returns the error to exit with for errs, apply's: none when

@@ -161,6 +161,12 @@ func TestServePurge(t *testing.T) {
 			t.Errorf("POST /purge?%s: %+v; want 400 invalid, saying why", bad, got)
 		}
 	}
+	// The errors name the request's parameters, not corralhttp.Purge's fields.
+	for bad, want := range map[string]string{"all=1&soft=1": "all=1 is hard only", "all=1&key=k": "all=1 purges everything: give it without key= or url="} {
+		if got := post(t, a.Admin+"/purge?"+bad, ""); !strings.Contains(got.Error, want) {
+			t.Errorf("POST /purge?%s: error %q; want it to say %q", bad, got.Error, want)
+		}
+	}
 	resp, err := http.Get(a.Admin + "/purge?key=all")
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +287,46 @@ func TestPurgeCommand(t *testing.T) {
 	ok(`purged 1 key under prefix "corral" (hard)`, "--key", "user:1")
 	if _, err := cache.Get(ctx, "user:1"); !errors.Is(err, core.ErrMiss) {
 		t.Errorf("Get after corral purge --key: %v; want ErrMiss", err)
+	}
+}
+
+// corral purge --all deletes the cleared entries before it exits, with no
+// Cache of the prefix running to sweep them: a Redis under noeviction is
+// not left holding them until their TTL.
+func TestPurgeAllSweeps(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, prefix := range []string{"corral", "corral:e"} {
+		cache, err := core.New(rdb, &core.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 200 {
+			if err := cache.Set(ctx, fmt.Sprint("user:", i), []byte("v"), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cache.Close()
+	}
+	count := func(pattern string) int {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	out, errOut, code := runPurgeCmd(t, []string{"CORRAL_PURGE_REDIS=" + srv.URL()}, "--all")
+	if code != 0 || !strings.Contains(out, "deleted 200 cleared entries") {
+		t.Fatalf("corral purge --all: exit %d, %q %q; want exit 0, deleted 200 cleared entries", code, out, errOut)
+	}
+	if n := count("corral:e:{*"); n != 0 {
+		t.Fatalf("%d of the cleared entries left as corral purge --all exited; want none", n)
+	}
+	if n := count("corral:e:e:{*"); n != 200 {
+		t.Fatalf("prefix corral:e has %d entries left of 200; a purge of corral must leave them", n)
 	}
 }
 

@@ -297,8 +297,13 @@ func purgeOf(r *http.Request) (corralhttp.Purge, error) {
 			}
 		}
 	}
-	if len(p.Keys) == 0 && len(p.URLs) == 0 && !p.All {
+	switch {
+	case len(p.Keys) == 0 && len(p.URLs) == 0 && !p.All:
 		return p, fmt.Errorf("%w: give key=K (a surrogate key), url=/path or all=1", errBadPurge)
+	case p.All && (len(p.Keys) > 0 || len(p.URLs) > 0):
+		return p, fmt.Errorf("%w: all=1 purges everything: give it without key= or url=", errBadPurge)
+	case p.All && p.Soft:
+		return p, fmt.Errorf("%w: all=1 is hard only: a soft purge names key= or url=", errBadPurge)
 	}
 	return p, nil
 }

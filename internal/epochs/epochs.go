@@ -65,6 +65,15 @@ type Config struct {
 	// lands. It is asked only while Queued reports true. Both may be nil.
 	Held   func(tag string) bool
 	Queued func() bool
+	// Advanced, when set, is called when a read finds the Clear's epoch or
+	// the last tag invalidation's above the ones kept (an invalidation
+	// made by another process), before the Mirror keeps them: calls that
+	// start afterwards must not join a flight begun before.
+	Advanced func()
+	// Cleared, when set, is told of a Clear's epoch read from Redis above
+	// the last one known swept (Swept), at most once per SweepLease: its
+	// sweep may have been cut short (sweep.go).
+	Cleared func(epoch int64)
 	// Cluster says the records may be on another node than an entry: a
 	// load's grant is then on another clock (BornAt).
 	Cluster bool
@@ -98,6 +107,8 @@ type Mirror struct {
 	ahead atomic.Bool // a background read under way
 
 	clock atomic.Pointer[sync_] // the latest read's server time, for Born
+	swept atomic.Int64          // the last Clear known swept (Swept)
+	told  atomic.Int64          // Config.Now when Cleared was last called
 }
 
 // sync_ is a server time read, and the local time its reply arrived.
@@ -253,11 +264,33 @@ func (m *Mirror) Refreshed(tags []string, at int64, clear string, vals []string,
 	if err == nil {
 		m.synced(now)
 		h, s := ParseRecord(clear)
+		if old := m.clear.Load(); old != nil && (h > old.hard || s > old.soft) && m.cfg.Advanced != nil {
+			m.cfg.Advanced()
+		}
 		m.keepClear(h, s, at, clear == "")
+		m.unswept(h)
 		for i, tag := range tags {
 			h, s := ParseRecord(vals[i])
 			m.keep(tag, h, s, at, vals[i] == "")
 		}
+	}
+}
+
+// unswept tells Config.Cleared of a Clear's epoch above the last one
+// known swept, once per SweepLease at most.
+func (m *Mirror) unswept(epoch int64) {
+	if m.cfg.Cleared == nil || epoch <= m.swept.Load() {
+		return
+	}
+	now, told := m.cfg.Now(), m.told.Load()
+	if (told == 0 || now-told >= int64(SweepLease)) && m.told.CompareAndSwap(told, now) {
+		m.cfg.Cleared(epoch)
+	}
+}
+
+// Swept records that the Clear of epoch was swept to the end.
+func (m *Mirror) Swept(epoch int64) {
+	for old := m.swept.Load(); epoch > old && !m.swept.CompareAndSwap(old, epoch); old = m.swept.Load() {
 	}
 }
 

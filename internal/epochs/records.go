@@ -3,10 +3,8 @@ package epochs
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/transport"
@@ -27,11 +25,14 @@ var (
 	reclaimSrc string
 	//go:embed read.lua
 	readSrc string
+	//go:embed sweep.lua
+	sweepSrc string
 
 	markScript    = redis.NewScript(markSrc)
 	taggedScript  = redis.NewScript(taggedSrc)
 	reclaimScript = redis.NewScript(reclaimSrc)
 	readScript    = redis.NewScript(readSrc)
+	sweepScript   = redis.NewScript(sweepSrc)
 )
 
 // RecordMin is the least a tag's record lives once written by an
@@ -160,90 +161,4 @@ func parseRead(res any, n int) (clear string, vals []string, now int64, err erro
 	}
 	clear, _ = got[0].(string)
 	return clear, vals, now, nil
-}
-
-// Sweep deletes the entries of the prefix that the Clear of epoch
-// invalidated (reclaim.lua), scanning every master (SCAN, 500 names at a
-// time), so that cleared entries nobody reads again do not wait for their
-// TTL. It runs on rdb directly, in the background: a scan is no call's.
-func (r Records) Sweep(ctx context.Context, rdb redis.UniversalClient, epoch int64) (deleted int64, err error) {
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		counts := make(chan int64, 64) // ForEachMaster runs the nodes concurrently
-		done := make(chan struct{})
-		go func() {
-			for n := range counts {
-				deleted += n
-			}
-			close(done)
-		}()
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			n, err := sweepNode(ctx, c, r.Prefix+":e:*", epoch)
-			counts <- n
-			return err
-		})
-		close(counts)
-		<-done
-		return deleted, err
-	}
-	c, ok := rdb.(*redis.Client)
-	if !ok {
-		return 0, errors.New("sweep: a client of another kind")
-	}
-	return sweepNode(ctx, c, r.Prefix+":e:*", epoch)
-}
-
-// sweepNode is Sweep on one node.
-func sweepNode(ctx context.Context, c *redis.Client, match string, epoch int64) (deleted int64, err error) {
-	var cursor uint64
-	loaded := false
-	for {
-		keys, next, err := c.Scan(ctx, cursor, escapeGlob(match), 500).Result()
-		if err != nil {
-			return deleted, err
-		}
-		if len(keys) > 0 && !loaded {
-			// The first by EVALSHA, or EVAL when the server lacks it (no
-			// SCRIPT LOAD: the ACL rule need not grant it); the rest by
-			// EVALSHA, pipelined.
-			if n, err := reclaimScript.Run(ctx, c, keys[:1], epoch).Int64(); err != nil {
-				return deleted, err
-			} else if n > 0 {
-				deleted++
-			}
-			keys, loaded = keys[1:], true
-		}
-		if len(keys) > 0 {
-			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, k := range keys {
-					reclaimScript.EvalSha(ctx, p, []string{k}, epoch)
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return deleted, err
-			}
-			for _, cmd := range cmds {
-				if n, _ := cmd.(*redis.Cmd).Int64(); n > 0 {
-					deleted++
-				}
-			}
-		}
-		if cursor = next; cursor == 0 {
-			return deleted, nil
-		}
-	}
-}
-
-// escapeGlob escapes the glob characters of a pattern's literal part (a
-// prefix may hold *, ?, [ or \), leaving its final '*'.
-func escapeGlob(match string) string {
-	lit := strings.TrimSuffix(match, "*")
-	var b strings.Builder
-	for _, ch := range lit {
-		if strings.ContainsRune(`*?[]\`, ch) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(ch)
-	}
-	return b.String() + "*"
 }

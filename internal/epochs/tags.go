@@ -48,6 +48,16 @@ func Encode(tags []string) (string, error) {
 	return b.String(), nil
 }
 
+// Unique returns tags, each once, in their order, for an invalidation: an
+// error when there are none, or one is not a tag (ErrTag).
+func Unique(tags []string) ([]string, error) {
+	enc, err := Encode(tags)
+	if err == nil && enc == "" {
+		err = errors.New("no tags")
+	}
+	return Tags(enc), err
+}
+
 // Tags returns the tags of an encoded list.
 func Tags(tags string) []string {
 	if tags == "" {

@@ -88,6 +88,8 @@ func HashTag(name string) (string, bool) {
 //	                             G's last hard and soft invalidation (0
 //	                             for none); it lives as long as the
 //	                             longest-lived entry tagged G
+//	SweptName(P)      P:s:{P}    string: the epoch of the last Clear swept
+//	                             to the end; P:s:{P}:l the sweep's lease
 //
 // Times are microseconds on the clock of the records' node, as an entry's
 // FieldBorn.
@@ -97,3 +99,9 @@ func ClearName(prefix string) string { return prefix + ":c:{" + prefix + "}" }
 
 // TagName is the name of tag's record under prefix (see ClearName).
 func TagName(prefix, tag string) string { return prefix + ":t:{" + prefix + "}:" + tag }
+
+// SweptName is the record of prefix's last Clear whose cleared entries a
+// sweep deleted to the end: string, its epoch; SweptName(P)+":l" is the
+// lease of the sweep under way, its holder's token (internal/epochs'
+// sweep.lua). In the prefix's slot, beside ClearName.
+func SweptName(prefix string) string { return prefix + ":s:{" + prefix + "}" }
