@@ -69,7 +69,7 @@ type Product struct {
 // The typed Fetch encodes values with the Cache's Codec (JSON by default).
 func ExampleFetch() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	cache := corral.Must(corral.New(rdb, nil))
 	defer cache.Close()
@@ -86,7 +86,7 @@ func ExampleFetch() {
 // for NegativeTTL, so a missing id does not reach the database on every call.
 func ExampleFetch_notFound() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	cache := corral.Must(corral.New(rdb, &corral.Options{NegativeTTL: 30 * time.Second}))
 	defer cache.Close()
@@ -112,7 +112,7 @@ func ExampleFetch_notFound() {
 // now-outdated result.
 func ExampleCache_Delete() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	cache := corral.Must(corral.New(rdb, nil))
 	defer cache.Close()

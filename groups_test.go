@@ -706,7 +706,27 @@ func TestInvalidateTags_OtherProcessFlightNotJoined(t *testing.T) {
 			if err := invalidate(); err != nil {
 				t.Fatal(err)
 			}
-			untilCoherent(t, "probe#1", func() ([]byte, error) { return a.FetchEntry(ctx, "probe", tagged(&probes, "probe", "t")) })
+			// a hears of it once a call of its begins Coherence after it
+			// (the call reads the records, which are then stale): a hit on
+			// an entry loaded since, which neither the invalidation nor
+			// the Clear's sweep touches. (A reload of "probe" would not
+			// tell: the sweep may delete it before a has heard.)
+			invalidated := time.Now()
+			if _, err := a.Fetch(ctx, "fresh", time.Hour, value("v")); err != nil { // loaded: the hits below judge it
+				t.Fatal(err)
+			}
+			for deadline := invalidated.Add(10 * time.Second); ; {
+				began := time.Now()
+				if _, err := a.Fetch(ctx, "fresh", time.Hour, value("v")); err != nil {
+					t.Fatal(err)
+				}
+				if began.Sub(invalidated) > corral.Coherence {
+					break
+				}
+				if began.After(deadline) {
+					t.Fatal("no call began Coherence after the invalidation")
+				}
+			}
 			parked := make(chan struct{})
 			var once sync.Once
 			corral.SetOnParked(a, func(string) { once.Do(func() { close(parked) }) })
@@ -718,7 +738,7 @@ func TestInvalidateTags_OtherProcessFlightNotJoined(t *testing.T) {
 			select {
 			case <-parked: // its own flight, waiting on the lease of the load begun before
 			case got := <-second:
-				t.Fatalf("a call begun after the invalidation reached this process returned %s before the load it should wait for ended", got)
+				t.Fatalf("a call begun after the invalidation reached this process returned %s before the load it should wait for ended; stats %+v", got, a.Stats())
 			case <-time.After(10 * time.Second):
 				t.Fatal("a call begun after the invalidation reached this process joined the flight begun before it")
 			}

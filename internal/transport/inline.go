@@ -61,6 +61,12 @@ func (in *inliner) init(rdb redis.UniversalClient, timeout time.Duration) {
 	in.limit = int32(runtime.GOMAXPROCS(0))
 }
 
+// SlowClient is the warning a Pipeline gives once, as it starts, on a
+// client that does not bound its reads by the context: its hits go through
+// the sender goroutines, two goroutine switches more each.
+const SlowClient = "corral: the Redis client does not bound its reads by the context, so each hit goes through corral's pipeline goroutines (two goroutine switches and a dozen allocations more): " +
+	"give go-redis ContextTimeoutEnabled: true (and ReadTimeout, WriteTimeout not -2)"
+
 // boundsByContext reports whether rdb applies a context's deadline to its
 // socket reads and writes.
 func boundsByContext(rdb redis.UniversalClient) bool {

@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +31,12 @@ func TestInline_HitsInTheCallersGoroutine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := srv.Client(tc.opts)
-			p := newPipeline(t, rdb, Config{})
+			var log bytes.Buffer
+			p := newPipeline(t, rdb, Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			// A client whose hits cannot go inline is warned of, once.
+			if warned := strings.Count(log.String(), "does not bound its reads by the context"); warned != map[bool]int{true: 0, false: 1}[tc.inline] {
+				t.Fatalf("New logged %q; want the slow client's warning once exactly when reads cannot go inline", log.String())
+			}
 			ctx := context.Background()
 			prefix := "inline" + strconv.Itoa(len(tc.name)) + ":"
 			for i := range 10 { // writes: through the pipeline

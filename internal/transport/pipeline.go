@@ -154,7 +154,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Pipeline {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	p.health.init()
-	p.inliner.init(rdb, cfg.Timeout)
+	if p.inliner.init(rdb, cfg.Timeout); !p.inliner.enabled {
+		p.cfg.Logger.Warn(SlowClient)
+	}
 	go p.monitor()
 	return p
 }

@@ -34,7 +34,7 @@ func openRedis(ctx context.Context, rawURL string) (*redisServer, error) {
 		}
 		m.ClockTTL(true) // TTLs run on the wall clock, as on a real server
 		s.Label, s.mini = "embedded", m
-		s.opts = redis.UniversalOptions{Addrs: []string{m.Addr()}}
+		s.opts = redis.UniversalOptions{Addrs: []string{m.Addr()}, ContextTimeoutEnabled: true}
 	} else {
 		opts, err := redisurl.Parse(ctx, rawURL)
 		if err != nil {
