@@ -120,6 +120,60 @@ func fetchHit(b *testing.B, client func(*testing.B) *redis.Client) {
 	}
 }
 
+// BenchmarkHitVsRawGet is the ratio of a Redis hit (1 KiB, read inline) to
+// a raw GET of the same value on the same client, measured as make bench's
+// hit-path measures it: in one goroutine, blocks of 10 GETs and 10 hits
+// alternating, the median block of each, so that a change in the machine's
+// speed between two benchmarks run one after the other (BenchmarkRawGet,
+// then BenchmarkFetchHit: they disagreed with make bench by up to 50% on a
+// noisy machine) falls on both alike. It reports hit-ns/op, get-ns/op and
+// their ratio, x-GET; ns/op is the two mixed. -benchtime 20000x or more.
+func BenchmarkHitVsRawGet(b *testing.B) {
+	rdb := benchClient(b)
+	c := corral.Must(corral.New(rdb, &corral.Options{Logger: quiet, DisableEarlyRefresh: true}))
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return benchValue, nil }
+	raw, hit := make([]string, hitKeys), make([]string, hitKeys)
+	for i := range hitKeys {
+		raw[i], hit[i] = "bench:ratio:raw:"+strconv.Itoa(i), "bench:ratio:hit:"+strconv.Itoa(i)
+		if err := rdb.Set(ctx, raw[i], benchValue, 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Fetch(ctx, hit[i], time.Hour, load); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const block = 10
+	var gets, hits []time.Duration
+	k := 0
+	b.ResetTimer()
+	for n := 0; n < b.N; n += 2 * block {
+		t := time.Now()
+		for i := range block {
+			if v, err := rdb.Get(ctx, raw[(k+i)%hitKeys]).Bytes(); err != nil || len(v) != len(benchValue) {
+				b.Fatal(err)
+			}
+		}
+		gets = append(gets, time.Since(t))
+		t = time.Now()
+		for i := range block {
+			if v, err := c.Fetch(ctx, hit[(k+i)%hitKeys], time.Hour, load); err != nil || len(v) != len(benchValue) {
+				b.Fatal(err)
+			}
+		}
+		hits = append(hits, time.Since(t))
+		k += block
+	}
+	b.StopTimer()
+	slices.Sort(gets)
+	slices.Sort(hits)
+	get, h := gets[len(gets)/2], hits[len(hits)/2]
+	b.ReportMetric(float64(h)/block, "hit-ns/op")
+	b.ReportMetric(float64(get)/block, "get-ns/op")
+	b.ReportMetric(float64(h)/float64(get), "x-GET")
+}
+
 // benchRecord is the typed value of the Fetch[T] benchmarks: about 1 KiB of
 // JSON.
 type benchRecord struct {
