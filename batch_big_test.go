@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,4 +153,60 @@ func TestFetchMany_BigBatchesAcrossProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Memory stays bounded over many distinct keys: a Cache (near cache on, of
+// 1,000 copies) that has answered 10,000 keys holds about as much heap after
+// another 90,000 as before them (no per-key state outlives its call:
+// flights, peeks, leases, subscriptions, warnings, fail-safe copies, tag
+// records are all bounded or dropped), and runs no more goroutines.
+func TestMemoryBoundedOverManyKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &corral.Options{NearCache: corral.NearCacheOptions{Size: 1000, TTL: time.Minute}})
+	ctx := context.Background()
+	value := []byte("v")
+	loadMany := func(_ context.Context, keys []string) (map[string][]byte, error) {
+		m := make(map[string][]byte, len(keys))
+		for _, k := range keys {
+			m[k] = value
+		}
+		return m, nil
+	}
+	fetch := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i += 1000 {
+			if _, err := e.c.FetchMany(ctx, keyRange("mem:", i, i+1000), time.Hour, loadMany); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.c.Fetch(ctx, "single:"+strconv.Itoa(i), time.Hour, value2(value)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	fetch(0, 10_000)
+	h1, g1 := heap(), runtime.NumGoroutine()
+	fetch(10_000, 100_000)
+	h2, g2 := heap(), runtime.NumGoroutine()
+	t.Logf("heap after 10,000 keys %d KiB, after 100,000 %d KiB; goroutines %d, %d", h1>>10, h2>>10, g1, g2)
+	if h2 > h1+4<<20 {
+		t.Errorf("the heap grew by %d KiB over 90,000 more keys (%d B a key); want it bounded (under 4 MiB)", (h2-h1)>>10, (h2-h1)/90_000)
+	}
+	if g2 > g1+20 {
+		t.Errorf("%d goroutines after 100,000 keys, %d after 10,000", g2, g1)
+	}
+	if st := e.c.Stats(); st.Loads == 0 || st.RedisErrors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// value2 is a Fetch loader returning v.
+func value2(v []byte) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) { return v, nil }
 }
