@@ -110,7 +110,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		}}
 	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock,
 		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: clustered(rdb),
-		Cleared: func(epoch int64) { c.tasks.Start(func() { c.sweep(epoch) }) }, Advanced: c.detachAll,
+		Cleared: func(e int64, ended func()) { c.tasks.Start(func() { c.sweep(e); ended() }) }, Advanced: c.detachAll,
 		Held: func(tag string) bool {
 			if tag == "" {
 				return c.queue.Has(string(epochs.Clear))

@@ -149,11 +149,11 @@ func (c *Cache) detachAll() {
 func (c *Cache) sweep(epoch int64) {
 	ctx, cancel := context.WithTimeout(c.ctx, time.Hour)
 	defer cancel()
-	switch n, err := c.records.Sweep(ctx, c.rdb, epoch); {
+	switch n, err := c.records.Sweep(ctx, c.rdb, epoch, true); {
 	case err == nil:
 		c.groups.Swept(epoch)
 	case !errors.Is(err, epochs.ErrSweepHeld) && c.ctx.Err() == nil:
-		c.opts.Logger.Warn("corral: the sweep of cleared entries stopped; a Cache of the prefix takes it up within a minute, or they expire", "deleted", n, errAttr(err))
+		c.opts.Logger.Warn("corral: the sweep of cleared entries stopped; a Cache of the prefix serving calls takes it up, or they expire", "deleted", n, errAttr(err))
 	}
 }
 

@@ -632,8 +632,9 @@ func TestClear_SweepLeavesOtherPrefixes(t *testing.T) {
 
 // A sweep cut short (here: another process held the sweep's lease when
 // the Clear was made, and its Cache closed) is taken up by a Cache of the
-// prefix that starts later, on its first read of the records; corral
-// purge --all's own sweep is tested in cmd/corral.
+// prefix that starts later, on its first read of the records, waiting for
+// a lease that has yet to lapse, without another call; corral purge
+// --all's own sweep is tested in cmd/corral.
 func TestClear_UnfinishedSweepTakenUp(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -656,7 +657,11 @@ func TestClear_UnfinishedSweepTakenUp(t *testing.T) {
 	if n := countKeys(t, rdb, "corral:e:{*"); n != len(keys) {
 		t.Fatalf("%d entries left after a Clear whose sweep found the lease held; want all %d", n, len(keys))
 	}
-	rdb.Del(ctx, lease) // its holder is gone
+	// Its holder is gone, but its lease has yet to lapse when b first
+	// reads the records: b, which makes no other call, waits for it.
+	if err := rdb.Set(ctx, lease, "another", 500*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
 	b := newCache(t, srv.Client(), nil)
 	if _, err := b.Fetch(ctx, "other", time.Hour, value("v")); err != nil {
 		t.Fatal(err)

@@ -56,10 +56,10 @@ would:
 purge (the default) drops the entries: once corral purge has exited 0, no
 load that starts afterwards is answered with them, in every Cache and
 corral serve of the prefix within 100 ms (their coherence bound: the
-sidecar's requests in those 100 ms may still be HITs). --soft makes them stale as if their TTL had
-passed: one inside its stale window (stale-while-revalidate) is served
-stale while one refresh runs; one without a window is gone, as in a hard
-purge. --prefix defaults to corral, corral serve's and the library's
+sidecar's requests in those 100 ms may still be HITs). --soft makes them
+stale as if their TTL had passed: one inside its stale window
+(stale-while-revalidate) is served stale while one refresh runs; one
+without a window is gone, as in a hard purge. --prefix defaults to corral, corral serve's and the library's
 default: give the sidecars' --prefix if they have one.
 
 Every flag can also be set by an environment variable: CORRAL_PURGE_ and
@@ -174,7 +174,7 @@ func runPurge(cmd *cobra.Command, o purgeFlags) error {
 	}
 	// The cleared entries: deleted now, not left to the Caches of the
 	// prefix (which take an unfinished sweep up) or to their TTLs.
-	switch n, err := (epochs.Records{Prefix: o.prefix}).Sweep(ctx, rdb, 0); {
+	switch n, err := (epochs.Records{Prefix: o.prefix}).Sweep(ctx, rdb, 0, false); {
 	case errors.Is(err, epochs.ErrSweepHeld):
 		_, err = fmt.Fprintln(cmd.OutOrStdout(), "another process is deleting the cleared entries")
 		return err

@@ -65,15 +65,14 @@ type Config struct {
 	// lands. It is asked only while Queued reports true. Both may be nil.
 	Held   func(tag string) bool
 	Queued func() bool
-	// Advanced, when set, is called when a read finds the Clear's epoch or
-	// the last tag invalidation's above the ones kept (an invalidation
-	// made by another process), before the Mirror keeps them: calls that
-	// start afterwards must not join a flight begun before.
+	// Advanced, when set, is called before the Mirror keeps a read's Clear
+	// or last tag epoch above its own (another process's invalidation):
+	// calls that start afterwards must not join a flight begun before.
 	Advanced func()
-	// Cleared, when set, is told of a Clear's epoch read from Redis above
-	// the last one known swept (Swept), at most once per SweepLease: its
-	// sweep may have been cut short (sweep.go).
-	Cleared func(epoch int64)
+	// Cleared, when set, is told of a Clear's epoch read above the last one
+	// known swept (Swept), once per SweepLease at most, and not while the
+	// sweep it started runs (until ended): it may be unfinished (sweep.go).
+	Cleared func(epoch int64, ended func())
 	// Cluster says the records may be on another node than an entry: a
 	// load's grant is then on another clock (BornAt).
 	Cluster bool
@@ -106,9 +105,10 @@ type Mirror struct {
 
 	ahead atomic.Bool // a background read under way
 
-	clock atomic.Pointer[sync_] // the latest read's server time, for Born
-	swept atomic.Int64          // the last Clear known swept (Swept)
-	told  atomic.Int64          // Config.Now when Cleared was last called
+	clock    atomic.Pointer[sync_] // the latest read's server time, for Born
+	swept    atomic.Int64          // the last Clear known swept (Swept)
+	told     atomic.Int64          // Config.Now when Cleared was last called
+	sweeping atomic.Bool           // the sweep Cleared started has not ended
 }
 
 // sync_ is a server time read, and the local time its reply arrived.
@@ -279,12 +279,12 @@ func (m *Mirror) Refreshed(tags []string, at int64, clear string, vals []string,
 // unswept tells Config.Cleared of a Clear's epoch above the last one
 // known swept, once per SweepLease at most.
 func (m *Mirror) unswept(epoch int64) {
-	if m.cfg.Cleared == nil || epoch <= m.swept.Load() {
+	if m.cfg.Cleared == nil || epoch <= m.swept.Load() || m.sweeping.Load() {
 		return
 	}
 	now, told := m.cfg.Now(), m.told.Load()
-	if (told == 0 || now-told >= int64(SweepLease)) && m.told.CompareAndSwap(told, now) {
-		m.cfg.Cleared(epoch)
+	if (told == 0 || now-told >= int64(SweepLease)) && m.told.CompareAndSwap(told, now) && m.sweeping.CompareAndSwap(false, true) {
+		m.cfg.Cleared(epoch, func() { m.sweeping.Store(false) })
 	}
 }
 

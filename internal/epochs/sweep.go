@@ -17,11 +17,15 @@ import (
 // prefix at a time, under the sweep's lease (sweep.lua), and records the
 // last Clear swept to the end (wire.SweptName). A process that reads a
 // Clear's epoch above the last one it knows swept takes the sweep up
-// (Config.Cleared, at most once per SweepLease): a sweep cut short, by its
-// Cache's Close, a crash or a CLI that exited, is finished by another.
+// (Config.Cleared, at most once per SweepLease, one at a time), waiting
+// while another holds the lease: a sweep cut short, by its Cache's Close, a
+// crash or a CLI that exited, is finished by another.
 
 // SweepLease is a sweep's lease TTL, renewed after every batch of SCAN.
 const SweepLease = 30 * time.Second
+
+// sweepRetry is how often a Sweep that waits asks for the lease again.
+const sweepRetry = 2 * time.Second
 
 // ErrSweepHeld says another process is sweeping the prefix.
 var ErrSweepHeld = errors.New("another process is sweeping")
@@ -32,10 +36,29 @@ var errSweepLost = errors.New("the sweep's lease expired")
 // Sweep deletes the entries of the prefix that the Clear of epoch (0: the
 // prefix's last Clear, read first) invalidated, scanning every master
 // (SCAN, 500 names at a time). It runs on rdb directly: a scan is no
-// call's. It returns nil at once when that Clear was swept already, and
-// ErrSweepHeld when another process sweeps; a sweep that fails hands its
-// lease back, for another to take up.
-func (r Records) Sweep(ctx context.Context, rdb redis.UniversalClient, epoch int64) (deleted int64, err error) {
+// call's. It returns nil at once when that Clear was swept already. When
+// another process sweeps, it returns ErrSweepHeld, or with wait, asks
+// again every 2 s until that sweep is done or its lease lapses (its
+// process gone), or ctx ends. A sweep that fails hands its lease back, for
+// another to take up.
+func (r Records) Sweep(ctx context.Context, rdb redis.UniversalClient, epoch int64, wait bool) (deleted int64, err error) {
+	for {
+		deleted, err = r.sweep(ctx, rdb, epoch)
+		if !wait || !errors.Is(err, ErrSweepHeld) {
+			return deleted, err
+		}
+		t := time.NewTimer(sweepRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// sweep is one try of Sweep.
+func (r Records) sweep(ctx context.Context, rdb redis.UniversalClient, epoch int64) (deleted int64, err error) {
 	if epoch == 0 {
 		v, err := rdb.Get(ctx, wire.ClearName(r.Prefix)).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
