@@ -144,34 +144,57 @@ func BenchmarkHitVsRawGet(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	get, h := alternated(b, func(i int) {
+		if v, err := rdb.Get(ctx, raw[i]).Bytes(); err != nil || len(v) != len(benchValue) {
+			b.Fatal(err)
+		}
+	}, func(i int) {
+		if v, err := c.Fetch(ctx, hit[i], time.Hour, load); err != nil || len(v) != len(benchValue) {
+			b.Fatal(err)
+		}
+	})
+	b.ReportMetric(float64(h), "hit-ns/op")
+	b.ReportMetric(float64(get), "get-ns/op")
+	b.ReportMetric(float64(h)/float64(get), "x-GET")
+}
+
+// alternated calls first and second, each with i cycling over hitKeys, in
+// alternating blocks of 10 until b.N calls are made in all, and returns
+// each one's median block's time per call: a change in the machine's
+// speed falls on both alike.
+func alternated(b *testing.B, first, second func(i int)) (one, two time.Duration) {
 	const block = 10
-	var gets, hits []time.Duration
-	k := 0
-	b.ResetTimer()
-	for n := 0; n < b.N; n += 2 * block {
+	var ones, twos []time.Duration
+	timed := func(f func(int), k int) time.Duration {
 		t := time.Now()
 		for i := range block {
-			if v, err := rdb.Get(ctx, raw[(k+i)%hitKeys]).Bytes(); err != nil || len(v) != len(benchValue) {
-				b.Fatal(err)
-			}
+			f((k + i) % hitKeys)
 		}
-		gets = append(gets, time.Since(t))
-		t = time.Now()
-		for i := range block {
-			if v, err := c.Fetch(ctx, hit[(k+i)%hitKeys], time.Hour, load); err != nil || len(v) != len(benchValue) {
-				b.Fatal(err)
-			}
-		}
-		hits = append(hits, time.Since(t))
-		k += block
+		return time.Since(t)
+	}
+	b.ResetTimer()
+	for k := 0; k < b.N; k += 2 * block {
+		ones = append(ones, timed(first, k))
+		twos = append(twos, timed(second, k))
 	}
 	b.StopTimer()
-	slices.Sort(gets)
-	slices.Sort(hits)
-	get, h := gets[len(gets)/2], hits[len(hits)/2]
-	b.ReportMetric(float64(h)/block, "hit-ns/op")
-	b.ReportMetric(float64(get)/block, "get-ns/op")
-	b.ReportMetric(float64(h)/float64(get), "x-GET")
+	slices.Sort(ones)
+	slices.Sort(twos)
+	return ones[len(ones)/2] / block, twos[len(twos)/2] / block
+}
+
+// warmed fetches the hit benchmarks' keys under prefix (fetch), held by c's
+// near cache when near is set.
+func warmed(b *testing.B, c *corral.Cache, near bool, prefix string, fetch func(key string) error) {
+	if near {
+		warmNearKeys(b, c, prefix, fetch)
+		return
+	}
+	for i := range hitKeys {
+		if err := fetch(prefix + strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // benchRecord is the typed value of the Fetch[T] benchmarks: about 1 KiB of

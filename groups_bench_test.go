@@ -2,7 +2,6 @@ package corral_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -36,31 +35,31 @@ func BenchmarkGroupsHit(b *testing.B) {
 	}
 }
 
-func groupsHit(b *testing.B, near bool, tags []string, checked bool) {
-	o := &corral.Options{Logger: quiet, DisableEarlyRefresh: true, Prefix: "bench-groups"}
+// clearedCache is a group benchmark's Cache under prefix, with a near
+// cache of size copies when near is set, closed when b ends; a Clear was
+// made, so that every hit checks its entry against a Clear's epoch.
+func clearedCache(b *testing.B, prefix string, near bool, size int) *corral.Cache {
+	o := &corral.Options{Logger: quiet, DisableEarlyRefresh: true, Prefix: prefix}
 	if near {
-		o.NearCache = corral.NearCacheOptions{Size: 2 * hitKeys, TTL: time.Hour}
+		o.NearCache = corral.NearCacheOptions{Size: size, TTL: time.Hour}
 	}
 	c := corral.Must(corral.New(benchClient(b), o))
-	defer c.Close()
-	ctx := context.Background()
-	if err := c.Clear(ctx); err != nil {
+	b.Cleanup(func() { c.Close() })
+	if err := c.Clear(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	return c
+}
+
+func groupsHit(b *testing.B, near bool, tags []string, checked bool) {
+	c := clearedCache(b, "bench-groups", near, 2*hitKeys)
+	ctx := context.Background()
 	load := func(context.Context) (corral.Entry, error) {
 		return corral.Entry{Value: benchValue, TTL: time.Hour, Tags: tags}, nil
 	}
 	prefix := "bench:groups:" + b.Name() + ":"
 	fetch := func(key string) error { _, err := c.FetchEntry(ctx, key, load); return err }
-	if near {
-		warmNearKeys(b, c, prefix, fetch)
-	} else {
-		for i := range hitKeys {
-			if err := fetch(prefix + strconv.Itoa(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	warmed(b, c, near, prefix, fetch)
 	if checked {
 		if err := c.InvalidateTags(ctx, "unrelated"); err != nil {
 			b.Fatal(err)
@@ -98,16 +97,8 @@ func BenchmarkGroupsHitRatio(b *testing.B) {
 }
 
 func groupsHitRatio(b *testing.B, near bool, tags []string, checked bool) {
-	o := &corral.Options{Logger: quiet, DisableEarlyRefresh: true, Prefix: "bench-ratio"}
-	if near {
-		o.NearCache = corral.NearCacheOptions{Size: 4 * hitKeys, TTL: time.Hour}
-	}
-	c := corral.Must(corral.New(benchClient(b), o))
-	defer c.Close()
+	c := clearedCache(b, "bench-ratio", near, 4*hitKeys)
 	ctx := context.Background()
-	if err := c.Clear(ctx); err != nil {
-		b.Fatal(err)
-	}
 	loader := func(tags []string) func(context.Context) (corral.Entry, error) {
 		return func(context.Context) (corral.Entry, error) {
 			return corral.Entry{Value: benchValue, TTL: time.Hour, Tags: tags}, nil
@@ -119,25 +110,13 @@ func groupsHitRatio(b *testing.B, near bool, tags []string, checked bool) {
 		prefix string
 		load   func(context.Context) (corral.Entry, error)
 	}{{prefix + "u:", plain}, {prefix + "t:", tagged}} {
-		fetch := func(key string) error { _, err := c.FetchEntry(ctx, key, kind.load); return err }
-		if near {
-			warmNearKeys(b, c, kind.prefix, fetch)
-			continue
-		}
-		for i := range hitKeys {
-			if err := fetch(kind.prefix + strconv.Itoa(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		warmed(b, c, near, kind.prefix, func(key string) error { _, err := c.FetchEntry(ctx, key, kind.load); return err })
 	}
 	if checked {
 		if err := c.InvalidateTags(ctx, "unrelated"); err != nil {
 			b.Fatal(err)
 		}
 	}
-	const block = 10
-	var us, ts []time.Duration
-	k := 0
 	names := func(p string) []string { // built before the timed blocks
 		ks := make([]string, hitKeys)
 		for i := range ks {
@@ -146,26 +125,15 @@ func groupsHitRatio(b *testing.B, near bool, tags []string, checked bool) {
 		return ks
 	}
 	ukeys, tkeys := names(prefix+"u:"), names(prefix+"t:")
-	run := func(keys []string, load func(context.Context) (corral.Entry, error)) time.Duration {
-		t := time.Now()
-		for i := range block {
-			if v, err := c.FetchEntry(ctx, keys[(k+i)%hitKeys], load); err != nil || len(v) != len(benchValue) {
+	hit := func(keys []string, load func(context.Context) (corral.Entry, error)) func(int) {
+		return func(i int) {
+			if v, err := c.FetchEntry(ctx, keys[i], load); err != nil || len(v) != len(benchValue) {
 				b.Fatal(err)
 			}
 		}
-		return time.Since(t)
 	}
-	b.ResetTimer()
-	for n := 0; n < b.N; n += 2 * block {
-		us = append(us, run(ukeys, plain))
-		ts = append(ts, run(tkeys, tagged))
-		k += block
-	}
-	b.StopTimer()
-	slices.Sort(us)
-	slices.Sort(ts)
-	u, t := us[len(us)/2], ts[len(ts)/2]
-	b.ReportMetric(float64(u)/block, "untagged-ns/op")
-	b.ReportMetric(float64(t)/block, "3-tags-ns/op")
+	u, t := alternated(b, hit(ukeys, plain), hit(tkeys, tagged))
+	b.ReportMetric(float64(u), "untagged-ns/op")
+	b.ReportMetric(float64(t), "3-tags-ns/op")
 	b.ReportMetric(float64(t)/float64(u), "x-untagged")
 }

@@ -140,17 +140,7 @@ func TestInvalidateTags_LoadInFlight(t *testing.T) {
 	cs := fleet(t, srv, 3, nil)
 	a, b, w := cs[0], cs[1], cs[2]
 	ctx := context.Background()
-	started, release := make(chan struct{}), make(chan struct{})
-	first := make(chan string, 1)
-	go func() {
-		v, err := a.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
-			close(started)
-			<-release
-			return corral.Entry{Value: []byte("before"), TTL: time.Minute, Tags: []string{"t"}}, nil
-		})
-		first <- fmt.Sprintf("%s %v", v, err)
-	}()
-	<-started
+	release, first := blockedLoad(a, "k", "t")
 	if err := b.InvalidateTags(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +167,24 @@ func TestInvalidateTags_LoadInFlight(t *testing.T) {
 			t.Fatalf("a later call = %q, %v; want what was loaded after the invalidation", v, err)
 		}
 	}
+}
+
+// blockedLoad starts c.FetchEntry of key with a loader that, once it runs,
+// waits for release and returns "before" tagged tag; it returns when the
+// loader runs, with release and the call's result ("<value> <err>").
+func blockedLoad(c *corral.Cache, key, tag string) (release chan struct{}, result chan string) {
+	started := make(chan struct{})
+	release, result = make(chan struct{}), make(chan string, 1)
+	go func() {
+		v, err := c.FetchEntry(context.Background(), key, func(context.Context) (corral.Entry, error) {
+			close(started)
+			<-release
+			return corral.Entry{Value: []byte("before"), TTL: time.Minute, Tags: []string{tag}}, nil
+		})
+		result <- fmt.Sprintf("%s %v", v, err)
+	}()
+	<-started
+	return release, result
 }
 
 // Clear: every entry of the prefix is invalidated, other prefixes are not,
@@ -693,17 +701,7 @@ func TestInvalidateTags_OtherProcessFlightNotJoined(t *testing.T) {
 			if _, err := a.FetchEntry(ctx, "probe", tagged(&probes, "probe", "t")); err != nil {
 				t.Fatal(err)
 			}
-			started, release := make(chan struct{}), make(chan struct{})
-			first := make(chan string, 1)
-			go func() {
-				v, err := a.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
-					close(started)
-					<-release
-					return corral.Entry{Value: []byte("before"), TTL: time.Minute, Tags: []string{"t"}}, nil
-				})
-				first <- fmt.Sprintf("%s %v", v, err)
-			}()
-			<-started
+			release, first := blockedLoad(a, "k", "t")
 			invalidate := func() error { return b.InvalidateTags(ctx, "t") }
 			if kind == "clear" {
 				invalidate = func() error { return b.Clear(ctx) }
