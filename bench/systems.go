@@ -184,6 +184,13 @@ func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) 
 	})
 }
 
+// Bind is Fetch of key with its loader built once, outside the hit path's
+// timed loop (binder).
+func (c *corralInstance) Bind(key string) func(context.Context) ([]byte, error) {
+	load := func(ctx context.Context) ([]byte, error) { return c.env.Load(ctx, key) }
+	return func(ctx context.Context) ([]byte, error) { return c.cache.Fetch(ctx, key, c.env.TTL, load) }
+}
+
 func (c *corralInstance) Close() error { return c.cache.Close() }
 
 func (c *corralInstance) nearHits() (hits, failSafe uint64, ok bool) {
@@ -242,6 +249,21 @@ func (r *rueidisAsideInstance) Fetch(ctx context.Context, key string) ([]byte, e
 		return nil, err
 	}
 	return []byte(v), nil
+}
+
+// Bind is Fetch of key with its loader built once (binder).
+func (r *rueidisAsideInstance) Bind(key string) func(context.Context) ([]byte, error) {
+	load := func(ctx context.Context, _ string) (string, error) {
+		b, err := r.env.Load(ctx, key)
+		return string(b), err
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		v, err := r.client.Get(ctx, r.env.TTL, key, load)
+		if err != nil {
+			return nil, err
+		}
+		return []byte(v), nil
+	}
 }
 
 func (r *rueidisAsideInstance) Close() error {
@@ -340,6 +362,12 @@ func (s *sturdycInstance) Fetch(ctx context.Context, key string) ([]byte, error)
 	return s.cache.GetOrFetch(ctx, key, func(ctx context.Context) ([]byte, error) {
 		return s.env.Load(ctx, key)
 	})
+}
+
+// Bind is Fetch of key with its loader built once (binder).
+func (s *sturdycInstance) Bind(key string) func(context.Context) ([]byte, error) {
+	load := func(ctx context.Context) ([]byte, error) { return s.env.Load(ctx, key) }
+	return func(ctx context.Context) ([]byte, error) { return s.cache.GetOrFetch(ctx, key, load) }
 }
 
 func (s *sturdycInstance) Close() error { return nil }
