@@ -69,6 +69,8 @@ func runChild(role string) int {
 		return childBatch(c, rdb)
 	case "bigbatch":
 		return childBigBatch(c, rdb, os.Stdin)
+	case "memory":
+		return childMemory(c)
 	case "reader", "setter", "deleter":
 		d, _ := time.ParseDuration(os.Getenv("CORRAL_TEST_DURATION"))
 		return childCoherence(c, role, key, n, d)
