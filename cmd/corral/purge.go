@@ -59,8 +59,9 @@ corral serve of the prefix within 100 ms (their coherence bound: the
 sidecar's requests in those 100 ms may still be HITs). --soft makes them
 stale as if their TTL had passed: one inside its stale window
 (stale-while-revalidate) is served stale while one refresh runs; one
-without a window is gone, as in a hard purge. --prefix defaults to corral, corral serve's and the library's
-default: give the sidecars' --prefix if they have one.
+without a window is gone, as in a hard purge. --prefix defaults to corral,
+corral serve's and the library's default: give the sidecars' --prefix if
+they have one.
 
 Every flag can also be set by an environment variable: CORRAL_PURGE_ and
 the flag's name in capitals, dashes as underscores (CORRAL_PURGE_REDIS,
