@@ -261,7 +261,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ml manyLoad) {
 		c.rescueWaiting(ctx, &r, calls, ml, peekDone)
 		fire, stop = r.Again() // for those whose node was heard (rescue.go)
 	}
-	b := c.newBatch(ctx, ml.call)
+	b := c.newBatch(ctx, ml.call, batch.Paced)
 	for i := range calls {
 		if k := &calls[i]; k.pc != nil {
 			c.startFlight(ctx, k, ml, b)
@@ -318,7 +318,10 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *bat
 	if k.a, k.keep, done, failed = c.afterPeek(ctx, k.key, pc, perr, k.how); done {
 		return
 	}
-	b.Expect(k.key)
+	if err := b.Expect(ctx, k.key); err != nil {
+		k.a = answer{err: err}
+		return
+	}
 	f, joined, ok := c.join(ctx, k.key, ml.loader(b, k.key), k.how, failed, b.Decider(k.key))
 	switch {
 	case !ok:

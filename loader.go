@@ -26,6 +26,9 @@ type loader struct {
 	ttl   time.Duration // bytes' soft TTL
 	bytes func(context.Context) ([]byte, error)
 	entry func(context.Context) (Entry, error)
+	// batched: a FetchMany's key, whose batch's call has the LoadTimeout
+	// (newBatch); its waits for the call and for its turn have none.
+	batched bool
 }
 
 // callLoader runs l once, and returns its value and how long it lives.
@@ -57,6 +60,10 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshne
 // runLoad is runLoader for key's load l, under context.WithoutCancel(ctx).
 func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(fctx), c.opts.LoadTimeout)
+	if l.batched {
+		cancel()
+		ctx, cancel = context.WithCancel(context.WithoutCancel(fctx))
+	}
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
 
@@ -102,9 +109,9 @@ type manyLoad struct {
 func (ml manyLoad) loader(b *batch.Batch, key string) loader {
 	get := b.Loader(key)
 	if ml.entries == nil {
-		return loader{ttl: ml.ttl, bytes: get}
+		return loader{ttl: ml.ttl, bytes: get, batched: true}
 	}
-	return loader{entry: func(ctx context.Context) (Entry, error) {
+	return loader{batched: true, entry: func(ctx context.Context) (Entry, error) {
 		v, err := get(ctx)
 		e, _ := ml.entries.Load(key)
 		en, _ := e.(Entry)
@@ -120,26 +127,13 @@ func (ml manyLoad) loader(b *batch.Batch, key string) loader {
 // LoadTimeout and cancelled by Close, as runLoader runs a single key's
 // loader. A panic becomes a *PanicError, and runtime.Goexit
 // errLoaderExited, for every key of the call; an error once the context
-// ended, ErrClosed or ErrLoadTimeout. The flights' own loaders stop waiting
-// at their deadline (runLoader): a loadMany that ignores its context is
-// abandoned, not waited for.
-func (c *Cache) newBatch(ctx context.Context, load manyLoader) *batch.Batch {
-	call := func(keys []string) (map[string][]byte, map[string]error, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
-		defer cancel()
-		defer context.AfterFunc(c.ctx, cancel)()
-		vals, failed, err := load(ctx, keys)
-		if err != nil && ctx.Err() != nil {
-			// Most likely the context's error: say which end it met, as
-			// runLoader does (ErrClosed makes the leases go back with a
-			// notice to re-check, not a failure).
-			err = c.loadCut()
-		}
-		return vals, failed, err
-	}
-	return batch.New(batch.Config{Call: call, Start: c.tasks.Start,
-		Panicked: newPanicError,
-		Exited:   errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
+// ended, ErrClosed or ErrLoadTimeout. A call still running at its deadline
+// is abandoned (a loadMany that ignores its context is not waited for).
+// pace bounds its busy flights (batch.Config.Pace; 0 for no bound).
+func (c *Cache) newBatch(ctx context.Context, load manyLoader, pace int) *batch.Batch {
+	return batch.New(batch.Config{Call: load, Start: c.tasks.Start, Pace: pace,
+		Context: context.WithoutCancel(ctx), Owner: c.ctx, Timeout: c.opts.LoadTimeout, Cut: c.loadCut,
+		Panicked: newPanicError, Exited: errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
 }
 
 // loadCut is the error of a load whose context ended: ErrClosed when

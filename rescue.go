@@ -162,7 +162,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ml manyLoad) {
 		o *openLoad
 	}
 	var loads []joined
-	b := c.newBatch(context.WithoutCancel(ctx), ml.call)
+	b := c.newBatch(context.WithoutCancel(ctx), ml.call, 0)
 	for _, k := range ks {
 		o, mine, a, held := c.openLoadOf(k.key, true)
 		switch {
@@ -170,7 +170,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ml manyLoad) {
 			k.a = a
 			continue
 		case mine:
-			b.Expect(k.key)
+			b.Expect(ctx, k.key) // not paced: does not wait
 			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key), o)
 		}
 		loads = append(loads, joined{k, o})

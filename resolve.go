@@ -132,8 +132,8 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 		// Subscribe, then fetch again: the notice may have gone out
 		// between the first fetch and the subscription.
 		c.waitStarted(f, w)
-		f.settled() // a FetchMany's batch need not wait for this key
 		w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
+		f.settled() // a FetchMany's batch need not wait for it (told now, it paces subscriptions too)
 		return answer{}, nil, false
 	}
 	a, done = c.awaitNotice(f, w, r.PTTL)

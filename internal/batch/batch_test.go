@@ -31,7 +31,7 @@ type calls struct {
 	answer func(keys []string) (map[string][]byte, map[string]error, error)
 }
 
-func (c *calls) call(keys []string) (map[string][]byte, map[string]error, error) {
+func (c *calls) call(_ context.Context, keys []string) (map[string][]byte, map[string]error, error) {
 	c.mu.Lock()
 	c.keys = append(c.keys, slices.Clone(keys))
 	c.mu.Unlock()
@@ -99,7 +99,7 @@ func TestOneRoundForTheKeysThatAsked(t *testing.T) {
 	c := &calls{answer: found}
 	b := newBatch(c, nil)
 	for _, k := range []string{"a", "b", "missing", "elsewhere"} {
-		b.Expect(k)
+		b.Expect(context.Background(), k)
 	}
 	ra, rb, rm := load(t.Context(), b, "a"), load(t.Context(), b, "b"), load(t.Context(), b, "missing")
 	b.Decided("elsewhere")
@@ -134,9 +134,9 @@ func TestNoCallBeforeEveryFlightDecided(t *testing.T) {
 		go task()
 		return true
 	})
-	b.Expect("a")
-	b.Expect("b")
-	r := b.enlist("a")
+	b.Expect(context.Background(), "a")
+	b.Expect(context.Background(), "b")
+	r, _, _ := b.enlist("a")
 	if starts != 0 {
 		t.Fatal("a call started while the owner was starting flights")
 	}
@@ -162,7 +162,7 @@ func TestNoCallBeforeEveryFlightDecided(t *testing.T) {
 func TestLateKeyGetsItsOwnCall(t *testing.T) {
 	c := &calls{answer: found}
 	b := newBatch(c, nil)
-	b.Expect("a")
+	b.Expect(context.Background(), "a")
 	ra := load(t.Context(), b, "a")
 	b.Started()
 	wait(t, ra)
@@ -185,8 +185,8 @@ func TestErrorsOfACall(t *testing.T) {
 		return map[string][]byte{"ok": []byte("v"), "own": []byte("x")}, map[string]error{"own": errOwn}, nil
 	}}
 	b := newBatch(c, nil)
-	b.Expect("ok")
-	b.Expect("own")
+	b.Expect(context.Background(), "ok")
+	b.Expect(context.Background(), "own")
 	rok, rown := load(t.Context(), b, "ok"), load(t.Context(), b, "own")
 	b.Started()
 	if r := wait(t, rok); string(r.v) != "v" || r.err != nil {
@@ -210,8 +210,8 @@ func TestPanicAndGoexit(t *testing.T) {
 		panic("boom")
 	}}
 	b := newBatch(c, nil)
-	b.Expect("p1")
-	b.Expect("p2")
+	b.Expect(context.Background(), "p1")
+	b.Expect(context.Background(), "p2")
 	r1, r2 := load(t.Context(), b, "p1"), load(t.Context(), b, "p2")
 	b.Started()
 	for _, ch := range []<-chan result{r1, r2} {
@@ -230,7 +230,7 @@ func TestPanicAndGoexit(t *testing.T) {
 func TestClosedOwner(t *testing.T) {
 	c := &calls{answer: found}
 	b := newBatch(c, func(func()) bool { return false })
-	b.Expect("a")
+	b.Expect(context.Background(), "a")
 	ra := load(t.Context(), b, "a")
 	b.Started()
 	if r := wait(t, ra); !errors.Is(r.err, errClosed) {
@@ -253,13 +253,13 @@ func TestLoaderContext(t *testing.T) {
 	b := newBatch(c, nil)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel()
-	b.Expect("gone")
+	b.Expect(context.Background(), "gone")
 	if r := wait(t, load(ended, b, "gone")); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("gone: %q, %v; want context.Canceled", r.v, r.err)
 	}
 	b.Decided("gone")
 	ctx, cancel := context.WithCancel(t.Context())
-	b.Expect("a")
+	b.Expect(context.Background(), "a")
 	ra := load(ctx, b, "a")
 	b.Started()
 	<-calling
@@ -281,7 +281,7 @@ func TestCallKeysAreACopy(t *testing.T) {
 		return vals, nil, nil
 	}}
 	b := newBatch(c, nil)
-	b.Expect("a")
+	b.Expect(context.Background(), "a")
 	ra := load(t.Context(), b, "a")
 	b.Started()
 	if r := wait(t, ra); string(r.v) != "v-a" {
