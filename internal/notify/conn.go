@@ -26,19 +26,33 @@ type pubsubConn struct {
 	channels int            // channels subscribed on it
 	leaving  map[string]int // our SUNSUBSCRIBEs not yet confirmed, by channel
 	idle     *time.Timer    // closes it after idleLinger without channels
+	queue    []queued       // (un)subscriptions not sent yet, in order
+	sending  bool           // a goroutine sends the queue (sendQueued)
 }
+
+// queued is one (un)subscription of a channel, waiting to be sent.
+type queued struct {
+	leave   bool // UNSUBSCRIBE or SUNSUBSCRIBE, rather than (S)SUBSCRIBE
+	channel string
+}
+
+// maxChannels is how many channels one (un)subscribe command names at most.
+// An SSUBSCRIBE or SUNSUBSCRIBE to a Cluster node names one: its channels
+// must share a slot.
+const maxChannels = 512
 
 // subscribeOn subscribes channel on the connection to at, opening the
 // connection with channel as its first subscription when there is none yet
 // (so that go-redis connects it to that node). Called with n.mu held.
-func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) (*pubsubConn, error) {
+func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) *pubsubConn {
 	if c := n.conns[at.addr]; c != nil {
 		c.channels++
 		if c.idle != nil {
 			c.idle.Stop()
 			c.idle = nil
 		}
-		return c, send(ctx, c, channel)
+		n.enqueue(c, false, channel)
+		return c
 	}
 	var ps *redis.PubSub
 	if at.sharded {
@@ -46,6 +60,7 @@ func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) (*p
 	} else {
 		ps = at.client.Subscribe(ctx, channel)
 	}
+	n.stats.Subscribed()
 	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, channels: 1, leaving: make(map[string]int)}
 	n.conns[at.addr] = c
 	if at.addr != "" && !n.watching { // a Cluster node: watch that it stays up
@@ -56,32 +71,82 @@ func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) (*p
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	n.wg.Add(1)
 	go n.dispatch(c, ch)
-	return c, nil
+	return c
 }
 
-// send sends c's (S)SUBSCRIBE of channel.
-func send(ctx context.Context, c *pubsubConn, channel string) error {
-	if c.sharded {
-		return c.ps.SSubscribe(ctx, channel)
+// enqueue queues an (un)subscription of channel on c, to be sent with the
+// others queued meanwhile: thousands of waiters that start at once (a big
+// FetchMany) make a few commands, not one each, and no caller writes to
+// the connection while holding n.mu. Called with n.mu held.
+func (n *Notifier) enqueue(c *pubsubConn, leave bool, channel string) {
+	c.queue = append(c.queue, queued{leave, channel})
+	if !c.sending && !n.closed {
+		c.sending = true
+		n.wg.Add(1)
+		go n.sendQueued(c)
 	}
-	return c.ps.Subscribe(ctx, channel)
+}
+
+// sendQueued sends c's queue, in order, a run of the same kind in one
+// command of up to maxChannels channels (one, sharded on a Cluster), until the queue is empty, c is
+// closed or the Notifier is. A command that fails is counted and logged:
+// go-redis re-subscribes on reconnection, and the waiters re-check on
+// their timers meanwhile.
+func (n *Notifier) sendQueued(c *pubsubConn) {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		if len(c.queue) == 0 || n.closed || n.conns[c.addr] != c {
+			c.queue, c.sending = nil, false
+			n.mu.Unlock()
+			return
+		}
+		leave, k, most := c.queue[0].leave, 1, maxChannels
+		if c.sharded && c.addr != "" {
+			most = 1
+		}
+		for k < len(c.queue) && k < most && c.queue[k].leave == leave {
+			k++
+		}
+		channels := make([]string, k)
+		for i := range channels {
+			channels[i] = c.queue[i].channel
+		}
+		c.queue = c.queue[k:]
+		n.mu.Unlock()
+		if err := n.command(c, leave, channels); err != nil {
+			n.stats.RedisError()
+			n.warn("corral: a pub/sub command failed; waiting on timers until go-redis re-subscribes", "channels", len(channels), errAttr(err))
+		}
+	}
+}
+
+// command sends one (un)subscribe command of channels on c, and counts it.
+func (n *Notifier) command(c *pubsubConn, leave bool, channels []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	switch {
+	case leave && c.sharded:
+		n.stats.Unsubscribed()
+		return c.ps.SUnsubscribe(ctx, channels...)
+	case leave:
+		n.stats.Unsubscribed()
+		return c.ps.Unsubscribe(ctx, channels...)
+	case c.sharded:
+		n.stats.Subscribed()
+		return c.ps.SSubscribe(ctx, channels...)
+	default:
+		n.stats.Subscribed()
+		return c.ps.Subscribe(ctx, channels...)
+	}
 }
 
 // unsubscribeOn drops channel from c. Called with n.mu held.
 func (n *Notifier) unsubscribeOn(c *pubsubConn, channel string) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
-	defer cancel()
-	var err error
 	if c.sharded {
 		c.leaving[channel]++
-		err = c.ps.SUnsubscribe(ctx, channel)
-	} else {
-		err = c.ps.Unsubscribe(ctx, channel)
 	}
-	n.stats.Unsubscribed()
-	if err != nil {
-		n.stats.RedisError()
-	}
+	n.enqueue(c, true, channel)
 	n.dropChannel(c)
 }
 

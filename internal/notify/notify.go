@@ -224,13 +224,7 @@ func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 	if cs.conn != nil {
 		n.unsubscribeOn(cs.conn, channel)
 	}
-	conn, err := n.subscribeOn(ctx, channel, at)
-	cs.conn, cs.confirmed = conn, make(chan struct{})
-	n.stats.Subscribed()
-	if err != nil {
-		n.stats.RedisError()
-		n.warn("corral: subscribe failed; waiting on timers until go-redis re-subscribes", "channel", channel, errAttr(err))
-	}
+	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, at), make(chan struct{})
 }
 
 // Refresh is for a waiter whose timer fired without a notice: the notice may
@@ -255,10 +249,7 @@ func (s *Subscription) Refresh(ctx context.Context) {
 		n.bind(sctx, cs, s.channel, at) // its slot moved, or it never got subscribed
 		return
 	}
-	n.stats.Subscribed()
-	if err := send(sctx, cs.conn, s.channel); err != nil {
-		n.stats.RedisError()
-	}
+	n.enqueue(cs.conn, false, s.channel)
 }
 
 // Close stops listening. The last listener of a channel unsubscribes it.

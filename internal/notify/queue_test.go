@@ -1,0 +1,97 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// counted counts a Notifier's commands and failures.
+type counted struct{ subs, unsubs, errs atomic.Int64 }
+
+func (c *counted) Subscribed()   { c.subs.Add(1) }
+func (c *counted) Unsubscribed() { c.unsubs.Add(1) }
+func (c *counted) RedisError()   { c.errs.Add(1) }
+
+// Thousands of waiters that subscribe at once, in either pub/sub mode on a
+// single server, are each confirmed and hear their notice, in a few
+// commands rather than one each: their (un)subscriptions are queued and
+// sent together. None fails.
+func TestManySubscriptionsShareCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	for _, mode := range []byte{wire.AnnounceSharded, wire.AnnouncePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			var st counted
+			n := New(Config{Client: rdb, Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+				Mode: func(context.Context) (byte, error) { return mode, nil }})
+			defer func() { n.Close().Wait() }()
+			const waiters = 2000
+			subs := make([]*Subscription, waiters)
+			var wg sync.WaitGroup
+			for i := range subs {
+				wg.Go(func() { subs[i] = n.Subscribe(context.Background(), fmt.Sprintf("q:n:{%d}", i)) })
+			}
+			wg.Wait()
+			for i, s := range subs {
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+					if ok, _ := s.Hears(0); ok {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("waiter %d: its subscription was never confirmed", i)
+					}
+				}
+			}
+			publish := rdb.SPublish
+			if mode == wire.AnnouncePlain {
+				publish = rdb.Publish
+			}
+			for i := range subs {
+				if err := publish(context.Background(), fmt.Sprintf("q:n:{%d}", i), "d").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, s := range subs {
+				select {
+				case <-s.Notices():
+				case <-time.After(10 * time.Second):
+					t.Fatalf("waiter %d heard no notice", i)
+				}
+				s.Close()
+			}
+			for deadline := time.Now().Add(10 * time.Second); st.unsubs.Load() == 0 || n.queued() > 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the unsubscriptions were never sent")
+				}
+			}
+			t.Logf("%d waiters: %d subscribe commands, %d unsubscribe commands", waiters, st.subs.Load(), st.unsubs.Load())
+			if st.subs.Load() >= waiters/2 || st.unsubs.Load() >= waiters/2 || st.errs.Load() > 0 {
+				t.Errorf("%d subscribe and %d unsubscribe commands for %d waiters, %d failed; want them shared, none failed",
+					st.subs.Load(), st.unsubs.Load(), waiters, st.errs.Load())
+			}
+		})
+	}
+}
+
+// queued is how many (un)subscriptions wait to be sent, on every
+// connection.
+func (n *Notifier) queued() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	q := 0
+	for _, c := range n.conns {
+		q += len(c.queue)
+		if c.sending {
+			q++
+		}
+	}
+	return q
+}
