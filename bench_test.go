@@ -594,3 +594,86 @@ func BenchmarkNearInvalidation(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// BenchmarkStampedeWaiters follows a cold-key stampede the shape of make
+// bench's cold-stampede-20ms (8 instances, each its own client and Cache,
+// x 250 goroutines, a 20 ms origin) from the holder's load to every
+// caller's answer, and reports, as the median over the stampedes, how long
+// after the load returned: the holder's callers were answered (p50, in
+// µs), and the other instances' callers (first, p50, p99, last). It is
+// where a waiter's time goes (docs/design.md, 3.3).
+func BenchmarkStampedeWaiters(b *testing.B) {
+	for _, origin := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
+		b.Run(origin.String(), func(b *testing.B) { stampedeWaiters(b, origin) })
+	}
+}
+
+func stampedeWaiters(b *testing.B, originLatency time.Duration) {
+	const instances, goroutines = 8, 250
+	caches := make([]*corral.Cache, instances)
+	for i := range caches {
+		caches[i] = corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet}))
+		defer caches[i].Close()
+	}
+	ctx := context.Background()
+	var holderP50, first, p50, p99, last []float64
+	b.ResetTimer()
+	for i := range b.N {
+		key := "bench:waiters:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		var loaded atomic.Int64 // when the load returned (UnixNano)
+		var holder atomic.Int32 // the instance that loaded, plus 1
+		start := make(chan struct{})
+		answered := make([][]int64, instances)
+		var wg sync.WaitGroup
+		for in, c := range caches {
+			answered[in] = make([]int64, goroutines)
+			for g := range goroutines {
+				wg.Go(func() {
+					<-start
+					ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a caller's deadline, as make bench's
+					defer cancel()
+					_, err := c.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
+						holder.Store(int32(in) + 1)
+						<-time.After(originLatency) // the origin's latency
+						loaded.Store(time.Now().UnixNano())
+						return benchValue, nil
+					})
+					answered[in][g] = time.Now().UnixNano()
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		var others []float64
+		for in := range caches {
+			for _, at := range answered[in] {
+				d := float64(at-loaded.Load()) / 1e3
+				if in == int(holder.Load())-1 {
+					continue
+				}
+				others = append(others, d)
+			}
+			if in == int(holder.Load())-1 {
+				own := make([]float64, 0, goroutines)
+				for _, at := range answered[in] {
+					own = append(own, float64(at-loaded.Load())/1e3)
+				}
+				slices.Sort(own)
+				holderP50 = append(holderP50, own[len(own)/2])
+			}
+		}
+		slices.Sort(others)
+		first, last = append(first, others[0]), append(last, others[len(others)-1])
+		p50, p99 = append(p50, others[len(others)/2]), append(p99, others[len(others)*99/100])
+	}
+	b.StopTimer()
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	b.ReportMetric(median(holderP50), "holder-p50-µs")
+	b.ReportMetric(median(first), "waiter-first-µs")
+	b.ReportMetric(median(p50), "waiter-p50-µs")
+	b.ReportMetric(median(p99), "waiter-p99-µs")
+	b.ReportMetric(median(last), "waiter-last-µs")
+}
