@@ -2,7 +2,6 @@ package corral
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
@@ -110,7 +109,7 @@ func (s Stats) Calls() uint64 {
 // counters are the live Stats, updated atomically: the calls' outcomes
 // here, the rest in internal/stats.
 type counters struct {
-	outcomes [nOutcomes]atomic.Uint64 // by the outcome of a call; outNone counts Errors
+	outcomes [nOutcomes]stats.Striped // by the outcome of a call; outNone counts Errors
 	stats.Counters
 }
 
@@ -127,7 +126,7 @@ func (c *counters) snapshot() Stats {
 // is called once per call, as the call returns: out is outNone for a call
 // that ended with an error of its own (Stats.Errors).
 func (c *Cache) count(ctx context.Context, key string, out outcome) {
-	c.stats.outcomes[out].Add(1)
+	c.stats.outcomes[out].Add()
 	c.observeOutcome(ctx, outcomeEvents[out], key)
 }
 

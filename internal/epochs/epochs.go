@@ -355,8 +355,8 @@ func (m *Mirror) keep(tag string, hard, soft, at int64, lost bool) {
 // hits. The marks of use are cleared first: a record unused until the next
 // read is not read again.
 func (m *Mirror) readAhead() {
-	if m.cfg.Background == nil || !m.ahead.CompareAndSwap(false, true) {
-		return
+	if m.cfg.Background == nil || m.ahead.Load() || !m.ahead.CompareAndSwap(false, true) {
+		return // a read under way: hits on every core must not fight over its flag
 	}
 	tags := m.inUse(nil, true)
 	if !m.cfg.Background(func() {

@@ -10,6 +10,7 @@ package stats
 import (
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Counters are the live counters, but the calls' outcomes.
@@ -83,3 +84,37 @@ func (c *Counters) Snapshot() Values {
 func (c *Counters) Subscribed()   { c.Subscribes.Add(1) }
 func (c *Counters) Unsubscribed() { c.Unsubscribes.Add(1) }
 func (c *Counters) RedisError()   { c.RedisErrors.Add(1) }
+
+// Striped is a counter that goroutines on many cores add to at once, as
+// every call counts its outcome. One shared atomic counter cost a near hit
+// on 2 cores a third of its time: each add missed the cache line the other
+// core had just written. A Striped spreads its adds over stripes cache
+// lines, each goroutine always on the same one (picked by the address of
+// its stack, which stays put but when the stack grows), so that a
+// goroutine's adds stay in its core's cache while it runs there; Load
+// sums them.
+type Striped struct {
+	lines [stripes]struct {
+		n atomic.Uint64
+		_ [56]byte // the rest of its 64-byte cache line
+	}
+}
+
+// stripes is how many cache lines a Striped spreads its adds over: two
+// running goroutines share one with probability 1/stripes.
+const stripes = 1 << 5
+
+// Add adds 1.
+func (s *Striped) Add() {
+	var here byte
+	at := uint64(uintptr(unsafe.Pointer(&here)) >> 11) // goroutine stacks are 2 KiB apart at least
+	s.lines[at*0x9e3779b97f4a7c15>>59].n.Add(1)        // Fibonacci hashing: the top 5 bits, 0 to 31
+}
+
+// Load returns the sum of the adds.
+func (s *Striped) Load() (n uint64) {
+	for i := range s.lines {
+		n += s.lines[i].n.Load()
+	}
+	return n
+}
