@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -114,7 +115,7 @@ func targets(res *Results) [][2]string {
 				if r.AllocsPerOp != nil {
 					allocs = fmt.Sprintf(", %.0f allocations", *r.AllocsPerOp)
 				}
-				if *r.NsPerOp > nearHitTargetNS || r.AllocsPerOp != nil && *r.AllocsPerOp > 0 {
+				if *r.NsPerOp > nearHitTargetNS || r.AllocsPerOp != nil && math.Round(*r.AllocsPerOp) > 0 { // as -benchmem rounds
 					verdict = "**missed**"
 				}
 				out = append(out, [2]string{nearHitLabel, fmt.Sprintf("%s: %.0f ns%s", verdict, *r.NsPerOp, allocs)})
