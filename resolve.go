@@ -39,11 +39,11 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 	defer context.AfterFunc(c.ctx, stop)()
 	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
 		skip: f.how.skip, version: f.how.version,
-		granted: func(r wire.FetchReply, skip int64, at time.Time) { // a lease to load over skip, or to refresh the entry served
+		granted: func(r wire.FetchReply, skip int64, at, asked time.Time) { // a lease to load over skip, or to refresh the entry served
 			if r.Kind == wire.Hit || r.Kind == wire.Stale {
 				skip = r.Soft
 			}
-			c.store.leases.Hold(&watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f}, r.Now, at)
+			c.store.leases.Hold(&watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f, Asked: asked}, r.Now, at)
 		}}
 	for {
 		if err := f.ctx.Err(); err != nil {

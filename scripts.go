@@ -19,12 +19,14 @@ import (
 // the reply is read by a command of its own; Entry.Value is the payload
 // decoded (decompressed).
 func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.FetchReply, error) {
+	var asked time.Time                // when this try was sent, at the latest
 	granted := func(cmd redis.Cmder) { // the lease held from the moment its grant is read
 		if r, err := wire.ParseFetch(cmd.(*redis.Cmd).Val()); err == nil && (r.Kind == wire.Load || r.Refresh) && a.granted != nil {
-			a.granted(r, a.skip, time.Now())
+			a.granted(r, a.skip, time.Now(), asked)
 		}
 	}
 	for range 3 {
+		asked = time.Now()
 		res, err := s.callAs(ctx, false, granted, scripts.Fetch, []string{n.Entry, n.Lease}, 0,
 			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale)...)
 		if err != nil {
@@ -56,11 +58,11 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 type fetchArgs struct {
 	token    string
 	leaseTTL time.Duration
-	x        float64                                           // the XFetch draw
-	skip     int64                                             // the soft expiry of an entry the caller could not use; 0 for none
-	version  string                                            // the caller's codec version; "" for any
-	stale    int64                                             // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
-	granted  func(r wire.FetchReply, skip int64, at time.Time) // told of a reply granting the lease, as it is read
+	x        float64                                                  // the XFetch draw
+	skip     int64                                                    // the soft expiry of an entry the caller could not use; 0 for none
+	version  string                                                   // the caller's codec version; "" for any
+	stale    int64                                                    // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
+	granted  func(r wire.FetchReply, skip int64, at, asked time.Time) // told of a reply granting the lease as it is read (at), and when its fetch was sent
 }
 
 // commit stores w under n. With a token it stores only while that token holds

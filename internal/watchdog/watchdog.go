@@ -30,8 +30,9 @@ import (
 
 // ServerAt estimates the server's clock (ms) at local time t, from
 // serverNow, the server's clock when a reply was built, and at, the local
-// clock when that reply arrived. The estimate never runs ahead of the
-// server: serverNow was read before the reply reached us.
+// clock when that reply arrived: then the estimate never runs ahead of the
+// server, since serverNow was read before the reply reached us. Given
+// instead the local clock when the request was sent, it never runs behind.
 func ServerAt(serverNow int64, at, t time.Time) int64 {
 	return serverNow + t.Sub(at).Milliseconds()
 }
@@ -70,7 +71,13 @@ type Reply struct {
 type Lease struct {
 	Key, Entry, Token string // the lease's key, its entry's, and the token that holds it
 	Seen              int64  // the soft expiry of the entry it was taken over (0 for none)
-	Of                any    // the Cache's: whose lease it is, for Heard
+	// Asked is when the fetch that granted it was sent (local clock),
+	// before the server granted it: the renewals' deadlines count from
+	// there, so that a grant read late (a process too busy to read its
+	// replies for a while) does not make every renewal look late. The
+	// zero time for the grant's arrival.
+	Asked time.Time
+	Of    any // the Cache's: whose lease it is, for Heard
 
 	serverNow int64     // the server's clock (ms) at the grant
 	at        time.Time // the local clock when the grant arrived
@@ -108,7 +115,7 @@ func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 	if old := w.held[l.Token]; old != nil && serverNow <= old.serverNow {
 		return
 	} else if old != nil {
-		l = old
+		old.Asked, l = l.Asked, old
 	}
 	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
 	w.held[l.Token] = l
@@ -196,7 +203,11 @@ func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 		// A renewal that reaches the server after we stop waiting for it
 		// must not extend the lease: renew.lua drops it past Deadline.
 		l.round = done
-		rs = append(rs, Renewal{Lease: l, Held: l.ends, Deadline: ServerAt(l.serverNow, l.at, now.Add(w.cfg.Timeout))})
+		asked := l.at
+		if !l.Asked.IsZero() {
+			asked = l.Asked
+		}
+		rs = append(rs, Renewal{Lease: l, Held: l.ends, Deadline: ServerAt(l.serverNow, asked, now.Add(w.cfg.Timeout))})
 	}
 	return rs, done, true
 }

@@ -261,3 +261,36 @@ func TestDueCountsFromTheSending(t *testing.T) {
 	}
 	w.Halt("a")
 }
+
+// A renewal's deadline counts from when the fetch that granted the lease
+// was sent, not from when its grant was read: a process too busy to read
+// its replies for a while (a FetchMany of thousands of keys on 2 cores)
+// read grants seconds late, and every renewal then reached the server
+// "late", was dropped, and the lease expired under its holder. The
+// deadline is never behind the server's clock plus the wait (Timeout).
+func TestDeadlineCountsFromTheAsking(t *testing.T) {
+	var s script
+	ttl := time.Hour // no round of the loop's own in the test's time
+	w := New(s.config(ttl))
+	defer func() { w.Close().Wait() }()
+	arrived := time.Now()
+	asked := arrived.Add(-3 * time.Second) // sent 3 s before its grant was read
+	w.Hold(&Lease{Token: "a", Asked: asked}, 1000, arrived)
+	w.mu.Lock()
+	w.held["a"].from = arrived.Add(-ttl) // due
+	w.mu.Unlock()
+	rs, done, _ := w.due()
+	close(done)
+	if len(rs) != 1 {
+		t.Fatalf("due = %v", rs)
+	}
+	// The server granted it at 1000, at most 3 s after asked: now (local)
+	// it is at most 1000 + (now - asked), and the renewal may take Timeout.
+	if min := int64(1000) + time.Since(asked).Milliseconds() + time.Second.Milliseconds() - 5; rs[0].Deadline < min {
+		t.Fatalf("deadline %d; want at least %d: counted from the grant's arrival, not from the asking", rs[0].Deadline, min)
+	}
+	if rs[0].Held > 1000+ttl.Milliseconds() {
+		t.Fatalf("held %d: the lease's own deadline must stay a bound from below (from its grant)", rs[0].Held)
+	}
+	w.Halt("a")
+}
