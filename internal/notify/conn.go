@@ -114,11 +114,19 @@ func (n *Notifier) sendQueued(c *pubsubConn) {
 		}
 		c.queue = c.queue[k:]
 		n.mu.Unlock()
-		if err := n.command(c, leave, channels); err != nil {
+		if err := n.command(c, leave, channels); err != nil && !n.gone(c) {
 			n.stats.RedisError()
 			n.warn("corral: a pub/sub command failed; waiting on timers until go-redis re-subscribes", "channels", len(channels), errAttr(err))
 		}
 	}
+}
+
+// gone reports whether c was closed, or the Notifier was, since its queue
+// was taken: a command it failed then is no Redis error.
+func (n *Notifier) gone(c *pubsubConn) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed || n.conns[c.addr] != c
 }
 
 // command sends one (un)subscribe command of channels on c, and counts it.

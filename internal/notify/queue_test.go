@@ -95,3 +95,24 @@ func (n *Notifier) queued() int {
 	}
 	return q
 }
+
+// A Notifier closed while its queue is being sent counts no Redis error
+// and warns of nothing: the command failed because the connection closed.
+func TestCloseWhileSendingIsNoError(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	for round := range 20 {
+		var st counted
+		n := New(Config{Client: rdb, Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+			Mode: func(context.Context) (byte, error) { return wire.AnnouncePlain, nil }})
+		var wg sync.WaitGroup
+		for i := range 300 {
+			wg.Go(func() { n.Subscribe(context.Background(), fmt.Sprintf("c:%d:{%d}", round, i)) })
+		}
+		n.Close().Wait()
+		wg.Wait()
+		if e := st.errs.Load(); e > 0 {
+			t.Fatalf("round %d: %d Redis errors counted for commands cut short by Close", round, e)
+		}
+	}
+}
