@@ -886,15 +886,11 @@ func TestOutage_NoHerdAtRecovery(t *testing.T) {
 	// Each instance's monitor closes its breaker on its own schedule,
 	// spread on purpose: on a starved machine some close after the second
 	// of traffic. Every one must, within the deadline.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+	testkit.Within(30*time.Second, 10*time.Millisecond, func() bool {
 		mu.Lock()
-		all := len(closed) == len(f.caches)
-		mu.Unlock()
-		if all {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polling, with a deadline
-	}
+		defer mu.Unlock()
+		return len(closed) == len(f.caches)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(closed) != len(f.caches) {

@@ -184,13 +184,7 @@ func TestLoad_LargeReplyReadTooSlowly(t *testing.T) {
 		}
 		got <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for waiter.Stats().Waits == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second process never waited for the first one's lease")
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	eventually(t, 10*time.Second, "the second process waiting for the first one's lease", func() bool { return waiter.Stats().Waits > 0 })
 	slow.armed.Store(true) // the waiter's next read of a value times out once
 	close(release)
 	for range 2 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,12 +37,10 @@ func TestNew_WarmsUpInTheBackground(t *testing.T) {
 	}
 	c := newCache(t, rdb, nil)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(names(), "spublish") || !slices.Contains(names(), "config") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no pub/sub probe and CONFIG GET 10s after New, without a call: sent %v", names())
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline
+	if !testkit.Within(10*time.Second, time.Millisecond, func() bool {
+		return slices.Contains(names(), "spublish") && slices.Contains(names(), "config")
+	}) {
+		t.Fatalf("no pub/sub probe and CONFIG GET 10s after New, without a call: sent %v", names())
 	}
 	before := len(names())
 	v, err := c.Fetch(context.Background(), "k", time.Minute, value("v"))
@@ -73,18 +72,13 @@ func TestNew_WarmUpWhileRedisIsDown(t *testing.T) {
 		t.Fatalf("Fetch while Redis is silent = %q, %v", v, err)
 	}
 	proxy.Blackhole(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// Polled every 10 ms: the breaker's cooldown passes meanwhile.
+	testkit.EventuallyEvery(t, 20*time.Second, 10*time.Millisecond, "something stored after Redis came back", func() bool {
 		v, err := c.Fetch(ctx, "k2", time.Minute, value("v2"))
 		if err != nil || string(v) != "v2" {
 			t.Fatalf("Fetch = %q, %v", v, err)
 		}
-		if got, err := c.Get(ctx, "k2"); err == nil && string(got) == "v2" {
-			break // stored: the probe and the fetch ran once Redis was back
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing stored 20s after Redis came back")
-		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline (the breaker's cooldown)
-	}
+		got, err := c.Get(ctx, "k2")
+		return err == nil && string(got) == "v2" // stored: the probe and the fetch ran once Redis was back
+	})
 }

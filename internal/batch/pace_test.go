@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // newPaced is newBatch with Config.Pace pace and Owner owner.
@@ -46,17 +48,12 @@ func loadInTurn(t *testing.T, ctx context.Context, b *Batch, key string) <-chan 
 	}
 	b.mu.Unlock()
 	ch := load(ctx, b, key)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, key+" enlisted", func() bool {
 		b.mu.Lock()
-		in := b.open != nil && len(b.open.keys) > n
-		b.mu.Unlock()
-		if in {
-			return ch
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not enlist", key)
-		}
-	}
+		defer b.mu.Unlock()
+		return b.open != nil && len(b.open.keys) > n
+	})
+	return ch
 }
 
 // A paced batch lets at most Pace flights be undecided at once: Expect

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -41,14 +42,10 @@ func TestManySubscriptionsShareCommands(t *testing.T) {
 			}
 			wg.Wait()
 			for i, s := range subs {
-				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-					if ok, _ := s.Hears(0); ok {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("waiter %d: its subscription was never confirmed", i)
-					}
-				}
+				testkit.Eventually(t, 10*time.Second, fmt.Sprintf("waiter %d's subscription confirmed", i), func() bool {
+					ok, _ := s.Hears(0)
+					return ok
+				})
 			}
 			publish := rdb.SPublish
 			if mode == wire.AnnouncePlain {
@@ -67,11 +64,9 @@ func TestManySubscriptionsShareCommands(t *testing.T) {
 				}
 				s.Close()
 			}
-			for deadline := time.Now().Add(10 * time.Second); st.unsubs.Load() == 0 || n.queued() > 0; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the unsubscriptions were never sent")
-				}
-			}
+			testkit.Eventually(t, 10*time.Second, "the unsubscriptions sent", func() bool {
+				return st.unsubs.Load() > 0 && n.queued() == 0
+			})
 			t.Logf("%d waiters: %d subscribe commands, %d unsubscribe commands", waiters, st.subs.Load(), st.unsubs.Load())
 			if st.subs.Load() >= waiters/2 || st.unsubs.Load() >= waiters/2 || st.errs.Load() > 0 {
 				t.Errorf("%d subscribe and %d unsubscribe commands for %d waiters, %d failed; want them shared, none failed",

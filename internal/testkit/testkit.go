@@ -21,16 +21,26 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 // EventuallyEvery is Eventually with a polling interval of tick.
 func EventuallyEvery(t testing.TB, within, tick time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Within(within, tick, cond) {
+		t.Fatalf("not within %v: %s", within, what)
+	}
+}
+
+// Within polls cond every tick until it holds, for at most within, and
+// reports whether it did: for a caller that says more than Eventually
+// when it did not.
+func Within(within, tick time.Duration, cond func() bool) bool {
 	deadline := time.After(within)
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for !cond() {
 		select {
 		case <-deadline:
-			t.Fatalf("not within %v: %s", within, what)
+			return false
 		case <-ticker.C:
 		}
 	}
+	return true
 }
 
 // Buffer is a bytes.Buffer safe for concurrent use by writers and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // A worker tags what it reports precisely: a load corral called directly is
@@ -60,12 +61,10 @@ func TestSoakWorkerTagsFailOpenAndFailSafe(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	recovered := false
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !recovered; {
+	recovered := testkit.Within(5*time.Second, time.Millisecond, func() bool {
 		out := call()
-		recovered = out == corral.EventMiss || out == corral.EventHit
-		time.Sleep(time.Millisecond)
-	}
+		return out == corral.EventMiss || out == corral.EventHit
+	})
 	if !recovered {
 		t.Error("no call read Redis within 5s of its restart")
 	}
