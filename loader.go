@@ -59,10 +59,11 @@ func (c *Cache) runLoader(f *flight) (val []byte, took time.Duration, fr freshne
 
 // runLoad is runLoader for key's load l, under context.WithoutCancel(ctx).
 func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte, took time.Duration, fr freshness, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(fctx), c.opts.LoadTimeout)
+	ctx, cancel := context.WithoutCancel(fctx), context.CancelFunc(nil)
 	if l.batched {
-		cancel()
-		ctx, cancel = context.WithCancel(context.WithoutCancel(fctx))
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, c.opts.LoadTimeout)
 	}
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()

@@ -179,9 +179,7 @@ func newCorralNear(env Env) (Instance, error) {
 }
 
 func (c *corralInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	return c.cache.Fetch(ctx, key, c.env.TTL, func(ctx context.Context) ([]byte, error) {
-		return c.env.Load(ctx, key)
-	})
+	return c.Bind(key)(ctx)
 }
 
 // Bind is Fetch of key with its loader built once, outside the hit path's
@@ -241,14 +239,7 @@ func newRueidisAside(env Env) (Instance, error) {
 }
 
 func (r *rueidisAsideInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	v, err := r.client.Get(ctx, r.env.TTL, key, func(ctx context.Context, _ string) (string, error) {
-		b, err := r.env.Load(ctx, key)
-		return string(b), err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return []byte(v), nil
+	return r.Bind(key)(ctx)
 }
 
 // Bind is Fetch of key with its loader built once (binder).
@@ -359,9 +350,7 @@ func newSturdyc(env Env) (Instance, error) {
 }
 
 func (s *sturdycInstance) Fetch(ctx context.Context, key string) ([]byte, error) {
-	return s.cache.GetOrFetch(ctx, key, func(ctx context.Context) ([]byte, error) {
-		return s.env.Load(ctx, key)
-	})
+	return s.Bind(key)(ctx)
 }
 
 // Bind is Fetch of key with its loader built once (binder).

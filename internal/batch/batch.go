@@ -117,7 +117,8 @@ func New(cfg Config) *Batch {
 // loadMany only once it decided. A paced batch first waits for room; it
 // returns ctx's error if ctx ends first (the flight must not start).
 func (b *Batch) Expect(ctx context.Context, key string) error {
-	if b.room != nil {
+	paced := b.room != nil
+	if paced {
 		select {
 		case b.room <- struct{}{}:
 		case <-ctx.Done():
@@ -126,7 +127,7 @@ func (b *Batch) Expect(ctx context.Context, key string) error {
 	}
 	b.mu.Lock()
 	b.undecided[key] = struct{}{}
-	if b.room != nil {
+	if paced {
 		b.holding[key] = struct{}{}
 	}
 	b.mu.Unlock()
@@ -245,9 +246,11 @@ func (b *Batch) run(r *round) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
 	if b.cfg.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
 	if b.cfg.Owner != nil {
