@@ -11,6 +11,7 @@ import (
 	"github.com/corralhq/corral/internal/batch"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // FetchMany is Fetch for many keys at once: it returns the value of each of
@@ -262,9 +263,10 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ml manyLoad) {
 		fire, stop = r.Again() // for those whose node was heard (rescue.go)
 	}
 	b := c.newBatch(ctx, ml.call, batch.Paced)
+	group := wire.NewToken(0) // its keys' leases are members of group leases of this id (lease.go)
 	for i := range calls {
 		if k := &calls[i]; k.pc != nil {
-			c.startFlight(ctx, k, ml, b)
+			c.startFlight(ctx, k, ml, b, group)
 		}
 	}
 	b.Started()
@@ -309,8 +311,8 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 }
 
 // startFlight answers k from its peek, or joins or starts its key's flight,
-// whose loads go to b.
-func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *batch.Batch) {
+// whose loads go to b, its lease a member of b's group leases (group).
+func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *batch.Batch, group string) {
 	pc, perr := c.awaitPeek(ctx, k.pc)
 	pc, k.pc = pc.forJoiner(k.pcAt), nil
 	var failed error
@@ -322,7 +324,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *bat
 		k.a = answer{err: err}
 		return
 	}
-	f, joined, ok := c.join(ctx, k.key, ml.loader(b, k.key), k.how, failed, b.Decider(k.key))
+	f, joined, ok := c.join(ctx, k.key, ml.loader(b, k.key, group), k.how, failed, b.Decider(k.key))
 	switch {
 	case !ok:
 		k.a = answer{err: ErrClosed}

@@ -12,7 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/replay"
 	"github.com/corralhq/corral/internal/tasks"
-	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -109,7 +109,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 			return c.store.callAs(ctx, recovery, nil, sc, keys, 0, args...)
 		}}
 	c.groups = epochs.New(epochs.Config{Bound: Coherence, Read: c.records.Read, Now: near.Clock,
-		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: clustered(rdb),
+		Background: c.tasks.Start, Queued: func() bool { return c.queue.Len() > 0 }, Cluster: transport.IsCluster(rdb),
 		Cleared: func(e int64, ended func()) { c.tasks.Start(func() { c.sweep(e); ended() }) }, Advanced: c.detachAll,
 		Held: func(tag string) bool {
 			if tag == "" {
@@ -211,13 +211,6 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-// leaseToken returns a new lease token, whose first byte says how this
-// process announces the end of its loads once it knows (wire.Announces).
-func (c *Cache) leaseToken() string {
-	m, _ := c.store.mode.Known()
-	return wire.NewToken(m.Mark)
-}
-
 // closedErr returns ErrClosed for an error that comes from Close cancelling
 // work, and err otherwise.
 func (c *Cache) closedErr(err error) error {
@@ -225,10 +218,4 @@ func (c *Cache) closedErr(err error) error {
 		return ErrClosed
 	}
 	return err
-}
-
-// clustered reports whether rdb is a Cluster's client.
-func clustered(rdb redis.UniversalClient) bool {
-	_, ok := rdb.(*redis.ClusterClient)
-	return ok
 }

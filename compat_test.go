@@ -255,3 +255,46 @@ func TestCompat_RevocationMarkers(t *testing.T) {
 		t.Fatalf("after an old Delete during the load: Get = %q, %v, stats %+v; want the value stored (taken for an eviction)", v, err, e.c.Stats())
 	}
 }
+
+// A FetchMany's member leases (token@group) are plain leases another
+// instance holds to the previous release: its fetch waits on them, and hits
+// once the batch has committed.
+func TestCompat_GroupLeases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	oldFetch := previousScript(t, "fetch")
+	n := wire.NewNames("corral", "m")
+	oldKind := func() string {
+		t.Helper()
+		res, err := oldFetch.Run(ctx, e.rdb, []string{n.Entry, n.Lease}, "old-token", 5000, "0").Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].(string)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.c.FetchMany(ctx, []string{"m", "n"}, time.Minute, func(ctx context.Context, missing []string) (map[string][]byte, error) {
+			close(started)
+			<-release
+			return map[string][]byte{"m": []byte("batch"), "n": []byte("batch")}, nil
+		})
+		done <- err
+	}()
+	<-started
+	if lease := e.rdb.Get(ctx, n.Lease).Val(); !strings.Contains(lease, "@corral:b:{all}:") {
+		t.Fatalf("lease of a FetchMany's key = %q; want a member of its group", lease)
+	}
+	if got := oldKind(); got != "WAIT" {
+		t.Fatalf("old fetch while a FetchMany holds the key = %s; want WAIT", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := oldKind(); got != "HIT" {
+		t.Fatalf("old fetch after the batch committed = %s; want HIT", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
@@ -194,39 +195,32 @@ type recommit struct {
 // maxBrokenCommits times.
 func (r recommit) run(c *Cache, f *flight) {
 	const maxBrokenCommits = 3
-	n, h, e, until := f.names, r.h, r.e, r.until
-	pause := 50 * time.Millisecond
+	n, h, e := f.names, r.h, r.e
 	var err error
-	for broken := 1; time.Now().Before(until) && broken < maxBrokenCommits; {
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-c.drain.Done():
-			t.Stop()
-			return // closing: the lease expires on its own
-		}
-		pause = min(2*pause, 250*time.Millisecond)
+	broken := 1
+	_, done, closed := tasks.Retry(c.drain, r.until, 50*time.Millisecond, 250*time.Millisecond, func() bool {
 		c.stats.CommitRetries.Add(1)
 		var res wire.Commit
 		res, err = c.store.commitHeld(c.drain, n, h, e)
 		switch {
 		case err == nil && res == wire.CommitEvicted:
 			c.warn.Evicted(n.Lease, "commit")
-			return
-		case err == nil && res == wire.CommitStored:
-			return
-		case err == nil:
+		case err == nil && res == wire.CommitRejected:
 			c.rejected(f, false)
-			return
-		case errors.Is(err, ErrWriteRefused):
-			return
+		case err == nil || errors.Is(err, ErrWriteRefused):
 		case !redisFailed(err):
 			c.commitFailed(n, h.token, err)
-			return
-		case !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable):
-			broken++ // the connection failed under the commit, not before it
+		default:
+			if !errors.Is(err, ErrRedisTimeout) && !errors.Is(err, ErrCircuitOpen) && !transport.Says(err, transport.Unreachable) {
+				broken++ // the connection failed under the commit, not before it
+			}
+			c.stats.RedisErrors.Add(1)
+			return broken >= maxBrokenCommits
 		}
-		c.stats.RedisErrors.Add(1)
+		return true
+	})
+	if closed || done && broken < maxBrokenCommits {
+		return // landed, or settled; or closing: the lease expires on its own
 	}
 	c.warn.NotStored(n.Entry, err)
 	c.releaseLease(n, h.token, releaseArgs{notice: wire.Recheck})

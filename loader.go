@@ -29,6 +29,7 @@ type loader struct {
 	// batched: a FetchMany's key, whose batch's call has the LoadTimeout
 	// (newBatch); its waits for the call and for its turn have none.
 	batched bool
+	group   string // a FetchMany's key: its batch's group leases' id (wire.Group); "" for none
 }
 
 // callLoader runs l once, and returns its value and how long it lives.
@@ -106,13 +107,13 @@ type manyLoad struct {
 	entries *sync.Map
 }
 
-// loader is the load of key's flight, from b's calls.
-func (ml manyLoad) loader(b *batch.Batch, key string) loader {
+// loader is the load of key's flight, from b's calls, under group's leases.
+func (ml manyLoad) loader(b *batch.Batch, key, group string) loader {
 	get := b.Loader(key)
 	if ml.entries == nil {
-		return loader{ttl: ml.ttl, bytes: get, batched: true}
+		return loader{ttl: ml.ttl, bytes: get, batched: true, group: group}
 	}
-	return loader{batched: true, entry: func(ctx context.Context) (Entry, error) {
+	return loader{batched: true, group: group, entry: func(ctx context.Context) (Entry, error) {
 		v, err := get(ctx)
 		e, _ := ml.entries.Load(key)
 		en, _ := e.(Entry)

@@ -171,7 +171,7 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ml manyLoad) {
 			continue
 		case mine:
 			b.Expect(ctx, k.key) // not paced: does not wait
-			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key), o)
+			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key, ""), o)
 		}
 		loads = append(loads, joined{k, o})
 	}

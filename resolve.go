@@ -25,8 +25,8 @@ import (
 // to do once the callers have their answer: refresh a value still served,
 // or send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, next followUp) {
-	token := c.leaseToken()
-	f.token = token
+	args := c.askArgs(f)
+	token := f.token
 	var w waiting
 	defer func() {
 		c.waitEnded(f, &w, a.err)
@@ -37,14 +37,6 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
 	defer stop()
 	defer context.AfterFunc(c.ctx, stop)()
-	args := fetchArgs{token: token, leaseTTL: c.opts.LeaseTTL, x: f.how.x, // the first fetch decides XFetch with the peek's draw
-		skip: f.how.skip, version: f.how.version,
-		granted: func(r wire.FetchReply, skip int64, at, asked time.Time) { // a lease to load over skip, or to refresh the entry served
-			if r.Kind == wire.Hit || r.Kind == wire.Stale {
-				skip = r.Soft
-			}
-			c.store.leases.Hold(&watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f, Asked: asked}, r.Now, at)
-		}}
 	for {
 		if err := f.ctx.Err(); err != nil {
 			return answer{err: c.closedErr(err)}, nil
@@ -80,6 +72,35 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			return a, next
 		}
 	}
+}
+
+// askArgs returns the arguments of f's first fetch.lua (which decides
+// XFetch with the peek's draw), with a new lease token, f's from now on,
+// whose first byte says how this process announces the end of its loads
+// (wire.Announces). A lease it grants, to load over skip or to refresh the
+// entry served, is held from the moment its grant is read. A FetchMany's
+// key's lease is a member of its batch's group lease, in its key's slot
+// (wire.Group): its own lease outlives any batch, dying with its group.
+func (c *Cache) askArgs(f *flight) fetchArgs {
+	m, _ := c.store.mode.Known()
+	a := fetchArgs{token: wire.NewToken(m.Mark), leaseTTL: c.opts.LeaseTTL, x: f.how.x, skip: f.how.skip, version: f.how.version}
+	if f.load.group != "" {
+		a.group = wire.NewGroup(c.opts.Prefix, f.load.group, f.key, c.store.pipe.Cluster(), c.opts.LoadTimeout+4*c.opts.LeaseTTL)
+		a.token = wire.Member(a.token, a.group.Name)
+	}
+	token := a.token
+	f.token = token
+	a.granted = func(r wire.FetchReply, skip int64, at, asked time.Time) {
+		if r.Kind == wire.Hit || r.Kind == wire.Stale {
+			skip = r.Soft
+		}
+		l := &watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f, Asked: asked}
+		if g := a.group; g.Name != "" {
+			l.Group = &watchdog.Lease{Key: g.Name, Entry: g.Name, Token: g.Token}
+		}
+		c.store.leases.Hold(l, r.Now, at)
+	}
+	return a
 }
 
 // regroup judges the entry fetch.lua served (r) by the group

@@ -25,10 +25,10 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 			a.granted(r, a.skip, time.Now(), asked)
 		}
 	}
+	keys, argv := a.group.Keys(n.Entry, n.Lease), wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale, a.group)
 	for range 3 {
 		asked = time.Now()
-		res, err := s.callAs(ctx, false, granted, scripts.Fetch, []string{n.Entry, n.Lease}, 0,
-			wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale)...)
+		res, err := s.callAs(ctx, false, granted, scripts.Fetch, keys, 0, argv...)
 		if err != nil {
 			return wire.FetchReply{}, errorf("fetch: %w", err)
 		}
@@ -63,6 +63,7 @@ type fetchArgs struct {
 	version  string                                                   // the caller's codec version; "" for any
 	stale    int64                                                    // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
 	granted  func(r wire.FetchReply, skip int64, at, asked time.Time) // told of a reply granting the lease as it is read (at), and when its fetch was sent
+	group    wire.Group                                               // the group lease whose member the lease is; zero for none
 }
 
 // commit stores w under n. With a token it stores only while that token holds

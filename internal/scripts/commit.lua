@@ -19,6 +19,9 @@
 -- or a Set stored in between: the commit is rejected, so an eviction costs
 -- at most one extra load, never an older value over a newer one. Past the
 -- deadline a missing lease may be an expired marker: rejected, as before.
+-- A FetchMany's lease is a group's member (lease.lua), and is not taken
+-- for evicted: its group's renewals, not its own, make its deadline, which
+-- a revocation does not stop.
 --
 -- Then a load's commit deletes its lease, and a Set revokes any lease as
 -- Delete does: the marker 'backoff' for the larger of LeaseTTL and the
@@ -97,7 +100,11 @@ if ARGV[1] ~= '' then
     if written == ARGV[1] then
       return {1, false} -- an earlier try of this commit landed
     end
-    if not evicted(lease) then
+    -- A group's member (lease.lua) stands on its own lease alone: found
+    -- missing, it may have been revoked while its group lived on, so it
+    -- is not taken for evicted. Still there, it stands even when its group
+    -- is gone: nobody revoked or took it over.
+    if groupOf(ARGV[1]) or not evicted(lease) then
       return {0, false}
     end
     status = 2
@@ -147,7 +154,7 @@ end
 if ARGV[1] ~= '' then
   redis.pcall('DEL', KEYS[2])
 else
-  local hold = math.max(tonumber(ARGV[10]), redis.call('PTTL', KEYS[2]))
+  local hold = math.max(tonumber(ARGV[10]), leasePTTL(KEYS[2]))
   redis.pcall('DEL', KEYS[2])
   redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 end

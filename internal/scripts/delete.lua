@@ -38,7 +38,7 @@
 -- Reply: {deleted, notice error}: the number of entries deleted (0 or 1),
 -- and false, or why publishing the notice failed (the deletion stands).
 local n = redis.call('DEL', KEYS[1])
-local hold = math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[2]))
+local hold = math.max(tonumber(ARGV[2]), leasePTTL(KEYS[2]))
 redis.call('DEL', KEYS[2])
 redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 local pub = redis.pcall(ARGV[1], KEYS[3], 'd')

@@ -34,7 +34,7 @@ end
 if stale == 0 then
   redis.call('DEL', KEYS[1])
 end
-local hold = math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[2]))
+local hold = math.max(tonumber(ARGV[2]), leasePTTL(KEYS[2]))
 redis.call('DEL', KEYS[2])
 redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 local pub = redis.pcall(ARGV[1], KEYS[3], 'd')

@@ -4,6 +4,8 @@
 --                                 payload), s (soft expiry, server ms), d (last
 --                                 load, ms), f (flags, see commit.lua)
 -- KEYS[2] lease       P:l:{T}:K
+-- KEYS[3] group lease P:b:{S}:id (a FetchMany's: see lease.lua), in the
+--                                 slot of KEYS[1]; absent for none
 -- ARGV[1] lease token (random, 128 bit, hex)
 -- ARGV[2] LeaseTTL, ms
 -- ARGV[3] x = Beta * -ln(U), the caller's XFetch draw; 0 disables early refresh
@@ -20,6 +22,11 @@
 --         invalidation of one of its tags (ExpireTags) reached it; ''
 --         for none. It is served STALE while its hard TTL lasts, the
 --         caller refreshing it; without a stale window it is missing
+-- ARGV[8] with KEYS[3]: the group lease's token. ARGV[1] is then
+--         token@KEYS[3], and a lease taken is the group's member: the group
+--         lease is created (for LeaseTTL) if it is missing
+-- ARGV[9] with KEYS[3]: the PX of a member's own lease, ms (it outlives
+--         the longest batch; its group's life is what counts)
 --
 -- HIT and STALE replies end with the entry's b (when its load began, in
 -- microseconds on the records' node's clock) and g (its tags), false when
@@ -45,7 +52,8 @@
 --                                  can hold it
 --   {'LOAD',  now, us}             no entry, this caller took the lease (us:
 --                                  the clock in microseconds, see below)
---   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease;
+--   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease
+--                                  (pttl: its group's for a member);
 --                                  lease is its token, whose first byte
 --                                  says how it will announce the end of its
 --                                  load (s SPUBLISH, p PUBLISH, n no notice)
@@ -61,6 +69,27 @@ local us = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 -- commit replaces it.
 local foreign = false
 
+local grouped = KEYS[3] ~= nil and ARGV[8] ~= nil and ARGV[8] ~= ''
+local px = ARGV[2]
+if grouped then
+  px = ARGV[9]
+end
+
+-- refused returns take's answer for the error of a write (a pcall's
+-- reply), or nil when it is none.
+local function refused(set)
+  if type(set) ~= 'table' or not set.err then
+    return nil
+  elseif string.find(set.err, '^OOM') then
+    return -1
+  elseif string.find(set.err, '^READONLY') then
+    return -2
+  end
+  -- Not a refusal to write (an ACL denying SET): the caller's error,
+  -- naming the command as rights.lua does.
+  error({err = set.err .. ' (SET)'})
+end
+
 -- take takes the lease for ARGV[1]: 1 taken, 0 held by another, -1 Redis
 -- refuses writes for lack of memory (OOM), -2 as a replica (READONLY); the
 -- read goes on. Any other error ends the
@@ -68,34 +97,44 @@ local foreign = false
 -- is this caller's own: its client resent the script after losing the reply
 -- (a dropped connection), and must not wait for itself.
 local function take(force)
+  local cur = redis.call('GET', KEYS[2])
+  -- A member of a group lease that is gone (its batch's process died or
+  -- stalled) is no lease at all.
+  if not force and cur and not alive(cur) then
+    force = true
+  end
   -- A marker over an entry not flagged x is a revocation (delete.lua), and
   -- stands for no lease at all: taking the lease over it is what keeps
   -- callers from waiting on it. Over a flagged entry it is a backoff after a
   -- failed refresh (release.lua), which holds refreshes off.
-  if not force and redis.call('GET', KEYS[2]) == 'backoff' and
+  if not force and cur == 'backoff' and
       (foreign or not string.find(redis.call('HGET', KEYS[1], 'f') or '', 'x', 1, true)) then
     force = true
   end
   local set
   if force then
-    set = redis.pcall('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-  else
-    set = redis.pcall('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+    set = redis.pcall('SET', KEYS[2], ARGV[1], 'PX', px)
+  elseif cur ~= ARGV[1] then
+    set = redis.pcall('SET', KEYS[2], ARGV[1], 'NX', 'PX', px)
   end
-  if type(set) == 'table' and set.err then
-    if string.find(set.err, '^OOM') then
-      return -1
-    elseif string.find(set.err, '^READONLY') then
-      return -2
+  local no = refused(set)
+  if no then
+    return no
+  end
+  if not set and cur ~= ARGV[1] then
+    return 0
+  end
+  -- Taken (or this caller's own already: its client resent the script
+  -- after losing the reply, and must not wait for itself). A member's
+  -- group lease lives from now on, if it was not alive already.
+  if grouped then
+    no = refused(redis.pcall('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[2]))
+    if no then
+      redis.pcall('DEL', KEYS[2])
+      return no
     end
-    -- Not a refusal to write (an ACL denying SET): the caller's error,
-    -- naming the command as rights.lua does.
-    error({err = set.err .. ' (SET)'})
   end
-  if set or redis.call('GET', KEYS[2]) == ARGV[1] then
-    return 1
-  end
-  return 0
+  return 1
 end
 
 -- The payload is in v, or compressed in z (flag 'z'). An entry without its
@@ -172,7 +211,7 @@ if took == 1 then
 elseif took < 0 then
   return {'REFUSED', now, took}
 end
-local pttl = redis.call('PTTL', KEYS[2])
+local pttl = leasePTTL(KEYS[2])
 if pttl < 0 then
   -- A lease without an expiry was not written by corral; wait a LeaseTTL.
   pttl = tonumber(ARGV[2])

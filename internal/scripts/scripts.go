@@ -28,16 +28,18 @@ var (
 	rightsSrc string
 	//go:embed expire.lua
 	expireSrc string
+	//go:embed lease.lua
+	leaseSrc string // what the scripts that read a lease know of group leases
 )
 
 // The scripts, each named after its file.
 var (
-	Fetch   = redis.NewScript(fetchSrc)
-	Commit  = redis.NewScript(commitSrc)
+	Fetch   = redis.NewScript(leaseSrc + fetchSrc)
+	Commit  = redis.NewScript(leaseSrc + commitSrc)
 	Renew   = redis.NewScript(renewSrc)
 	Release = redis.NewScript(releaseSrc)
-	Delete  = redis.NewScript(deleteSrc)
+	Delete  = redis.NewScript(leaseSrc + deleteSrc)
 	Read    = redis.NewScript(readSrc)
 	Rights  = redis.NewScript(rightsSrc)
-	Expire  = redis.NewScript(expireSrc)
+	Expire  = redis.NewScript(leaseSrc + expireSrc)
 )

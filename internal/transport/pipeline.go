@@ -389,3 +389,9 @@ func (f BreakerFunc) BreakerChanged(node string, to BreakerState) { f(node, to) 
 
 // Cluster reports whether the client is a Cluster's.
 func (p *Pipeline) Cluster() bool { return p.cluster != nil }
+
+// IsCluster reports whether rdb is a Cluster's client.
+func IsCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}

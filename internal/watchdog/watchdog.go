@@ -11,6 +11,12 @@
 // counts from, at the latest), which leaves the round 5/8 of the TTL to
 // reach Redis.
 //
+// A FetchMany's leases are members of group leases (one per batch per
+// Cluster slot, internal/scripts' lease.lua): a member lives while its
+// group does, so the Watchdog renews the group, once for all its members,
+// and never the members themselves. A group is held while any of its
+// members is.
+//
 // From the replies it learns whether each lease is still held, when it was
 // last granted or renewed (local clock), and its deadline on the server's
 // clock, before which it cannot have expired (ServerAt: the server's clock
@@ -78,12 +84,19 @@ type Lease struct {
 	// zero time for the grant's arrival.
 	Asked time.Time
 	Of    any // the Cache's: whose lease it is, for Heard
+	// Group, for a member of a group lease, is that group lease (Key and
+	// Entry its name, Token its token): renewed in the member's stead.
+	// Hold shares one group among the members that name it.
+	Group *Lease
+
+	members int       // a group's members held
+	sent    time.Time // when a group's last renewal was sent (a group's rounds may overlap)
 
 	serverNow int64     // the server's clock (ms) at the grant
 	at        time.Time // the local clock when the grant arrived
 	// guarded by the Watchdog's mu:
 	renewed time.Time     // when its last grant or renewal arrived (local clock): it expires at most TTL later
-	from    time.Time     // when its grant arrived or its last renewal was sent: what its expiry counts from, at the latest
+	from    time.Time     // when its fetch or its last renewal was sent: what its expiry counts from, at the latest
 	ends    int64         // its deadline (server ms)
 	lost    bool          // a renewal found it held by another, or revoked
 	round   chan struct{} // closed when the round renewing it ends; nil outside one
@@ -94,6 +107,7 @@ type Watchdog struct {
 	cfg    Config
 	mu     sync.Mutex
 	held   map[string]*Lease // by token
+	groups map[string]*Lease // the group leases of the members held, by name
 	run    bool              // the loop is running
 	closed bool
 	stop   chan struct{}
@@ -102,27 +116,64 @@ type Watchdog struct {
 
 // New returns a Watchdog; Close stops it.
 func New(cfg Config) *Watchdog {
-	return &Watchdog{cfg: cfg, held: map[string]*Lease{}, stop: make(chan struct{})}
+	return &Watchdog{cfg: cfg, held: map[string]*Lease{}, groups: map[string]*Lease{}, stop: make(chan struct{})}
 }
 
 // Hold holds l, whose grant the server made at serverNow (ms) and which
 // arrived at at (local clock), until Halt: a lease granted again later (the
 // same token) has its grant updated. Once the Watchdog is closed, a lease
-// is held but not renewed.
+// is held but not renewed. A member of a group (l.Group) holds its group:
+// the grant is the group's when the group is not held yet, or was found
+// lost (the grant made it again: fetch.lua creates a missing group).
+//
+// A group's renewal takes it again whenever it is missing, however late:
+// its members stand on their own leases (commit.lua), so a group made
+// again only revives the members nobody took over meanwhile, which are
+// still this process's loads.
 func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old := w.held[l.Token]; old != nil && serverNow <= old.serverNow {
+	if g := l.Group; g != nil {
+		if w.held[l.Token] == nil {
+			if held := w.groups[g.Key]; held != nil {
+				g = held
+			} else {
+				g.Asked, g.serverNow = l.Asked, 0
+				w.groups[g.Key] = g
+			}
+			g.members++
+			l.Group = g
+			w.held[l.Token] = l
+		} else {
+			g = w.held[l.Token].Group
+		}
+		if g.serverNow == 0 || g.lost && serverNow > g.serverNow {
+			w.grant(g, serverNow, at)
+		}
+	} else if old := w.held[l.Token]; old != nil && serverNow <= old.serverNow {
 		return
 	} else if old != nil {
 		old.Asked, l = l.Asked, old
+		w.grant(l, serverNow, at)
+	} else {
+		w.grant(l, serverNow, at)
+		w.held[l.Token] = l
 	}
-	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
-	w.held[l.Token] = l
 	if !w.run && !w.closed {
 		w.run = true
 		w.rounds.Add(1)
 		go w.loop()
+	}
+}
+
+// grant sets what l's grant says: the server's clock (ms) when it was made,
+// and the local clock when it arrived. Its expiry counts from when its
+// fetch was sent (Asked), at the earliest: a grant read late is renewed as
+// soon as one sent then would be.
+func (w *Watchdog) grant(l *Lease, serverNow int64, at time.Time) {
+	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
+	if !l.Asked.IsZero() && l.Asked.Before(at) {
+		l.from = l.Asked
 	}
 }
 
@@ -132,6 +183,12 @@ func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 // renewal's reply (or the grant) arrived: the lease expires at most TTL
 // later; and its deadline (server ms), before which it cannot have expired.
 // A lease it does not hold (halted already) reports false and zeros.
+//
+// A member of a group reports its group's renewal and deadline, and kept
+// always: only its own lease says whether it still holds it (commit.lua
+// checks), whatever became of the group. Its group is renewed on for the
+// other members, and, once none is held, no more, without waiting for a
+// round: a renewal landing later only makes the group live its TTL.
 func (w *Watchdog) Halt(token string) (kept bool, renewed time.Time, ends int64) {
 	w.mu.Lock()
 	l := w.held[token]
@@ -140,6 +197,14 @@ func (w *Watchdog) Halt(token string) (kept bool, renewed time.Time, ends int64)
 		return false, time.Time{}, 0
 	}
 	delete(w.held, token)
+	if g := l.Group; g != nil {
+		if g.members--; g.members == 0 {
+			delete(w.groups, g.Key)
+		}
+		renewed, ends = g.renewed, g.ends
+		w.mu.Unlock()
+		return true, renewed, ends
+	}
 	round := l.round
 	w.mu.Unlock()
 	if round != nil {
@@ -197,20 +262,42 @@ func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 	now := time.Now()
 	done = make(chan struct{})
 	for _, l := range w.held {
-		if l.lost || l.round != nil || now.Sub(l.from) < w.cfg.TTL/8 {
+		if l.Group != nil {
+			continue // renewed as its group
+		}
+		rs = w.renewal(rs, l, now, done)
+	}
+	for _, g := range w.groups {
+		// A group's renewal is sent even while an earlier one is
+		// unanswered (a process too busy to read its replies for a while):
+		// it is taken again however late (Hold), so it needs no deadline.
+		if g.lost || now.Sub(g.from) < w.cfg.TTL/8 || now.Sub(g.sent) < w.cfg.TTL/8 {
 			continue
 		}
-		// A renewal that reaches the server after we stop waiting for it
-		// must not extend the lease: renew.lua drops it past Deadline.
-		l.round = done
-		asked := l.at
-		if !l.Asked.IsZero() {
-			asked = l.Asked
-		}
-		rs = append(rs, Renewal{Lease: l, Held: l.ends, Deadline: ServerAt(l.serverNow, asked, now.Add(w.cfg.Timeout))})
+		g.sent = now
+		rs = append(rs, Renewal{Lease: g, Held: never, Deadline: never})
 	}
 	return rs, done, true
 }
+
+// renewal appends l's renewal to rs if it is due for one, marking it as in
+// the round that ends when done is closed.
+func (w *Watchdog) renewal(rs []Renewal, l *Lease, now time.Time, done chan struct{}) []Renewal {
+	if l.lost || l.round != nil || now.Sub(l.from) < w.cfg.TTL/8 {
+		return rs
+	}
+	// A renewal that reaches the server after we stop waiting for it
+	// must not extend the lease: renew.lua drops it past Deadline.
+	l.round = done
+	asked := l.at
+	if !l.Asked.IsZero() {
+		asked = l.Asked
+	}
+	return append(rs, Renewal{Lease: l, Held: l.ends, Deadline: ServerAt(l.serverNow, asked, now.Add(w.cfg.Timeout))})
+}
+
+// never is a deadline (server ms) no renewal reaches.
+const never = 1 << 53
 
 // round sends rs and records their replies.
 func (w *Watchdog) round(rs []Renewal, done chan struct{}) {
@@ -222,14 +309,17 @@ func (w *Watchdog) round(rs []Renewal, done chan struct{}) {
 	for i, r := range replies {
 		l := rs[i].Lease
 		switch {
-		case r.Err == nil && (r.Res == wire.Renewed || r.Res == wire.RenewRetaken):
+		case r.Err == nil && (r.Res == wire.Renewed || r.Res == wire.RenewRetaken) && sent.After(l.from):
 			// It counts from the server's clock as it was, at the earliest,
-			// when the renewal was sent.
+			// when the renewal was sent (a group's rounds may overlap: the
+			// latest sent counts).
 			l.renewed, l.from, l.ends = arrived, sent, ServerAt(l.serverNow, l.at, sent.Add(w.cfg.TTL))
 		case r.Err == nil && r.Res == wire.RenewLost:
 			l.lost = true
 		}
-		l.round = nil
+		if l.round == done {
+			l.round = nil
+		}
 	}
 	w.mu.Unlock()
 	close(done)

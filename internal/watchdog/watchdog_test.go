@@ -294,3 +294,60 @@ func TestDeadlineCountsFromTheAsking(t *testing.T) {
 	}
 	w.Halt("a")
 }
+
+// A group's members are renewed as their group: one renewal a round for
+// all of them, none of a member; each member's Halt reports the group's
+// renewal and the lease kept; the group is renewed while any member is
+// held, and no more once none is.
+func TestGroupRenewedForItsMembers(t *testing.T) {
+	var s script
+	ttl := 40 * time.Millisecond
+	w := New(s.config(ttl))
+	defer func() { w.Close().Wait() }()
+	now := time.Now()
+	for i := range 1000 {
+		w.Hold(&Lease{Token: fmt.Sprint("m", i), Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, now)
+	}
+	testkit.Eventually(t, 5*time.Second, "three renewals of the group", func() bool { return len(s.renewals("batch")) >= 3 })
+	s.mu.Lock()
+	for _, round := range s.rounds {
+		if len(round) != 1 || round[0].Lease.Token != "batch" || round[0].Deadline != never {
+			s.mu.Unlock()
+			t.Fatalf("a round of %d renewals (%+v); want the group's alone, without a deadline", len(round), round)
+		}
+	}
+	s.mu.Unlock()
+	for i := range 999 {
+		if kept, renewed, _ := w.Halt(fmt.Sprint("m", i)); !kept || !renewed.After(now) {
+			t.Fatalf("member %d halted: kept %v, renewed %v; want kept, renewed since the grant", i, kept, renewed)
+		}
+	}
+	n := len(s.renewals("batch"))
+	testkit.Eventually(t, 5*time.Second, "the group renewed for its last member", func() bool { return len(s.renewals("batch")) > n+1 })
+	w.Halt("m999")
+	w.mu.Lock()
+	left := len(w.groups)
+	w.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d groups held after their last member's Halt", left)
+	}
+}
+
+// A group's renewal is sent every round even while the last one is
+// unanswered (a process too busy to read its replies), where a plain
+// lease's waits for its round.
+func TestGroupRenewalsOverlap(t *testing.T) {
+	s := script{block: make(chan struct{})}
+	ttl := 40 * time.Millisecond
+	w := New(s.config(ttl))
+	w.Hold(&Lease{Token: "m", Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, time.Now())
+	w.Hold(&Lease{Token: "plain", Key: "l"}, 1000, time.Now())
+	testkit.Eventually(t, 5*time.Second, "three renewals of the group, unanswered", func() bool { return len(s.renewals("batch")) >= 3 })
+	if n := len(s.renewals("plain")); n != 1 {
+		t.Errorf("%d renewals of a plain lease while its first is unanswered; want 1", n)
+	}
+	close(s.block)
+	w.Halt("m")
+	w.Halt("plain")
+	w.Close().Wait()
+}

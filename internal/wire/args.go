@@ -17,9 +17,14 @@ const LargeReply = 256 << 10
 // XFetch draw x, the soft expiry (server ms) of an entry the caller could
 // not use (skip; 0 for none), the caller's codec version ("" for any), and
 // the soft expiry of an entry to take as stale (a tag's soft invalidation
-// reached it; 0 for none).
-func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string, stale int64) []any {
-	return []any{token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), LargeReply, OptionalMS(skip), version, OptionalMS(stale)}
+// reached it; 0 for none), and for a member of a group lease g (token is
+// then Member's) the group's token and the PX of the member's own lease.
+func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string, stale int64, g Group) []any {
+	argv := []any{token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), LargeReply, OptionalMS(skip), version, OptionalMS(stale)}
+	if g.Name != "" {
+		argv = append(argv, g.Token, g.PX.Milliseconds())
+	}
+	return argv
 }
 
 // CommitArgs are commit.lua's arguments (see its header).

@@ -4,6 +4,9 @@ import (
 	"encoding/hex"
 	"hash/fnv"
 	"strings"
+	"time"
+
+	"github.com/corralhq/corral/internal/slots"
 )
 
 // The key layout: the Redis names of a cache key (a contract, see Names).
@@ -17,6 +20,9 @@ import (
 //	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
 //	                   Marker
 //	Notice  P:n:{T}:K  pub/sub channel: completion notices
+//
+// A FetchMany's keys' leases are members of group leases (GroupName),
+// and hold token@group instead of the token.
 //
 // T is K's own hash tag when it has a non-empty one, else the hex FNV-1a
 // 64-bit hash of K. All three share one Cluster slot, K is kept whole at the
@@ -105,3 +111,39 @@ func TagName(prefix, tag string) string { return prefix + ":t:{" + prefix + "}:"
 // lease of the sweep under way, its holder's token (internal/epochs'
 // sweep.lua). In the prefix's slot, beside ClearName.
 func SweptName(prefix string) string { return prefix + ":s:{" + prefix + "}" }
+
+// Group is a FetchMany's group lease in one slot (internal/scripts'
+// lease.lua): the keys of a batch hold their leases as one, each key's
+// lease (its member: Member) living while its group does, so the batch's
+// process renews a lease per slot, not per key.
+type Group struct {
+	// Name is P:b:{S}:id, a string that holds Token (the batch's id) with
+	// PX = LeaseTTL. On a Cluster, S is a hash tag of the slot of the key's
+	// names (internal/slots); off one, every key of the batch shares one
+	// group, S being "all".
+	Name, Token string
+	PX          time.Duration // the PX of a member's own lease: longer than any batch
+}
+
+// NewGroup returns the group lease id, under prefix, of the batch's key
+// key; px is its members' PX.
+func NewGroup(prefix, id, key string, cluster bool, px time.Duration) Group {
+	s := "all"
+	if cluster {
+		s = slots.Tag(slots.Of("{" + SlotTag(key) + "}")) // the slot of every name of the key
+	}
+	return Group{Name: prefix + ":b:{" + s + "}:" + id, Token: id, PX: px}
+}
+
+// Keys returns fetch.lua's KEYS: a key's entry and lease, and g's name
+// for a member of g.
+func (g Group) Keys(entry, lease string) []string {
+	if g.Name == "" {
+		return []string{entry, lease}
+	}
+	return []string{entry, lease, g.Name}
+}
+
+// Member returns what the lease of a member of the group lease named group
+// holds: token@group.
+func Member(token, group string) string { return token + "@" + group }
