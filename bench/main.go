@@ -152,6 +152,9 @@ func run() error {
 		bar = newProgress(os.Stderr, steps)
 	}
 	r := &runner{srv: srv, logger: logger, progress: bar}
+	if err := r.warmUp(ctx, scs, syss); err != nil {
+		return err
+	}
 	for _, sc := range scs {
 		sr, err := r.runScenario(ctx, sc, syss)
 		if err != nil {

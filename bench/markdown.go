@@ -26,7 +26,8 @@ func markdown(res *Results, charts map[string][]string) string {
 		"(load average %.2f at the start, %.2f at the end). The raw numbers are in [bench/results.json](bench/results.json).\n\n",
 		res.Command, of, res.Machine, res.Redis, res.Go, res.Started, fmtDuration(res.DurationS), res.LoadAvg.Start, res.LoadAvg.End)
 	w("Every system runs in one process, against the same Redis and the same origin; in each scenario the systems' trials are interleaved, " +
-		"round after round, in an order rotated each round. Each app instance has its own Redis client (its own connection pool).\n\n")
+		"round after round, in an order rotated each round. Before any is measured, each system runs one unmeasured trial of the first stampede (origin 1 ms), so that the process's own warm-up is no system's. " +
+		"Each app instance has its own Redis client (its own connection pool).\n\n")
 
 	w("## Targets\n\n")
 	w("| target | result |\n|---|---|\n")
