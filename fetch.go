@@ -78,7 +78,9 @@ func (c *Cache) serve(ctx context.Context, key string, load loader) ([]byte, err
 	h.draw(c)
 	a, keep := c.fromRedis(ctx, key, load, h)
 	c.count(ctx, key, a.out)
-	c.keepNear(key, nil, keep, a.val, a.err, len(a.val))
+	if keep != nil { // before a.val is made an any, which allocates
+		c.keepNear(key, nil, keep, a.val, a.err, len(a.val))
+	}
 	return a.val, a.err
 }
 

@@ -48,12 +48,12 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	pc.c, pc.key = c, key
 	c.store.peekOp(&pc.op, &pc.args, c.ctx, wire.EntryName(c.opts.Prefix, key))
-	pc.op.Finish = pc.finish
+	pc.op.Finisher = pc
 	return pc, &pc.op, 0
 }
 
-// finish keeps the reply of pc's read, and answers pc's callers.
-func (pc *peekCall) finish(res transport.Result) {
+// Finished keeps the reply of pc's read, and answers pc's callers.
+func (pc *peekCall) Finished(res transport.Result) {
 	r, err := pc.c.store.peekResult(res)
 	if warn.IsWrongType(err) { // a key of another type at the entry's name: no entry (fetch.lua)
 		pc.c.warn.Foreign(pc.key, pc.op.Key)

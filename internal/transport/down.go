@@ -98,7 +98,7 @@ func (p *Pipeline) admit(g group, live *liveness) []*Op {
 			keep = append(keep, o)
 			continue
 		}
-		o.Finish(Result{Err: err})
+		o.finish(Result{Err: err})
 	}
 	if len(keep) < len(g.ops) {
 		p.failed(err) // on a Cluster: its slots may have a new master by now

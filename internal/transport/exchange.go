@@ -19,7 +19,7 @@ func (p *Pipeline) send(batch []*Op) bool {
 	live := batch[:0]
 	for _, o := range batch {
 		if err := o.Ctx.Err(); err != nil {
-			o.Finish(Result{Err: callerGone{err}}) // the caller left: not sent
+			o.finish(Result{Err: callerGone{err}}) // the caller left: not sent
 			continue
 		}
 		live = append(live, o)
@@ -95,7 +95,7 @@ func (p *Pipeline) exchange(g group, sender bool) bool {
 	b, err := p.begin(g, sender)
 	if err != nil {
 		for _, o := range g.ops {
-			o.Finish(Result{Err: err})
+			o.finish(Result{Err: err})
 		}
 		return true
 	}
@@ -115,7 +115,7 @@ func (p *Pipeline) exchange(g group, sender bool) bool {
 	}
 	if len(again) > 0 && !p.enqueueAll(again) {
 		for _, o := range again {
-			o.Finish(Result{Err: ErrClosed})
+			o.finish(Result{Err: ErrClosed})
 		}
 	}
 	return true
@@ -141,7 +141,7 @@ func (p *Pipeline) answer(o *Op, cmd redis.Cmder, now int64) (again bool) {
 	case cerr != nil && !errors.Is(cerr, redis.Nil):
 		p.note(cerr)
 	}
-	o.Finish(Result{Cmd: cmd, Now: now})
+	o.finish(Result{Cmd: cmd, Now: now})
 	return false
 }
 

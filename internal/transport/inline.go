@@ -98,7 +98,8 @@ func (p *Pipeline) inline(o *Op) bool {
 		return false
 	}
 	defer in.running.Add(-1)
-	g := group{ops: []*Op{o}, node: nodeRef{client: p.rdb}}
+	o.one[0] = o
+	g := group{ops: o.one[:], node: nodeRef{client: p.rdb}}
 	if p.cluster != nil {
 		g = p.byNode(g.ops)[0]
 	}
@@ -114,7 +115,8 @@ func (p *Pipeline) inline(o *Op) bool {
 	if !o.ReadBy.IsZero() && o.ReadBy.Before(at) {
 		at, short = o.ReadBy, true // the caller's deadline: it must not wait past it
 	}
-	ctx := &deadlineCtx{Context: p.ctx, at: at, done: in.doneBy(t)}
+	o.dctx = deadlineCtx{Context: p.ctx, at: at, done: in.doneBy(t)}
+	ctx := &o.dctx
 	cmd, now, err := p.inlineRead(g, live, ctx, t)
 	if err == nil && Says(cmd.Err(), NotNow) {
 		err = cmd.Err()
@@ -132,7 +134,7 @@ func (p *Pipeline) inline(o *Op) bool {
 		}
 		return false
 	}
-	o.Finish(Result{Cmd: cmd, Now: now})
+	o.finish(Result{Cmd: cmd, Now: now})
 	return true
 }
 

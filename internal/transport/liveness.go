@@ -310,7 +310,7 @@ func (p *Pipeline) giveUp(b *batch, err error) {
 		p.failed(err)
 	}
 	for _, o := range b.ops {
-		o.Finish(Result{Err: err})
+		o.finish(Result{Err: err})
 	}
 	if b.sender {
 		p.released()

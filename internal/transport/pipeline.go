@@ -47,8 +47,12 @@ type Op struct {
 	ReadBy   time.Time // when an inline read of it ends at the latest: its caller's deadline (zero for none)
 	Recovery bool      // sent by a tripped node's recovery, before the callers' ops (down.go)
 	// Finish is called once, by the pipeline, with the op's result. Do
-	// sets it; Send and SendAll need it set.
+	// sets it; Send and SendAll need it, or Finisher, set.
 	Finish func(Result)
+	// Finisher, when Finish is nil, is told the op's result instead: an op
+	// that is a field of its caller's value (a peek) finishes without a
+	// closure made for it.
+	Finisher interface{ Finished(Result) }
 	// Arrived, when set, is called by Do with the op's command when it got
 	// a reply that is no error, in the pipeline's goroutine, before Do's
 	// caller is woken: what must happen as soon as the reply is read (a
@@ -59,10 +63,12 @@ type Op struct {
 	// lease's TTL however many ops wait.
 	Urgent bool
 
-	node     *nodeRef  // the node it must go to (DoEach); nil: its key's
-	noscript int8      // the server lacked the script: 1 send it behind its source, 2 with its source
-	retryBy  time.Time // a "not now" reply's retries end (retryLater)
-	resendBy time.Time // a send that could not connect is tried again until (sendAgain)
+	one      [1]*Op      // the op alone, as an inline read's group (no slice made for it)
+	dctx     deadlineCtx // an inline read's context (none made for it)
+	node     *nodeRef    // the node it must go to (DoEach); nil: its key's
+	noscript int8        // the server lacked the script: 1 send it behind its source, 2 with its source
+	retryBy  time.Time   // a "not now" reply's retries end (retryLater)
+	resendBy time.Time   // a send that could not connect is tried again until (sendAgain)
 }
 
 // Result is what became of an op: its command, the server's clock (Unix
@@ -189,7 +195,7 @@ func (p *Pipeline) Send(o *Op) {
 		return
 	}
 	if !p.enqueue(o) {
-		o.Finish(Result{Err: ErrClosed})
+		o.finish(Result{Err: ErrClosed})
 	}
 }
 
@@ -199,7 +205,7 @@ func (p *Pipeline) Send(o *Op) {
 func (p *Pipeline) SendAll(ops []*Op) {
 	if !p.enqueueAll(ops) {
 		for _, o := range ops {
-			o.Finish(Result{Err: ErrClosed})
+			o.finish(Result{Err: ErrClosed})
 		}
 	}
 }
@@ -376,7 +382,7 @@ func (p *Pipeline) Close() *sync.WaitGroup {
 		return true
 	})
 	for _, o := range queued {
-		o.Finish(Result{Err: ErrClosed})
+		o.finish(Result{Err: ErrClosed})
 	}
 	return &p.probers
 }
@@ -394,4 +400,13 @@ func (p *Pipeline) Cluster() bool { return p.cluster != nil }
 func IsCluster(rdb redis.UniversalClient) bool {
 	_, ok := rdb.(*redis.ClusterClient)
 	return ok
+}
+
+// finish tells o's result to Finish, or else to Finisher.
+func (o *Op) finish(r Result) {
+	if o.Finish != nil {
+		o.Finish(r)
+		return
+	}
+	o.Finisher.Finished(r)
 }

@@ -35,7 +35,7 @@ func (p *Pipeline) batchFailed(b *batch, g group, err error) {
 		if (again || reread && o.ReadOnly) && p.sendAgain(o) {
 			continue
 		}
-		o.Finish(Result{Err: err})
+		o.finish(Result{Err: err})
 	}
 }
 
@@ -60,7 +60,7 @@ func (p *Pipeline) requeue(o *Op, by *time.Time, window, pause time.Duration) bo
 	}
 	time.AfterFunc(min(pause, by.Sub(now)), func() {
 		if !p.enqueue(o) {
-			o.Finish(Result{Err: ErrClosed})
+			o.finish(Result{Err: ErrClosed})
 		}
 	})
 	return true
