@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/renewal"
+	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -99,6 +101,28 @@ func TestGroupLeaseScripts(t *testing.T) {
 	}
 	if rdb.Exists(ctx, n3.Entry).Val() != 0 {
 		t.Fatal("a revoked member's load was stored after the Delete")
+	}
+
+	// A member held past half its own PX is renewed on its own, by its PX
+	// (internal/watchdog); found missing (a revocation's marker expired),
+	// it is lost, never taken again.
+	n5 := wire.NewNames("corral", "k5")
+	g5 := wire.NewGroup("corral", "batch5", "k5", false, 10*time.Second)
+	tok = wire.Member("sF", g5.Name)
+	if r, err := s.fetch(ctx, n5, fetchArgs{token: tok, leaseTTL: lt, group: g5}); err != nil || r.Kind != wire.Load {
+		t.Fatalf("fetch = %+v, %v; want LOAD", r, err)
+	}
+	rdb.PExpire(ctx, n5.Lease, time.Second)
+	renew := func() watchdog.Reply {
+		l := &watchdog.Lease{Key: n5.Lease, Entry: n5.Entry, Token: tok, TTL: g5.PX}
+		return renewal.Send(ctx, s.pipe, lt, []watchdog.Renewal{{Lease: l, Held: 0, Deadline: time.Now().Add(time.Hour).UnixMilli()}})[0]
+	}
+	if r := renew(); r.Err != nil || r.Res != wire.Renewed || rdb.PTTL(ctx, n5.Lease).Val() <= 5*time.Second {
+		t.Fatalf("a member's own renewal = %+v, PTTL %v; want renewed by its PX", r, rdb.PTTL(ctx, n5.Lease).Val())
+	}
+	rdb.Del(ctx, n5.Lease)
+	if r := renew(); r.Err != nil || r.Res != wire.RenewLost || rdb.Exists(ctx, n5.Lease).Val() != 0 {
+		t.Fatalf("a missing member's renewal = %+v; want lost, and not taken again", r)
 	}
 
 	// The same member asking again (its client resent the script) holds

@@ -80,7 +80,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 // (wire.Announces). A lease it grants, to load over skip or to refresh the
 // entry served, is held from the moment its grant is read. A FetchMany's
 // key's lease is a member of its batch's group lease, in its key's slot
-// (wire.Group): its own lease outlives any batch, dying with its group.
+// (wire.Group), its own lease dying with its group.
 func (c *Cache) askArgs(f *flight) fetchArgs {
 	m, _ := c.store.mode.Known()
 	a := fetchArgs{token: wire.NewToken(m.Mark), leaseTTL: c.opts.LeaseTTL, x: f.how.x, skip: f.how.skip, version: f.how.version}
@@ -96,7 +96,7 @@ func (c *Cache) askArgs(f *flight) fetchArgs {
 		}
 		l := &watchdog.Lease{Key: f.names.Lease, Entry: f.names.Entry, Token: token, Seen: skip, Of: f, Asked: asked}
 		if g := a.group; g.Name != "" {
-			l.Group = &watchdog.Lease{Key: g.Name, Entry: g.Name, Token: g.Token}
+			l.Group, l.TTL = &watchdog.Lease{Key: g.Name, Entry: g.Name, Token: g.Token}, g.PX
 		}
 		c.store.leases.Hold(l, r.Now, at)
 	}

@@ -24,7 +24,7 @@ import (
 // between two of them.
 const MaxLeases = 200
 
-// Send renews each of rs by ttl, through p, and returns their replies in
+// Send renews each of rs by ttl (or the lease's own TTL), through p, and returns their replies in
 // the same order. ctx ends the round: renewals not yet sent then fail.
 func Send(ctx context.Context, p *transport.Pipeline, ttl time.Duration, rs []watchdog.Renewal) []watchdog.Reply {
 	replies := make([]watchdog.Reply, len(rs))
@@ -40,7 +40,11 @@ func Send(ctx context.Context, p *transport.Pipeline, ttl time.Duration, rs []wa
 		for _, r := range chunk {
 			l := r.Lease
 			keys = append(keys, l.Key, l.Entry)
-			args = append(args, wire.RenewArgv(l.Token, ttl, r.Deadline, r.Held, l.Seen)...)
+			lt := ttl
+			if l.TTL > 0 {
+				lt = l.TTL // a member's own
+			}
+			args = append(args, wire.RenewArgv(l.Token, lt, r.Deadline, r.Held, l.Seen)...)
 		}
 		wg.Add(1)
 		ops = append(ops, &transport.Op{Ctx: ctx, Key: keys[0], Urgent: true, Script: scripts.Renew,

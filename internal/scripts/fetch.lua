@@ -24,9 +24,10 @@
 --         caller refreshing it; without a stale window it is missing
 -- ARGV[8] with KEYS[3]: the group lease's token. ARGV[1] is then
 --         token@KEYS[3], and a lease taken is the group's member: the group
---         lease is created (for LeaseTTL) if it is missing
--- ARGV[9] with KEYS[3]: the PX of a member's own lease, ms (it outlives
---         the longest batch; its group's life is what counts)
+--         lease is set to live LeaseTTL from now
+-- ARGV[9] with KEYS[3]: the PX of a member's own lease, ms (its group's
+--         life is what counts; a member held for half of it is renewed on
+--         its own)
 --
 -- HIT and STALE replies end with the entry's b (when its load began, in
 -- microseconds on the records' node's clock) and g (its tags), false when
@@ -126,9 +127,12 @@ local function take(force)
   end
   -- Taken (or this caller's own already: its client resent the script
   -- after losing the reply, and must not wait for itself). A member's
-  -- group lease lives from now on, if it was not alive already.
+  -- group lease lives LeaseTTL from now on, at least: made if it was gone,
+  -- extended if it was about to go (its batch's other members committed,
+  -- and the watchdog, holding none, renews it no more), so that a member
+  -- granted late does not lapse with it before its first renewal.
   if grouped then
-    no = refused(redis.pcall('SET', KEYS[3], ARGV[8], 'NX', 'PX', ARGV[2]))
+    no = refused(redis.pcall('SET', KEYS[3], ARGV[8], 'PX', ARGV[2]))
     if no then
       redis.pcall('DEL', KEYS[2])
       return no

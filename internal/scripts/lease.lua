@@ -5,19 +5,20 @@
 -- slot (off a Cluster, all of them) share a group lease, P:b:{S}:id (S a
 -- hash tag of that slot, id the batch's), whose value is the batch's token
 -- and whose PX is LeaseTTL. Each key's own lease P:l:{T}:K holds
--- token@group (the name of that group lease) with a longer PX, and is never
--- renewed: it lives while its group does. So the batch's process renews one
+-- token@group (the name of that group lease) with a longer PX, renewed
+-- only when its batch outlasts half of that: it lives while its group
+-- does. So the batch's process renews one
 -- lease per slot, not one per key (renew.lua, on the group's name), and a
 -- key's lease dies with its group when that process does.
 --
--- groupOf returns the group lease a lease value names, or nil: only a
--- token (an announce mark, then hex) followed by '@' names one.
+-- groupOf returns the group lease a lease value names, or nil: a value
+-- token@P:b:{S}:id names one (a token holds no '@').
 local function groupOf(v)
   if type(v) ~= 'string' then
     return nil
   end
   local at = string.find(v, '@', 1, true)
-  if not at or not string.find(string.sub(v, 1, at - 1), '^[spn]?%x+$') then
+  if not at or not string.find(v, ':b:{', at, true) then
     return nil
   end
   return string.sub(v, at + 1)

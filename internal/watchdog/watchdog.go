@@ -88,6 +88,11 @@ type Lease struct {
 	// Entry its name, Token its token): renewed in the member's stead.
 	// Hold shares one group among the members that name it.
 	Group *Lease
+	// TTL, when not 0, is the lease's own TTL instead of Config.TTL: a
+	// member's PX, far longer than its group's. A member held for half of
+	// it (a batch that outlasts what its PX allows for: a process starved
+	// for seconds) is renewed on its own then, by TTL.
+	TTL time.Duration
 
 	members int       // a group's members held
 	sent    time.Time // when a group's last renewal was sent (a group's rounds may overlap)
@@ -144,6 +149,7 @@ func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 			g.members++
 			l.Group = g
 			w.held[l.Token] = l
+			w.grant(l, serverNow, at)
 		} else {
 			g = w.held[l.Token].Group
 		}
@@ -171,10 +177,18 @@ func (w *Watchdog) Hold(l *Lease, serverNow int64, at time.Time) {
 // fetch was sent (Asked), at the earliest: a grant read late is renewed as
 // soon as one sent then would be.
 func (w *Watchdog) grant(l *Lease, serverNow int64, at time.Time) {
-	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.cfg.TTL.Milliseconds(), false
+	l.serverNow, l.at, l.renewed, l.from, l.ends, l.lost = serverNow, at, at, at, serverNow+w.ttl(l).Milliseconds(), false
 	if !l.Asked.IsZero() && l.Asked.Before(at) {
 		l.from = l.Asked
 	}
+}
+
+// ttl is l's TTL: its own, or the Config's.
+func (w *Watchdog) ttl(l *Lease) time.Duration {
+	if l.TTL > 0 {
+		return l.TTL
+	}
+	return w.cfg.TTL
 }
 
 // Halt stops renewing the lease of token and waits for a round renewing it
@@ -185,8 +199,8 @@ func (w *Watchdog) grant(l *Lease, serverNow int64, at time.Time) {
 // A lease it does not hold (halted already) reports false and zeros.
 //
 // A member of a group reports its group's renewal and deadline, and kept
-// always: only its own lease says whether it still holds it (commit.lua
-// checks), whatever became of the group. Its group is renewed on for the
+// unless its own renewal found it lost: only its own lease says whether it
+// still holds it (commit.lua checks), whatever became of the group. Its group is renewed on for the
 // other members, and, once none is held, no more, without waiting for a
 // round: a renewal landing later only makes the group live its TTL.
 func (w *Watchdog) Halt(token string) (kept bool, renewed time.Time, ends int64) {
@@ -202,8 +216,14 @@ func (w *Watchdog) Halt(token string) (kept bool, renewed time.Time, ends int64)
 			delete(w.groups, g.Key)
 		}
 		renewed, ends = g.renewed, g.ends
+		round := l.round // its own renewal (a batch that outlasts half its TTL)
 		w.mu.Unlock()
-		return true, renewed, ends
+		if round != nil {
+			<-round
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !l.lost, renewed, ends
 	}
 	round := l.round
 	w.mu.Unlock()
@@ -262,10 +282,16 @@ func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 	now := time.Now()
 	done = make(chan struct{})
 	for _, l := range w.held {
-		if l.Group != nil {
-			continue // renewed as its group
+		if l.Group != nil && now.Sub(l.from) < w.ttl(l)/2 {
+			continue // renewed as its group, and its own TTL lasts
 		}
-		rs = w.renewal(rs, l, now, done)
+		if rs = w.renewal(rs, l, now, done); l.Group != nil && len(rs) > 0 && rs[len(rs)-1].Lease == l {
+			// A member found missing is lost, never taken again: a
+			// Delete's marker over it lives only as long as its group
+			// might (commit.lua, which does not take it for evicted
+			// either).
+			rs[len(rs)-1].Held = 0
+		}
 	}
 	for _, g := range w.groups {
 		// A group's renewal is sent even while an earlier one is
@@ -313,7 +339,7 @@ func (w *Watchdog) round(rs []Renewal, done chan struct{}) {
 			// It counts from the server's clock as it was, at the earliest,
 			// when the renewal was sent (a group's rounds may overlap: the
 			// latest sent counts).
-			l.renewed, l.from, l.ends = arrived, sent, ServerAt(l.serverNow, l.at, sent.Add(w.cfg.TTL))
+			l.renewed, l.from, l.ends = arrived, sent, ServerAt(l.serverNow, l.at, sent.Add(w.ttl(l)))
 		case r.Err == nil && r.Res == wire.RenewLost:
 			l.lost = true
 		}

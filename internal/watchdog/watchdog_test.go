@@ -306,14 +306,14 @@ func TestGroupRenewedForItsMembers(t *testing.T) {
 	defer func() { w.Close().Wait() }()
 	now := time.Now()
 	for i := range 1000 {
-		w.Hold(&Lease{Token: fmt.Sprint("m", i), Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, now)
+		w.Hold(&Lease{Token: fmt.Sprint("m", i), TTL: time.Hour, Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, now)
 	}
 	testkit.Eventually(t, 5*time.Second, "three renewals of the group", func() bool { return len(s.renewals("batch")) >= 3 })
 	s.mu.Lock()
 	for _, round := range s.rounds {
 		if len(round) != 1 || round[0].Lease.Token != "batch" || round[0].Deadline != never {
 			s.mu.Unlock()
-			t.Fatalf("a round of %d renewals (%+v); want the group's alone, without a deadline", len(round), round)
+			t.Fatalf("a round of %d renewals; want the group's alone, without a deadline", len(round))
 		}
 	}
 	s.mu.Unlock()
@@ -340,7 +340,7 @@ func TestGroupRenewalsOverlap(t *testing.T) {
 	s := script{block: make(chan struct{})}
 	ttl := 40 * time.Millisecond
 	w := New(s.config(ttl))
-	w.Hold(&Lease{Token: "m", Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, time.Now())
+	w.Hold(&Lease{Token: "m", TTL: time.Hour, Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, time.Now())
 	w.Hold(&Lease{Token: "plain", Key: "l"}, 1000, time.Now())
 	testkit.Eventually(t, 5*time.Second, "three renewals of the group, unanswered", func() bool { return len(s.renewals("batch")) >= 3 })
 	if n := len(s.renewals("plain")); n != 1 {
@@ -350,4 +350,25 @@ func TestGroupRenewalsOverlap(t *testing.T) {
 	w.Halt("m")
 	w.Halt("plain")
 	w.Close().Wait()
+}
+
+// A member held for half its own TTL (a batch that outlasts what its PX
+// allows for) is renewed on its own, by its TTL, beside its group; its
+// Halt waits for that renewal's round, as a plain lease's does.
+func TestMemberRenewedPastHalfItsTTL(t *testing.T) {
+	var s script
+	ttl := 40 * time.Millisecond
+	w := New(s.config(ttl))
+	defer func() { w.Close().Wait() }()
+	w.Hold(&Lease{Token: "m", TTL: 4 * ttl, Group: &Lease{Key: "g", Entry: "g", Token: "batch"}}, 1000, time.Now())
+	testkit.Eventually(t, 5*time.Second, "the member renewed on its own", func() bool { return len(s.renewals("m")) >= 2 })
+	if n := len(s.renewals("batch")); n < 2 {
+		t.Fatalf("%d renewals of the group; want it renewed too", n)
+	}
+	if r := s.renewals("m")[0]; r.Held != 0 {
+		t.Fatalf("a member's renewal holds it until %d; want 0: found missing, it is lost, never taken again", r.Held)
+	}
+	if kept, _, _ := w.Halt("m"); !kept {
+		t.Fatal("a member renewed on its own reported lost")
+	}
 }

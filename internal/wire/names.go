@@ -122,7 +122,7 @@ type Group struct {
 	// names (internal/slots); off one, every key of the batch shares one
 	// group, S being "all".
 	Name, Token string
-	PX          time.Duration // the PX of a member's own lease: longer than any batch
+	PX          time.Duration // the PX of a member's own lease: renewed on its own past half of it (internal/watchdog)
 }
 
 // NewGroup returns the group lease id, under prefix, of the batch's key
