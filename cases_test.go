@@ -761,9 +761,10 @@ func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
 				}
 				return n
 			}
-			// The last waiter's departure ends the process's flight, which
-			// unsubscribes (its one clean-up command, counted below).
-			eventually(t, time.Second, "every process unsubscribed", func() bool {
+			// The last waiter's departure ends the process's flight, whose
+			// channel lingers a second (internal/notify), then is
+			// unsubscribed (its one clean-up command, counted below).
+			eventually(t, 5*time.Second, "every process unsubscribed", func() bool {
 				for _, p := range procs {
 					if p.c.Stats().Unsubscribes != 1 {
 						return false

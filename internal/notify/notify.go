@@ -82,6 +82,8 @@ type Notifier struct {
 	conns        map[string]*pubsubConn
 	channels     map[string]*channelSubs
 	closed       bool
+	lingering    []lingering    // channels without listeners, still subscribed (linger.go), oldest first
+	sweep        *time.Timer    // unsubscribes the lingering channels in their time; nil when none
 	revalidating bool           // a revalidate goroutine runs
 	watching     bool           // the watch goroutine runs
 	stop         chan struct{}  // closed by Close
@@ -93,6 +95,7 @@ type channelSubs struct {
 	conn      *pubsubConn
 	confirmed chan struct{} // closed when the server confirms the subscription
 	listeners map[*Subscription]struct{}
+	idleAt    time.Time // when its last listener left (it lingers: linger.go); zero while it has one
 }
 
 // Subscription is one waiter's interest in a notice channel.
@@ -204,6 +207,7 @@ func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription 
 		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
 	}
 	cs.listeners[s] = struct{}{}
+	cs.idleAt = time.Time{}
 	confirmed := cs.confirmed
 	n.mu.Unlock()
 
@@ -252,7 +256,8 @@ func (s *Subscription) Refresh(ctx context.Context) {
 	n.enqueue(cs.conn, false, s.channel)
 }
 
-// Close stops listening. The last listener of a channel unsubscribes it.
+// Close stops listening. The channel of the last listener lingers, and is
+// unsubscribed after channelLinger if nobody listens on it again.
 func (s *Subscription) Close() {
 	n := s.n
 	n.mu.Lock()
@@ -268,10 +273,7 @@ func (s *Subscription) Close() {
 	if len(cs.listeners) > 0 || n.closed {
 		return
 	}
-	delete(n.channels, s.channel)
-	if cs.conn != nil {
-		n.unsubscribeOn(cs.conn, s.channel)
-	}
+	n.linger(cs, s.channel)
 }
 
 // Close closes every pub/sub connection. It returns the group of the
@@ -281,6 +283,9 @@ func (n *Notifier) Close() *sync.WaitGroup {
 	n.mu.Lock()
 	n.closed = true
 	close(n.stop)
+	if n.sweep != nil {
+		n.sweep.Stop()
+	}
 	for _, c := range n.conns {
 		n.closeConn(c)
 	}

@@ -111,3 +111,50 @@ func TestCloseWhileSendingIsNoError(t *testing.T) {
 		}
 	}
 }
+
+// A channel whose last waiter left lingers: waited on again meanwhile, it
+// is listened on at once, without a command, and hears its notices; left
+// alone, it is unsubscribed after channelLinger, in one command for all
+// that left together; and Close drops lingering channels without a
+// command.
+func TestChannelsLinger(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	var st counted
+	n := New(Config{Client: rdb, Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Mode: func(context.Context) (byte, error) { return wire.AnnounceSharded, nil }})
+	subscribers := func(ch string) int64 { return rdb.PubSubShardNumSub(ctx, ch).Val()[ch] }
+
+	for i := range 3 {
+		n.Subscribe(ctx, fmt.Sprintf("l:n:{%d}", i)).Close()
+	}
+	subs := st.subs.Load()
+	s := n.Subscribe(ctx, "l:n:{0}") // again, while it lingers
+	if ok, _ := s.Hears(wire.AnnounceSharded); !ok || st.subs.Load() != subs {
+		t.Fatalf("a lingering channel waited on again: hears %v, %d subscribe commands more; want heard at once, none", ok, st.subs.Load()-subs)
+	}
+	rdb.SPublish(ctx, "l:n:{0}", "d")
+	select {
+	case <-s.Notices():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lingering channel waited on again heard no notice")
+	}
+	s.Close()
+	if st.unsubs.Load() != 0 || subscribers("l:n:{1}") != 1 {
+		t.Fatalf("%d unsubscribe commands, %d subscribers of a channel left; want none yet, still subscribed", st.unsubs.Load(), subscribers("l:n:{1}"))
+	}
+	testkit.Eventually(t, 5*time.Second, "the lingering channels unsubscribed", func() bool {
+		return subscribers("l:n:{0}")+subscribers("l:n:{1}")+subscribers("l:n:{2}") == 0
+	})
+	if u := st.unsubs.Load(); u > 2 {
+		t.Errorf("%d unsubscribe commands for 3 channels that left together and one later; want them shared", u)
+	}
+
+	n.Subscribe(ctx, "l:n:{9}").Close()
+	unsubs := st.unsubs.Load()
+	n.Close().Wait()
+	if st.unsubs.Load() != unsubs {
+		t.Fatalf("Close sent %d unsubscribe commands for a lingering channel; want none (the connection goes)", st.unsubs.Load()-unsubs)
+	}
+}
