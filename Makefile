@@ -27,6 +27,10 @@ WORKMODS := github.com/corralhq/corral=$(CURDIR) \
 	github.com/corralhq/corral/corralhttp=$(CURDIR)/corralhttp \
 	github.com/corralhq/corral/corralprom=$(CURDIR)/corralprom
 
+# The big batches (10,000 and 50,000 keys across two processes, at the
+# default LeaseTTL and at 1 s) run once more without the race detector,
+# alone after the suite: the sizes and the lease the issue names, as a
+# service runs them.
 # make test builds everything in one flavour, with the race detector: vet,
 # the tests, the binaries the tests build, the soak and the bench module's
 # checks share one set of compiled packages, so a cold run compiles each
@@ -46,6 +50,7 @@ export GORACE ?= atexit_sleep_ms=20
 TESTPARALLEL ?= 4
 test: redis-server vet
 	$(GO) test $(RACE) -vet=off -parallel $(TESTPARALLEL) -timeout 20m $(ALL)
+	$(GO) test -vet=off -count=1 -timeout 10m -run '^TestFetchMany_BigBatchesAcrossProcesses$$' .
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 	$(MAKE) soak SOAKTIME=$(TEST_SOAKTIME) SOAKFLAGS=$(RACE)
 	$(MAKE) bench-check BENCHCHECKFLAGS=$(RACE) BENCHTESTFLAGS='-vet=off -parallel $(TESTPARALLEL) -timeout 20m'
