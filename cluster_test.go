@@ -246,6 +246,22 @@ func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, gor
 			<-time.After(time.Millisecond)
 		}
 	}
+	// Channels linger a second once their waiters leave (internal/notify):
+	// each stampede counts its own unsubscriptions, sent after it ends,
+	// and none of the one before.
+	settled := func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); <-time.After(10 * time.Millisecond) {
+			left := false
+			for _, c := range caches {
+				st := c.Stats()
+				left = left || st.Subscribes != st.Unsubscribes
+			}
+			if !left {
+				return
+			}
+		}
+	}
+	settled()
 	before := commandsNow()
 	var mu sync.Mutex
 	loads = map[string]int32{}
@@ -272,6 +288,7 @@ func clusterStampede(tb testing.TB, caches []*corral.Cache, hooks []*faults, gor
 	}
 	close(start)
 	wg.Wait()
+	settled()
 	return loads, commandsNow() - before
 }
 

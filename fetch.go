@@ -78,7 +78,7 @@ func (c *Cache) serve(ctx context.Context, key string, load loader) ([]byte, err
 	h.draw(c)
 	a, keep := c.fromRedis(ctx, key, load, h)
 	c.count(ctx, key, a.out)
-	if keep != nil { // before a.val is made an any, which allocates
+	if keep != nil { // a.val made an any allocates: only for a copy to keep
 		c.keepNear(key, nil, keep, a.val, a.err, len(a.val))
 	}
 	return a.val, a.err

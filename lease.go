@@ -195,9 +195,7 @@ type recommit struct {
 // maxBrokenCommits times.
 func (r recommit) run(c *Cache, f *flight) {
 	const maxBrokenCommits = 3
-	n, h, e := f.names, r.h, r.e
-	var err error
-	broken := 1
+	n, h, e, broken, err := f.names, r.h, r.e, 1, error(nil)
 	_, done, closed := tasks.Retry(c.drain, r.until, 50*time.Millisecond, 250*time.Millisecond, func() bool {
 		c.stats.CommitRetries.Add(1)
 		var res wire.Commit

@@ -48,7 +48,7 @@ func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
 	pc.c, pc.key = c, key
 	c.store.peekOp(&pc.op, &pc.args, c.ctx, wire.EntryName(c.opts.Prefix, key))
-	pc.op.Finisher = pc
+	pc.op.Finisher = pc // no closure made per peek
 	return pc, &pc.op, 0
 }
 
