@@ -211,27 +211,22 @@ func (w *Watchdog) Halt(token string) (kept bool, renewed time.Time, ends int64)
 		return false, time.Time{}, 0
 	}
 	delete(w.held, token)
-	if g := l.Group; g != nil {
+	g := l.Group
+	if g != nil {
 		if g.members--; g.members == 0 {
 			delete(w.groups, g.Key)
 		}
-		renewed, ends = g.renewed, g.ends
-		round := l.round // its own renewal (a batch that outlasts half its TTL)
-		w.mu.Unlock()
-		if round != nil {
-			<-round
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return !l.lost, renewed, ends
 	}
-	round := l.round
+	round := l.round // a member's: its own renewal (a batch that outlasts half its TTL)
 	w.mu.Unlock()
 	if round != nil {
 		<-round
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if g != nil {
+		return !l.lost, g.renewed, g.ends
+	}
 	return !l.lost, l.renewed, l.ends
 }
 
@@ -285,13 +280,7 @@ func (w *Watchdog) due() (rs []Renewal, done chan struct{}, ok bool) {
 		if l.Group != nil && now.Sub(l.from) < w.ttl(l)/2 {
 			continue // renewed as its group, and its own TTL lasts
 		}
-		if rs = w.renewal(rs, l, now, done); l.Group != nil && len(rs) > 0 && rs[len(rs)-1].Lease == l {
-			// A member found missing is lost, never taken again: a
-			// Delete's marker over it lives only as long as its group
-			// might (commit.lua, which does not take it for evicted
-			// either).
-			rs[len(rs)-1].Held = 0
-		}
+		rs = w.renewal(rs, l, now, done)
 	}
 	for _, g := range w.groups {
 		// A group's renewal is sent even while an earlier one is
@@ -319,7 +308,14 @@ func (w *Watchdog) renewal(rs []Renewal, l *Lease, now time.Time, done chan stru
 	if !l.Asked.IsZero() {
 		asked = l.Asked
 	}
-	return append(rs, Renewal{Lease: l, Held: l.ends, Deadline: ServerAt(l.serverNow, asked, now.Add(w.cfg.Timeout))})
+	held := l.ends
+	if l.Group != nil {
+		// A member found missing is lost, never taken again: a Delete's
+		// marker over it lives only as long as its group might
+		// (commit.lua, which does not take it for evicted either).
+		held = 0
+	}
+	return append(rs, Renewal{Lease: l, Held: held, Deadline: ServerAt(l.serverNow, asked, now.Add(w.cfg.Timeout))})
 }
 
 // never is a deadline (server ms) no renewal reaches.
