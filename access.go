@@ -146,6 +146,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 func (c *Cache) detach(key string) {
 	c.flights.Detach(key)
 	c.peeks.Detach(key)
+	c.batchPeeks.Detach(key)
 	if c.near != nil {
 		c.near.Invalidate(key) // at once here; other processes hear of it from Redis
 	}

@@ -300,7 +300,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 			continue
 		}
 		var o *transport.Op
-		if k.pc, o, k.pcAt = c.startPeek(k.key); o != nil {
+		if k.pc, o, k.pcAt = c.startPeek(k.key, nil, loader{}, how{}); o != nil {
 			ops = append(ops, o)
 		}
 	}

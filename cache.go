@@ -47,7 +47,8 @@ type Cache struct {
 	tasks       tasks.Group // the goroutines Close waits for
 
 	flights      flights.Group[*flight]   // the in-process flight of each key (flight.go)
-	peeks        flights.Group[*peekCall] // the peek under way of each key (peek.go)
+	peeks        flights.Group[*peekCall] // the peek under way of each key, Fetch's (peek.go)
+	batchPeeks   flights.Group[*peekCall] // and FetchMany's (and skipping calls'), never handed over
 	opens        failopen.Group[opened]   // the fail-open load under way of each key (failsafe.go)
 	refreshSlots chan struct{}            // semaphore: background refreshes running (refresh.go)
 	queue        *replay.Queue            // invalidations Redis is yet to get (queue.go)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/args"
+	"github.com/corralhq/corral/internal/flights"
 	"github.com/corralhq/corral/internal/near"
 )
 
@@ -135,8 +136,8 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 		perr = errPending // not from Redis until its invalidation lands there (queue.go)
 	} else if perr = c.skipped(key); perr == nil {
 		var a answer
-		var rescued bool
-		if pc, a, rescued, perr = c.peekFor(ctx, key, load); rescued {
+		var answered bool
+		if pc, a, answered, perr = c.peekFor(ctx, key, load, h); answered {
 			return a, nil
 		}
 	}
@@ -154,18 +155,22 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 	return c.awaitFor(ctx, f, load, joined), nil
 }
 
-// peekFor is the peek of a Fetch of key with load, which may be rescued
-// before its deadline (rescue.go): then rescued is true and a is its
-// answer. err is the peek's.
-func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekCall, a answer, rescued bool, err error) {
-	pc, o, joined := c.startPeek(key)
+// peekFor is the peek of a Fetch of key with load and h. answered is true
+// when a is the call's answer: from the flight the peek handed it over to
+// (handOff), or rescued before its deadline (rescue.go). err is the peek's.
+func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc *peekCall, a answer, answered bool, err error) {
+	first := ctx
+	if h.skip != 0 {
+		first = nil // it needs a flight that skips the entry: never handed over
+	}
+	pc, o, joined := c.startPeek(key, first, load, h)
 	if o != nil {
 		o.ReadBy, _ = ctx.Deadline()
 		c.sendPeek(o)
 	}
 	select {
 	case <-pc.done:
-		return pc.forJoiner(joined), answer{}, false, pc.err // read inline, or shared with one that ended
+		return c.peeked(ctx, pc, joined, o == nil)
 	default:
 	}
 	r := c.planRescue(ctx, key)
@@ -175,21 +180,49 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader) (pc *peekC
 	for {
 		select {
 		case <-pc.done:
-			return pc.forJoiner(joined), answer{}, false, pc.err
+			return c.peeked(ctx, pc, joined, o == nil)
 		case <-ctx.Done():
+			if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, key, o != nil); handed {
+				return nil, c.await(ctx, f, o == nil), true, nil
+			}
 			return nil, answer{}, false, ctx.Err()
 		case <-opened:
 			opened = nil
-			if c.due(&r) { // a fail-open load of the key ended, and Redis is still silent: take its answer now
+			if c.rescueDue(pc, &r, o != nil) { // a fail-open load of the key ended, and Redis is still silent: take its answer now
 				return nil, c.rescued(ctx, key, load), true, nil
 			}
 		case <-fire:
-			if c.due(&r) {
+			if c.rescueDue(pc, &r, o != nil) {
 				return nil, c.rescued(ctx, key, load), true, nil
 			}
 			fire, stop = r.Again() // Redis answered something: slow, not down, unless silent from now
 		}
 	}
+}
+
+// peeked is the outcome of pc, which has answered a Fetch's caller that
+// joined it at joined (shared: sent by another call): the flight's answer
+// when pc handed its callers over (handOff, which counted them as joined),
+// else pc for that caller.
+func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared bool) (*peekCall, answer, bool, error) {
+	if f := pc.handed.To(); f != nil {
+		return nil, c.await(ctx, f, shared), true, nil
+	}
+	return pc.forJoiner(joined), answer{}, false, pc.err
+}
+
+// rescueDue reports whether a caller waiting for pc (first: the one that
+// sent it) is to be rescued now (due), having left pc, or the flight pc
+// handed it over to, which is rescued as awaitFor's callers are: only
+// while its fetch.lua is out.
+func (c *Cache) rescueDue(pc *peekCall, r *rescue, first bool) bool {
+	if f := pc.handed.To(); f != nil && !f.asking.Load() || !c.due(r) {
+		return false
+	}
+	if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); handed {
+		c.flights.Leave(f.key, f, f.stop)
+	}
+	return true
 }
 
 // openDone returns the channel closed when the key's fail-open load under

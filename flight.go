@@ -42,8 +42,9 @@ type flight struct {
 	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
 	token  string      // its lease token (resolve): run ends its lease's renewals
 
-	done   chan struct{} // closed once answer is set
-	answer answer        // read only after done is closed
+	done     chan struct{} // closed once answer is set
+	peekDone chan struct{} // closed with done: the peek whose callers it answers too (handOff), or nil
+	answer   answer        // read only after done is closed
 }
 
 // answer is what a flight tells its callers.
@@ -78,20 +79,26 @@ const (
 // decided as its hook (nil but for FetchMany's). ok is false when the Cache
 // is closed.
 func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekErr error, decided func()) (f *flight, joined, ok bool) {
-	return c.flights.Join(key, func() (*flight, bool) {
-		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		f := &flight{
-			key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
-			ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
-			how: h, peekErr: peekErr, decided: decided, done: make(chan struct{}),
-		}
-		if !c.tasks.Start(func() { c.run(f) }) {
-			f.unhook()
-			stop()
-			return nil, false
-		}
-		return f, true
-	})
+	return c.flights.Join(key, func() (*flight, bool) { return c.newFlight(ctx, key, load, h, peekErr, decided, nil) })
+}
+
+// newFlight makes key's flight for a first caller with ctx, load and h,
+// and starts its goroutine; ok is false when the Cache is closed. peekDone,
+// when not nil, is the done of the peek whose callers it answers too
+// (handOff).
+func (c *Cache) newFlight(ctx context.Context, key string, load loader, h how, peekErr error, decided func(), peekDone chan struct{}) (*flight, bool) {
+	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	f := &flight{
+		key: key, names: wire.NewNames(c.opts.Prefix, key), load: load,
+		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
+		how: h, peekErr: peekErr, decided: decided, done: make(chan struct{}), peekDone: peekDone,
+	}
+	if !c.tasks.Start(func() { c.run(f) }) {
+		f.unhook()
+		stop()
+		return nil, false
+	}
+	return f, true
 }
 
 // run is a flight's goroutine: resolve the key, answer the callers, then do
@@ -135,6 +142,9 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 func (c *Cache) finish(f *flight, a answer) {
 	f.answer = a
 	c.flights.Finish(f.key, f, f.done)
+	if f.peekDone != nil {
+		close(f.peekDone)
+	}
 	f.unhook()
 	f.stop()
 }

@@ -141,6 +141,7 @@ func (c *Cache) marked(ctx context.Context, kind epochs.Kind, tags []string, mk 
 func (c *Cache) detachAll() {
 	c.flights.DetachAll()
 	c.peeks.DetachAll()
+	c.batchPeeks.DetachAll()
 	c.forgetAll()
 }
 

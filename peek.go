@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/flights"
 	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/warn"
@@ -26,18 +27,34 @@ type peekCall struct {
 	args peekArgs      // op's
 	c    *Cache        // the read's
 	key  string        // the read's
-	done chan struct{} // closed once r and err are set
+	done chan struct{} // closed once r and err are set, or once f answers
 	seq  near.Snap     // the near cache before the peek was sent (near cache on)
 	sent int64         // near.Clock before the peek was sent
 	r    peekReply
 	err  error
+
+	// A Fetch's peek that finds no fresh entry hands its callers over to
+	// the key's flight (handOff), which the first caller's ctx, load and
+	// how start; first is nil for a FetchMany's (Cache.batchPeeks).
+	first  context.Context
+	load   loader
+	how    how
+	handed flights.Handover[*flight]
 }
 
 // startPeek returns key's peek under way, with when the caller joined it
 // (near.Clock: see forJoiner), or a new one with o, its read, for the
 // caller to send (store.send, or the pipeline with others; joined 0).
-func (c *Cache) startPeek(key string) (pc *peekCall, o *transport.Op, joined int64) {
-	pc, shared, _ := c.peeks.Join(key, func() (*peekCall, bool) { return &peekCall{done: make(chan struct{})}, true })
+// A Fetch's caller (first not nil, its load and h) counts as one of the
+// peek's callers until it is answered or leaves (leavePeek).
+func (c *Cache) startPeek(key string, first context.Context, load loader, h how) (pc *peekCall, o *transport.Op, joined int64) {
+	g := &c.batchPeeks
+	if first != nil {
+		g = &c.peeks
+	}
+	pc, shared, _ := g.Join(key, func() (*peekCall, bool) {
+		return &peekCall{done: make(chan struct{}), first: first, load: load, how: h}, true
+	})
 	if shared {
 		return pc, nil, near.Clock()
 	}
@@ -61,7 +78,31 @@ func (pc *peekCall) Finished(res transport.Result) {
 	}
 	r.sent = pc.sent
 	pc.r, pc.err = r, err
+	if pc.first == nil {
+		pc.c.batchPeeks.Finish(pc.key, pc, pc.done)
+		return
+	}
+	if err == nil && (!r.Found || r.now >= r.Soft) && pc.c.handOff(pc) {
+		pc.c.firstUse()
+		return // its callers now wait for the flight's answer
+	}
 	pc.c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
+}
+
+// handOff starts key's flight for the callers of pc, a Fetch's peek that
+// found no fresh entry (each of them would go on to the flight): they are
+// its callers, and wait for its answer where they waited for the peek's.
+// Woken to join it one by one, hundreds of callers of a stampede would
+// hold the CPU while the flight's fetch.lua reply waited to be read
+// (docs/design.md, section 3.3). It reports false, pc then answering its
+// callers itself, when they all left, pc was detached (a Delete), or a
+// flight of the key is under way already (or the Cache closed).
+func (c *Cache) handOff(pc *peekCall) bool {
+	joined, ok := flights.Hand(&pc.handed, &c.peeks, pc, &c.flights, pc.key, func() (*flight, bool) {
+		return c.newFlight(pc.first, pc.key, pc.load, pc.how, nil, nil, pc.done)
+	})
+	c.stats.Joined.Add(uint64(joined))
+	return ok
 }
 
 // forJoiner is pc's answer for a call that joined it at joined (near.Clock;
@@ -79,9 +120,9 @@ func (pc *peekCall) forJoiner(joined int64) *peekCall {
 	if left := time.Duration(pc.r.Soft-pc.r.now) * time.Millisecond; joined < pc.sent+int64(left) {
 		return pc
 	}
-	stale := *pc
+	stale := &peekCall{r: pc.r, seq: pc.seq, sent: pc.sent}
 	stale.r.now = stale.r.Soft
-	return &stale
+	return stale
 }
 
 // awaitPeek waits for pc's reply, or returns ctx.Err() when ctx ends first.

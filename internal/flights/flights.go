@@ -54,6 +54,94 @@ func (g *Group[C]) Join(key string, start func() (C, bool)) (c C, joined, ok boo
 	return c, false, ok
 }
 
+// Start starts key's call with n callers, those of another call that hands
+// them over (the root's peek, finding no fresh entry: its peek.go), unless a
+// call of key is under way or start could not make one (ok false). start
+// runs under the Group's lock.
+func (g *Group[C]) Start(key string, n int, start func() (C, bool)) (c C, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, found := g.m[key]; found {
+		return c, false
+	}
+	if c, ok = start(); ok {
+		if g.m == nil {
+			g.m = make(map[string]slot[C])
+		}
+		g.m[key] = slot[C]{call: c, callers: n}
+	}
+	return c, ok
+}
+
+// Drop removes key's call c, if it is still key's, without answering its
+// callers, and returns how many still wait for it: a call that hands its
+// callers over to another (Start). ok is false when c was no longer key's
+// (ended, detached, or left by every caller).
+func (g *Group[C]) Drop(key string, c C) (callers int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, found := g.m[key]
+	if !found || s.call != c {
+		return 0, false
+	}
+	delete(g.m, key)
+	return s.callers, true
+}
+
+// A Handover is a call that may hand its callers over to a call of
+// another Group (Hand), of type C: it orders the callers that leave
+// (Leave) against the hand-over. Its zero value has handed nothing over.
+type Handover[C comparable] struct {
+	mu   sync.Mutex
+	to   C
+	gone bool // the caller that began the call left
+}
+
+// Hand removes p, key's call of from, without answering its callers, and
+// starts key's call of to with them (Start, with start): their answer is
+// to's call's now. joined is how many of them joined it, the caller that
+// began p, if still there, being its first. ok is false, nothing handed
+// over, when p was no longer key's (ended, detached, or left by every
+// caller) or Start started nothing.
+func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], key string, start func() (C, bool)) (joined int, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, ok := from.Drop(key, p)
+	if !ok {
+		return 0, false
+	}
+	if h.to, ok = to.Start(key, n, start); !ok {
+		return 0, false
+	}
+	if !h.gone {
+		n--
+	}
+	return n, true
+}
+
+// To is the call h handed its callers over to, or the zero C.
+func (h *Handover[C]) To() C {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.to
+}
+
+// Leave records that a caller of p, key's call of from, stopped waiting
+// for it (first: the caller that began it): it leaves p, unless p handed
+// its callers over; then it returns that call (handed), for the caller to
+// leave instead.
+func Leave[P, C comparable](h *Handover[C], from *Group[P], p P, key string, first bool) (to C, handed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var none C
+	if h.to != none {
+		return h.to, true
+	}
+	from.Leave(key, p, func() {})
+	h.gone = h.gone || first
+	return none, false
+}
+
 // JoinRunning joins key's call if one is under way: a call that finds the
 // key being loaded or waited for needs no peek of its own.
 func (g *Group[C]) JoinRunning(key string) (c C, ok bool) {

@@ -1,0 +1,112 @@
+package corral_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A Fetch's peek that finds no entry hands its callers over to the key's
+// flight (peek.go, handOff): they wait for the flight's answer where they
+// waited for the peek's, count as joined at once, and leave the flight as
+// its own callers do.
+
+// slowPeeks returns a Cache whose Redis answers every command lat late
+// (a proxy), connected and with its scripts loaded: callers that start
+// together all join one peek.
+func slowPeeks(t *testing.T, srv *redistest.Server, lat time.Duration) *corral.Cache {
+	t.Helper()
+	proxy := redistest.StartProxy(t, srv.Addr)
+	c := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true}), nil)
+	if _, err := c.Fetch(context.Background(), "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Latency(lat)
+	return c
+}
+
+func TestPeek_CallersHandedToTheFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	c := slowPeeks(t, e.srv, 50*time.Millisecond)
+	before := c.Stats()
+	const n = 50
+	gate := make(chan struct{})
+	var loads atomic.Int32
+	load := func(context.Context) ([]byte, error) {
+		loads.Add(1)
+		<-gate
+		return []byte("v"), nil
+	}
+	var wg sync.WaitGroup
+	vals, errs := make([][]byte, n), make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals[i], errs[i] = c.Fetch(context.Background(), "k", time.Minute, load)
+		}()
+	}
+	// Counted as joined when the peek hands them over, before the load ends.
+	eventually(t, 10*time.Second, "every other caller joined the flight", func() bool { return c.Stats().Joined-before.Joined == n-1 })
+	close(gate)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || string(vals[i]) != "v" || &vals[i][0] != &vals[0][0] {
+			t.Fatalf("caller %d: %q, %v; want the flight's shared value", i, vals[i], errs[i])
+		}
+	}
+	st := c.Stats()
+	if loads.Load() != 1 || st.Misses-before.Misses != 1 || st.Coalesced-before.Coalesced != n-1 || st.Joined-before.Joined != n-1 {
+		t.Fatalf("%d loads, stats %+v; want 1 load, 1 miss and %d coalesced", loads.Load(), st, n-1)
+	}
+}
+
+// Callers handed over to a flight that waits for another process's load
+// leave it when their contexts end, and the last one cancels it: a caller
+// that comes later starts a flight of its own instead of joining it.
+func TestPeek_HandedCallersLeave(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	finish := hold(t, e.c, "k", []byte("v"), nil)
+	c := slowPeeks(t, e.srv, 30*time.Millisecond)
+	before := c.Stats()
+	const n = 10
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Fetch(ctx, "k", time.Minute, value("mine"))
+		}()
+	}
+	eventually(t, 10*time.Second, "the callers wait for the holder's load", func() bool {
+		st := c.Stats()
+		return st.Waits-before.Waits == 1 && st.Joined-before.Joined == n-1
+	})
+	cancel()
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("caller %d: %v; want context.Canceled", i, err)
+		}
+	}
+	joined := c.Stats().Joined
+	finish()
+	if v, err := c.Fetch(context.Background(), "k", time.Minute, value("mine")); err != nil || string(v) != "v" {
+		t.Fatalf("later Fetch = %q, %v; want the holder's value", v, err)
+	}
+	if st := c.Stats(); st.Joined != joined {
+		t.Fatalf("the later caller joined a flight (Joined %d, was %d): the cancelled one was still under way", st.Joined, joined)
+	}
+}
