@@ -122,7 +122,7 @@ func (r Records) Read(ctx context.Context, tags []string) (clear string, vals []
 // (a peek: one batch, one round trip); done gets its result.
 func (r Records) ReadOp(ctx context.Context, tags []string, done func(clear string, vals []string, now int64, err error)) *transport.Op {
 	keys := r.readKeys(tags)
-	return &transport.Op{Ctx: ctx, Key: keys[0], ReadOnly: true,
+	return &transport.Op{Ctx: ctx, Key: keys[0], ReadOnly: true, Clocked: readClock,
 		Build:   func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return readScript.EvalSha(ctx, p, keys) },
 		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return readScript.Eval(ctx, p, keys) },
 		Finish: func(res transport.Result) {
@@ -136,6 +136,25 @@ func (r Records) ReadOp(ctx context.Context, tags []string, done func(clear stri
 			done(parseRead(res.Cmd.(*redis.Cmd).Val(), len(tags)))
 		},
 	}
+}
+
+// readClock is the server's clock read.lua read (ReadOp's Clocked): the
+// peeks sent behind the read need no TIME of their own.
+func readClock(cmd redis.Cmder) (time.Time, bool) {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok || c.Err() != nil {
+		return time.Time{}, false
+	}
+	a, _ := c.Val().([]any)
+	if len(a) != 2 {
+		return time.Time{}, false
+	}
+	s, _ := a[0].(string)
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || us <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(us), true
 }
 
 // readKeys are read.lua's KEYS for tags.

@@ -109,8 +109,8 @@ func (p *Pipeline) exchange(g group, sender bool) bool {
 	}
 	var again []*Op // NOSCRIPT: queued again together, to go in one batch behind one source
 	for i, o := range g.ops {
-		if p.answer(o, cmds[i], now) {
-			again = append(again, o)
+		if o.Clock && now == 0 || p.answer(o, cmds[i], now) {
+			again = append(again, o) // no clock: the op whose reply was to carry it failed
 		}
 	}
 	if len(again) > 0 && !p.enqueueAll(again) {
@@ -150,9 +150,15 @@ func (p *Pipeline) answer(o *Op, cmd redis.Cmder, now int64) (again bool) {
 func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now int64, err error) {
 	pipe := g.node.client.Pipeline()
 	var clock *redis.TimeCmd
-	for _, o := range g.ops {
+	clocked := -1 // the op ahead of those needing the clock whose reply carries it
+	for i, o := range g.ops {
+		if o.Clocked != nil && clocked < 0 {
+			clocked = i
+		}
 		if o.Clock {
-			clock = pipe.Time(ctx)
+			if clocked < 0 {
+				clock = pipe.Time(ctx)
+			}
 			break
 		}
 	}
@@ -183,6 +189,11 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		}
 		now = t.UnixMilli()
 		p.liveness(g.node.addr).synced(t, sent)
+	} else if clocked >= 0 {
+		if t, ok := g.ops[clocked].Clocked(cmds[clocked]); ok {
+			now = t.UnixMilli()
+			p.liveness(g.node.addr).synced(t, sent)
+		} // else 0: the ops needing the clock are sent again (exchange)
 	}
 	return cmds, now, nil
 }

@@ -22,7 +22,11 @@ type Op struct {
 	Key    string // a Redis key the command touches: on a Cluster, where it is sent
 	Size   int    // bytes the command or its reply carries, when known
 	Clock  bool   // the op needs the server's clock: its batch reads TIME first (Result.Now)
-	Read   []any  // a read-only command's arguments, which may be sent alone (inline.go)
+	// Clocked, when set, reads the server's clock from the op's reply (ok
+	// false when it has none): a batch whose ops needing the clock come
+	// after it on its node reads no TIME.
+	Clocked func(redis.Cmder) (t time.Time, ok bool)
+	Read    []any // a read-only command's arguments, which may be sent alone (inline.go)
 	// NewRead makes Read's command, inline and pipelined alike, when Build
 	// is nil: a command whose reply costs fewer allocations than
 	// redis.NewCmd's (redis.NewStringSliceCmd). A plain function, not a

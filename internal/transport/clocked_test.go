@@ -1,0 +1,80 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// clockScript replies with the server's clock in microseconds, as the
+// records' read.lua does.
+var clockScript = redis.NewScript(`local t = redis.call('TIME') return t[1] * 1000000 + t[2]`)
+
+// clockedOp runs clockScript; its Clocked reads the clock from the reply.
+func clockedOp(ctx context.Context, done func(Result)) *Op {
+	return &Op{Ctx: ctx, Key: "k", Script: clockScript, Finish: done,
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return clockScript.EvalSha(ctx, p, []string{"k"})
+		},
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return clockScript.Eval(ctx, p, []string{"k"})
+		},
+		Clocked: func(cmd redis.Cmder) (time.Time, bool) {
+			us, err := cmd.(*redis.Cmd).Int64()
+			return time.UnixMicro(us), err == nil
+		},
+	}
+}
+
+// An op that needs the clock (a peek) sent behind one whose reply carries
+// it (the records' read) costs no TIME, and gets that clock; when that op
+// fails (here NOSCRIPT, the script not loaded yet), the op needing the
+// clock is sent again, never answered without one.
+func TestClockedOpSavesTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var mu sync.Mutex
+	sent := map[string]int{}
+	rdb.AddHook(nameHook(func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[name]++
+	}))
+	p := newPipeline(t, rdb, Config{})
+	ctx := context.Background()
+	for round, want := range []map[string]int{
+		{"evalsha": 1, "eval": 1, "get": 2}, // NOSCRIPT: both sent again, the script with its source
+		{"evalsha": 1, "get": 1},            // the script loaded: no TIME
+	} {
+		clear(sent)
+		res := make(chan Result, 2)
+		before := time.Now()
+		g := get(ctx, "k")
+		g.Clock, g.Finish = true, func(r Result) { res <- r }
+		p.SendAll([]*Op{clockedOp(ctx, func(r Result) { res <- r }), g})
+		for range 2 {
+			r := <-res
+			if r.Err != nil || r.Cmd.Err() != nil && r.Cmd.Err() != redis.Nil {
+				t.Fatalf("round %d: %v, %v", round, r.Err, r.Cmd.Err())
+			}
+			if r.Cmd.Name() == "get" && (r.Now < before.UnixMilli()-1000 || r.Now > time.Now().UnixMilli()+1000) {
+				t.Fatalf("round %d: the GET's clock is %d, not about now (%d)", round, r.Now, time.Now().UnixMilli())
+			}
+		}
+		mu.Lock()
+		if len(sent) != len(want) {
+			t.Fatalf("round %d: sent %v; want %v", round, sent, want)
+		}
+		for name, n := range want {
+			if sent[name] != n {
+				t.Fatalf("round %d: sent %v; want %v", round, sent, want)
+			}
+		}
+		mu.Unlock()
+	}
+}
