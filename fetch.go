@@ -206,22 +206,28 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc
 // else pc for that caller.
 func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared bool) (*peekCall, answer, bool, error) {
 	if f := pc.handed.To(); f != nil {
-		return nil, c.await(ctx, f, shared), true, nil
+		return nil, c.await(ctx, f, shared && !pc.handed.Claim()), true, nil
 	}
 	return pc.forJoiner(joined), answer{}, false, pc.err
 }
 
 // rescueDue reports whether a caller waiting for pc (first: the one that
 // sent it) is to be rescued now (due), having left pc, or the flight pc
-// handed it over to, which is rescued as awaitFor's callers are: only
-// while its fetch.lua is out.
+// handed it over to: while that flight's fetch.lua is out, and nothing was
+// heard from the key's node since it was sent.
 func (c *Cache) rescueDue(pc *peekCall, r *rescue, first bool) bool {
-	if f := pc.handed.To(); f != nil && !f.asking.Load() || !c.due(r) {
+	f := pc.handed.To()
+	if f == nil {
+		if !c.due(r) {
+			return false
+		}
+		if f, _ = flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); f == nil {
+			return true
+		} // handed over just now: leave the flight
+	} else if !f.asking.Load() || c.store.pipe.HeardSince(r.Name, time.Unix(0, f.asked.Load())) {
 		return false
 	}
-	if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); handed {
-		c.flights.Leave(f.key, f, f.stop)
-	}
+	c.flights.Leave(f.key, f, f.stop)
 	return true
 }
 

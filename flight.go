@@ -39,8 +39,9 @@ type flight struct {
 	// load, or it ended (internal/batch). nil for other flights.
 	decided func()
 
-	asking atomic.Bool // a fetch.lua of the flight is out, unanswered (rescue.go)
-	token  string      // its lease token (resolve): run ends its lease's renewals
+	asking atomic.Bool  // a fetch.lua of the flight is out, unanswered (rescue.go)
+	asked  atomic.Int64 // when the last one was sent, Unix ns (its callers' silence is watched from then)
+	token  string       // its lease token (resolve): run ends its lease's renewals
 
 	done     chan struct{} // closed once answer is set
 	peekDone chan struct{} // closed with done: the peek whose callers it answers too (handOff), or nil

@@ -110,3 +110,35 @@ func TestPeek_HandedCallersLeave(t *testing.T) {
 		t.Fatalf("the later caller joined a flight (Joined %d, was %d): the cancelled one was still under way", st.Joined, joined)
 	}
 }
+
+// Redis answers the peek (no entry), then goes silent on fetch.lua: the
+// caller handed over to the flight is rescued before its deadline, its
+// silence watched from when fetch.lua was sent, not from the peek (which
+// was answered).
+func TestPeek_HandedCallerRescued(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr}) // no inline reads: the peek goes through the pipeline
+	t.Cleanup(func() { rdb.Close() })
+	sha := scriptSHA(t, "fetch")
+	var armed atomic.Bool
+	f := &faults{}
+	f.setBefore(func(cmd redis.Cmder) error {
+		if armed.Load() && isScript(cmd, sha) {
+			proxy.Blackhole(true) // the peek was answered; fetch.lua is not
+		}
+		return nil
+	})
+	rdb.AddHook(f)
+	c := newCache(t, rdb, nil)
+	if _, err := c.Fetch(context.Background(), "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if v, err := c.Fetch(ctx, "k", time.Minute, slow(200*time.Millisecond, nil, "v")); err != nil || string(v) != "v" {
+		t.Fatalf("Fetch = %q, %v; want the loader's value, rescued before the deadline", v, err)
+	}
+}

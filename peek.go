@@ -25,9 +25,9 @@ import (
 type peekCall struct {
 	op   transport.Op  // the read (store.peekOp), sent by the call that began the peek
 	args peekArgs      // op's
-	c    *Cache        // the read's
-	key  string        // the read's
-	done chan struct{} // closed once r and err are set, or once f answers
+	c    *Cache        // the read's, set before others may join it
+	key  string        // the read's, likewise
+	done chan struct{} // closed once r and err are set, or once the flight it was handed to answers
 	seq  near.Snap     // the near cache before the peek was sent (near cache on)
 	sent int64         // near.Clock before the peek was sent
 	r    peekReply
@@ -46,14 +46,14 @@ type peekCall struct {
 // (near.Clock: see forJoiner), or a new one with o, its read, for the
 // caller to send (store.send, or the pipeline with others; joined 0).
 // A Fetch's caller (first not nil, its load and h) counts as one of the
-// peek's callers until it is answered or leaves (leavePeek).
+// peek's callers until it is answered or leaves (internal/flights' Leave).
 func (c *Cache) startPeek(key string, first context.Context, load loader, h how) (pc *peekCall, o *transport.Op, joined int64) {
 	g := &c.batchPeeks
 	if first != nil {
 		g = &c.peeks
 	}
 	pc, shared, _ := g.Join(key, func() (*peekCall, bool) {
-		return &peekCall{done: make(chan struct{}), first: first, load: load, how: h}, true
+		return &peekCall{c: c, key: key, done: make(chan struct{}), first: first, load: load, how: h}, true
 	})
 	if shared {
 		return pc, nil, near.Clock()
@@ -63,7 +63,6 @@ func (c *Cache) startPeek(key string, first context.Context, load loader, h how)
 	}
 	pc.sent = near.Clock()
 	// The read is the Cache's (c.ctx), not a caller's: others may join it.
-	pc.c, pc.key = c, key
 	c.store.peekOp(&pc.op, &pc.args, c.ctx, wire.EntryName(c.opts.Prefix, key))
 	pc.op.Finisher = pc // no closure made per peek
 	return pc, &pc.op, 0

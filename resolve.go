@@ -46,6 +46,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			c.stats.RedisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
+		f.asked.Store(time.Now().UnixNano())
 		f.asking.Store(true)
 		r, err := c.store.fetch(fctx, f.names, args)
 		f.asking.Store(false)

@@ -16,6 +16,7 @@ package flights
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // A Group is the calls under way, one per key at most. C is a call (a
@@ -94,13 +95,15 @@ func (g *Group[C]) Drop(key string, c C) (callers int, ok bool) {
 type Handover[C comparable] struct {
 	mu   sync.Mutex
 	to   C
-	gone bool // the caller that began the call left
+	gone bool        // the caller that began the call left
+	free atomic.Bool // handed over without it: its place is for a caller to Claim
 }
 
 // Hand removes p, key's call of from, without answering its callers, and
 // starts key's call of to with them (Start, with start): their answer is
-// to's call's now. joined is how many of them joined it, the caller that
-// began p, if still there, being its first. ok is false, nothing handed
+// to's call's now. joined is how many of them joined it: all but one,
+// the caller that began p, or, when it left, the first to Claim its place.
+// ok is false, nothing handed
 // over, when p was no longer key's (ended, detached, or left by every
 // caller) or Start started nothing.
 func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], key string, start func() (C, bool)) (joined int, ok bool) {
@@ -113,11 +116,14 @@ func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], ke
 	if h.to, ok = to.Start(key, n, start); !ok {
 		return 0, false
 	}
-	if !h.gone {
-		n--
-	}
-	return n, true
+	h.free.Store(h.gone)
+	return n - 1, true
 }
+
+// Claim reports whether the caller is the one, of those handed over
+// without the caller that began the call (it left), that takes its place:
+// the first to claim it.
+func (h *Handover[C]) Claim() bool { return h.free.Load() && h.free.CompareAndSwap(true, false) }
 
 // To is the call h handed its callers over to, or the zero C.
 func (h *Handover[C]) To() C {

@@ -182,3 +182,36 @@ func TestAwait(t *testing.T) {
 		t.Fatal("the last caller left, and the call runs on")
 	}
 }
+
+// Hand moves a call's callers to a call of another Group; a caller that
+// leaves afterwards leaves that call. When the caller that began the call
+// left before, one of the others takes its place (Claim), once.
+func TestHand(t *testing.T) {
+	var peeks Group[*int]
+	var flights Group[*string]
+	p, f := new(int), new(string)
+	for range 3 {
+		peeks.Join("k", func() (*int, bool) { return p, true })
+	}
+	var h Handover[*string]
+	if to, handed := Leave(&h, &peeks, p, "k", true); handed || to != nil {
+		t.Fatal("left a call not handed over, and was told it was")
+	}
+	joined, ok := Hand(&h, &peeks, p, &flights, "k", func() (*string, bool) { return f, true })
+	if !ok || joined != 1 || h.To() != f {
+		t.Fatalf("Hand = %d, %v; want 1 joined of the 2 callers left", joined, ok)
+	}
+	if _, ok := peeks.JoinRunning("k"); ok {
+		t.Fatal("the handed-over call is still joinable")
+	}
+	if !h.Claim() || h.Claim() {
+		t.Fatal("the first caller's place was not claimable exactly once")
+	}
+	if to, handed := Leave(&h, &peeks, p, "k", false); !handed || to != f {
+		t.Fatal("a caller leaving after the hand-over was not told to leave the new call")
+	}
+	var h2 Handover[*string]
+	if _, ok := Hand(&h2, &peeks, p, &flights, "k", func() (*string, bool) { return f, true }); ok {
+		t.Fatal("a call no longer under way was handed over")
+	}
+}

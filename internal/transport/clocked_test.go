@@ -33,7 +33,7 @@ func clockedOp(ctx context.Context, done func(Result)) *Op {
 // An op that needs the clock (a peek) sent behind one whose reply carries
 // it (the records' read) costs no TIME, and gets that clock; when that op
 // fails (here NOSCRIPT, the script not loaded yet), the op needing the
-// clock is sent again, never answered without one.
+// clock is sent again with a TIME of its own, never answered without one.
 func TestClockedOpSavesTime(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -48,8 +48,8 @@ func TestClockedOpSavesTime(t *testing.T) {
 	p := newPipeline(t, rdb, Config{})
 	ctx := context.Background()
 	for round, want := range []map[string]int{
-		{"evalsha": 1, "eval": 1, "get": 2}, // NOSCRIPT: both sent again, the script with its source
-		{"evalsha": 1, "get": 1},            // the script loaded: no TIME
+		{"evalsha": 1, "eval": 1, "get": 2, "time": 1}, // NOSCRIPT: both sent again, the script with its source, the GET with TIME
+		{"evalsha": 1, "get": 1},                       // the script loaded: no TIME
 	} {
 		clear(sent)
 		res := make(chan Result, 2)
@@ -76,5 +76,55 @@ func TestClockedOpSavesTime(t *testing.T) {
 			}
 		}
 		mu.Unlock()
+	}
+}
+
+// When the op that was to carry the clock fails otherwise (an error reply:
+// here the script's own, as NOPERM or BUSY would be), the op needing the
+// clock is sent again once, with a TIME of its own.
+func TestClockedOpFailsThenTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var mu sync.Mutex
+	sent := map[string]int{}
+	rdb.AddHook(nameHook(func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[name]++
+	}))
+	p := newPipeline(t, rdb, Config{})
+	ctx := context.Background()
+	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
+	if err := failing.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clear(sent)
+	mu.Unlock()
+	res := make(chan Result, 2)
+	bad := &Op{Ctx: ctx, Key: "k", Script: failing, Finish: func(r Result) { res <- r },
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return failing.EvalSha(ctx, p, []string{"k"})
+		},
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return failing.Eval(ctx, p, []string{"k"}) },
+		Clocked: func(redis.Cmder) (time.Time, bool) { return time.Time{}, false },
+	}
+	g := get(ctx, "k")
+	g.Clock, g.Finish = true, func(r Result) { res <- r }
+	p.SendAll([]*Op{bad, g})
+	for range 2 {
+		r := <-res
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Cmd.Name() == "get" && r.Now <= 0 {
+			t.Fatalf("the GET was answered without a clock (Now %d)", r.Now)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[string]int{"evalsha": 1, "get": 2, "time": 1}; len(sent) != len(want) || sent["evalsha"] != 1 || sent["get"] != 2 || sent["time"] != 1 {
+		t.Fatalf("sent %v; want %v", sent, want)
 	}
 }

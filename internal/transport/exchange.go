@@ -109,8 +109,11 @@ func (p *Pipeline) exchange(g group, sender bool) bool {
 	}
 	var again []*Op // NOSCRIPT: queued again together, to go in one batch behind one source
 	for i, o := range g.ops {
-		if o.Clock && now == 0 || p.answer(o, cmds[i], now) {
-			again = append(again, o) // no clock: the op whose reply was to carry it failed
+		if o.Clock && now == 0 {
+			o.timed = true // no clock: the op whose reply was to carry it failed; next time, TIME
+			again = append(again, o)
+		} else if p.answer(o, cmds[i], now) {
+			again = append(again, o)
 		}
 	}
 	if len(again) > 0 && !p.enqueueAll(again) {
@@ -156,7 +159,7 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 			clocked = i
 		}
 		if o.Clock {
-			if clocked < 0 {
+			if clocked < 0 || o.timed {
 				clock = pipe.Time(ctx)
 			}
 			break

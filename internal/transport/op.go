@@ -56,6 +56,7 @@ type Op struct {
 	dctx     deadlineCtx // an inline read's context (none made for it)
 	node     *nodeRef    // the node it must go to (DoEach); nil: its key's
 	noscript int8        // the server lacked the script: 1 send it behind its source, 2 with its source
+	timed    bool        // sent again for want of a clock (Clocked): its batch reads TIME
 	retryBy  time.Time   // a "not now" reply's retries end (retryLater)
 	resendBy time.Time   // a send that could not connect is tried again until (sendAgain)
 }
