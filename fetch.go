@@ -125,7 +125,7 @@ type how struct {
 // answer's outcome.
 func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
-		c.joined()
+		c.joined(f)
 		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
 		c.flights.Leave(f.key, f, f.stop)
@@ -150,7 +150,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.joined()
+		c.joined(f)
 	}
 	return c.awaitFor(ctx, f, load, joined), nil
 }
@@ -200,10 +200,8 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc
 	}
 }
 
-// peeked is the outcome of pc, which has answered a Fetch's caller that
-// joined it at joined (shared: sent by another call): the flight's answer
-// when pc handed its callers over (handOff, which counted them as joined),
-// else pc for that caller.
+// peeked is pc's outcome for a caller that joined it at joined (shared:
+// not its sender): the flight's answer if pc handed it over (handOff).
 func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared bool) (*peekCall, answer, bool, error) {
 	if f := pc.handed.To(); f != nil {
 		return nil, c.await(ctx, f, shared && !pc.handed.Claim()), true, nil
@@ -211,23 +209,16 @@ func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared b
 	return pc.forJoiner(joined), answer{}, false, pc.err
 }
 
-// rescueDue reports whether a caller waiting for pc (first: the one that
-// sent it) is to be rescued now (due), having left pc, or the flight pc
-// handed it over to: while that flight's fetch.lua is out, and nothing was
-// heard from the key's node since it was sent.
+// rescueDue reports whether a caller of pc (first: its sender) is rescued
+// now, having left pc or the flight pc handed it to (then, only while its
+// fetch.lua is out, nothing heard from the node since it was sent).
 func (c *Cache) rescueDue(pc *peekCall, r *rescue, first bool) bool {
-	f := pc.handed.To()
-	if f == nil {
-		if !c.due(r) {
-			return false
-		}
-		if f, _ = flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); f == nil {
-			return true
-		} // handed over just now: leave the flight
-	} else if !f.asking.Load() || c.store.pipe.HeardSince(r.Name, time.Unix(0, f.asked.Load())) {
+	if f := pc.handed.To(); f == nil && !c.due(r) || f != nil && (!f.asking.Load() || c.store.pipe.HeardSince(r.Name, time.Unix(0, f.asked.Load()))) {
 		return false
 	}
-	c.flights.Leave(f.key, f, f.stop)
+	if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); handed {
+		c.flights.Leave(f.key, f, f.stop) // handed over, maybe just now
+	}
 	return true
 }
 

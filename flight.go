@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -39,9 +40,10 @@ type flight struct {
 	// load, or it ended (internal/batch). nil for other flights.
 	decided func()
 
-	asking atomic.Bool  // a fetch.lua of the flight is out, unanswered (rescue.go)
-	asked  atomic.Int64 // when the last one was sent, Unix ns (its callers' silence is watched from then)
-	token  string       // its lease token (resolve): run ends its lease's renewals
+	joinedAt atomic.Int64 // near.Clock when its last caller joined (judgeNotice)
+	asking   atomic.Bool  // a fetch.lua of the flight is out, unanswered (rescue.go)
+	asked    atomic.Int64 // when the last one was sent, Unix ns (its callers' silence is watched from then)
+	token    string       // its lease token (resolve): run ends its lease's renewals
 
 	done     chan struct{} // closed once answer is set
 	peekDone chan struct{} // closed with done: the peek whose callers it answers too (handOff), or nil
@@ -83,10 +85,9 @@ func (c *Cache) join(ctx context.Context, key string, load loader, h how, peekEr
 	return c.flights.Join(key, func() (*flight, bool) { return c.newFlight(ctx, key, load, h, peekErr, decided, nil) })
 }
 
-// newFlight makes key's flight for a first caller with ctx, load and h,
-// and starts its goroutine; ok is false when the Cache is closed. peekDone,
-// when not nil, is the done of the peek whose callers it answers too
-// (handOff).
+// newFlight starts key's flight for a first caller with ctx, load and h
+// (false: the Cache is closed), answering a peek's callers too (handOff:
+// peekDone, that peek's done; nil for none).
 func (c *Cache) newFlight(ctx context.Context, key string, load loader, h how, peekErr error, decided func(), peekDone chan struct{}) (*flight, bool) {
 	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	f := &flight{
@@ -94,6 +95,7 @@ func (c *Cache) newFlight(ctx context.Context, key string, load loader, h how, p
 		ctx: fctx, stop: stop, unhook: context.AfterFunc(c.ctx, stop),
 		how: h, peekErr: peekErr, decided: decided, done: make(chan struct{}), peekDone: peekDone,
 	}
+	near.Stamp(&f.joinedAt) // after every caller of a peek handing them over joined it
 	if !c.tasks.Start(func() { c.run(f) }) {
 		f.unhook()
 		stop()
@@ -143,7 +145,7 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 func (c *Cache) finish(f *flight, a answer) {
 	f.answer = a
 	c.flights.Finish(f.key, f, f.done)
-	if f.peekDone != nil {
+	if f.peekDone != nil { // handOff's callers
 		close(f.peekDone)
 	}
 	f.unhook()

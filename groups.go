@@ -188,6 +188,16 @@ func (c *Cache) judge(ctx context.Context, born int64, tags string) (epochs.Verd
 	return v, denied(err)
 }
 
+// judgeNotice is judge for the value a notice brought f's callers, by the
+// records as they stood when its last caller joined: all Coherence asks
+// (docs/design.md, section 3.10); read first only if stale then.
+func (c *Cache) judgeNotice(f *flight, born int64, tags string) (epochs.Verdict, error) {
+	if v := c.groups.CheckAt(born, tags, f.joinedAt.Load(), nil); v != epochs.Unknown {
+		return v, nil
+	}
+	return c.judge(f.ctx, born, tags)
+}
+
 // tagged makes the records of w's tags outlive it (epochs' Tagged),
 // before w is stored.
 func (c *Cache) tagged(ctx context.Context, w entryWrite) error {

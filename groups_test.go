@@ -755,3 +755,59 @@ func TestInvalidateTags_OtherProcessFlightNotJoined(t *testing.T) {
 		})
 	}
 }
+
+// A waiter whose callers all began while its records were fresh takes the
+// holder's value from the notice without reading the records again, however
+// long the load ran: Coherence asks no more of calls that began then. A
+// caller that joins the wait once those records are stale has them read
+// before it gets the value.
+func TestNotice_RecordsAsOfTheLastCaller(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	records := wire.ClearName("corral")
+	var reads atomic.Int32
+	f := &faults{}
+	f.setBefore(func(cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 3 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") && a[3] == records {
+			reads.Add(1)
+		}
+		return nil
+	})
+	rdb := e.srv.Client()
+	rdb.AddHook(f)
+	waiter := newCache(t, rdb, nil)
+	for round, late := range []bool{false, true} {
+		key := fmt.Sprint("k", round)
+		finish := hold(t, e.c, key, []byte("v"), nil)
+		before := waiter.Stats()
+		got := make(chan string, 2)
+		fetch := func() {
+			v, err := waiter.Fetch(context.Background(), key, time.Minute, value("mine"))
+			got <- fmt.Sprintf("%s %v", v, err)
+		}
+		go fetch()
+		eventually(t, 10*time.Second, "the waiter waits", func() bool { return waiter.Stats().Waits-before.Waits == 1 })
+		reads.Store(0)
+		time.Sleep(corral.Coherence + 50*time.Millisecond) // the records the wait began with grow stale (not synchronisation)
+		if late {
+			go fetch() // joins the wait now
+			eventually(t, 10*time.Second, "the late caller joins", func() bool { return waiter.Stats().Joined-before.Joined == 1 })
+		}
+		finish()
+		for range 1 + btoi(late) {
+			if r := <-got; r != "v <nil>" {
+				t.Fatalf("round %d: Fetch = %s; want the holder's value", round, r)
+			}
+		}
+		if want := int32(btoi(late)); reads.Load() != want {
+			t.Fatalf("round %d (a caller joined late: %v): %d reads of the records after the notice; want %d", round, late, reads.Load(), want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

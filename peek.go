@@ -33,9 +33,8 @@ type peekCall struct {
 	r    peekReply
 	err  error
 
-	// A Fetch's peek that finds no fresh entry hands its callers over to
-	// the key's flight (handOff), which the first caller's ctx, load and
-	// how start; first is nil for a FetchMany's (Cache.batchPeeks).
+	// The sender's, for the flight a Fetch's peek hands its callers to
+	// (handOff); first is nil for others' (Cache.batchPeeks).
 	first  context.Context
 	load   loader
 	how    how
@@ -82,20 +81,18 @@ func (pc *peekCall) Finished(res transport.Result) {
 		return
 	}
 	if err == nil && (!r.Found || r.now >= r.Soft) && pc.c.handOff(pc) {
-		pc.c.firstUse()
-		return // its callers now wait for the flight's answer
+		pc.c.firstUse() // its callers now wait for the flight's answer
+		return
 	}
 	pc.c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
 }
 
 // handOff starts key's flight for the callers of pc, a Fetch's peek that
-// found no fresh entry (each of them would go on to the flight): they are
-// its callers, and wait for its answer where they waited for the peek's.
-// Woken to join it one by one, hundreds of callers of a stampede would
-// hold the CPU while the flight's fetch.lua reply waited to be read
-// (docs/design.md, section 3.3). It reports false, pc then answering its
-// callers itself, when they all left, pc was detached (a Delete), or a
-// flight of the key is under way already (or the Cache closed).
+// found no fresh entry: they wait for its answer where they waited for
+// pc's, not woken to join it one by one, holding the CPU while its
+// fetch.lua reply waits to be read (docs/design.md, section 3). false: pc
+// answers them itself (they all left, pc was detached, a flight of the
+// key is under way already, or the Cache closed).
 func (c *Cache) handOff(pc *peekCall) bool {
 	joined, ok := flights.Hand(&pc.handed, &c.peeks, pc, &c.flights, pc.key, func() (*flight, bool) {
 		return c.newFlight(pc.first, pc.key, pc.load, pc.how, nil, nil, pc.done)

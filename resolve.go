@@ -272,7 +272,7 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeValue:
 			return answer{val: n.Value, out: outWaited}, true
 		case wire.NoticeBorn:
-			if v, err := c.judge(f.ctx, n.Born, n.Tags); err == nil && v == epochs.Valid {
+			if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
 				return answer{val: n.Value, out: outWaited}, true
 			} // invalidated since the load began (groups.go): fetch again, which decides
 		case wire.NoticeNotFound:

@@ -80,6 +80,15 @@ var base = time.Now()
 // Clock is monotonic time in ns, cheap to read and compare.
 func Clock() int64 { return int64(time.Since(base)) }
 
+// Stamp sets t to Clock's time now, unless a later one is there already.
+func Stamp(t *atomic.Int64) {
+	for now := Clock(); ; {
+		if last := t.Load(); last >= now || t.CompareAndSwap(last, now) {
+			return
+		}
+	}
+}
+
 // Cache holds copies of entries in memory (github.com/maypok86/otter).
 // A copy is served as a hit only while the invalidation stream is up
 // (healthy), has been up since before the copy was read (its epoch), for at
