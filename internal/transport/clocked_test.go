@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,29 @@ import (
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
+
+// namesSent returns a client of a new server, and sent: how many commands
+// of each name it sent so far (reset: and forget them).
+func namesSent(t *testing.T) (*redis.Client, func(reset bool) map[string]int) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var mu sync.Mutex
+	names := map[string]int{}
+	rdb.AddHook(nameHook(func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		names[name]++
+	}))
+	return rdb, func(reset bool) map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		got := maps.Clone(names)
+		if reset {
+			clear(names)
+		}
+		return got
+	}
+}
 
 // clockScript replies with the server's clock in microseconds, as the
 // records' read.lua does.
@@ -36,22 +60,14 @@ func clockedOp(ctx context.Context, done func(Result)) *Op {
 // clock is sent again with a TIME of its own, never answered without one.
 func TestClockedOpSavesTime(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	var mu sync.Mutex
-	sent := map[string]int{}
-	rdb.AddHook(nameHook(func(name string) {
-		mu.Lock()
-		defer mu.Unlock()
-		sent[name]++
-	}))
+	rdb, sent := namesSent(t)
 	p := newPipeline(t, rdb, Config{})
 	ctx := context.Background()
 	for round, want := range []map[string]int{
 		{"evalsha": 1, "eval": 1, "get": 2, "time": 1}, // NOSCRIPT: both sent again, the script with its source, the GET with TIME
 		{"evalsha": 1, "get": 1},                       // the script loaded: no TIME
 	} {
-		clear(sent)
+		sent(true)
 		res := make(chan Result, 2)
 		before := time.Now()
 		g := get(ctx, "k")
@@ -66,16 +82,9 @@ func TestClockedOpSavesTime(t *testing.T) {
 				t.Fatalf("round %d: the GET's clock is %d, not about now (%d)", round, r.Now, time.Now().UnixMilli())
 			}
 		}
-		mu.Lock()
-		if len(sent) != len(want) {
-			t.Fatalf("round %d: sent %v; want %v", round, sent, want)
+		if got := sent(false); len(got) != len(want) || !maps.Equal(got, want) {
+			t.Fatalf("round %d: sent %v; want %v", round, got, want)
 		}
-		for name, n := range want {
-			if sent[name] != n {
-				t.Fatalf("round %d: sent %v; want %v", round, sent, want)
-			}
-		}
-		mu.Unlock()
 	}
 }
 
@@ -84,24 +93,14 @@ func TestClockedOpSavesTime(t *testing.T) {
 // clock is sent again once, with a TIME of its own.
 func TestClockedOpFailsThenTime(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	var mu sync.Mutex
-	sent := map[string]int{}
-	rdb.AddHook(nameHook(func(name string) {
-		mu.Lock()
-		defer mu.Unlock()
-		sent[name]++
-	}))
+	rdb, sent := namesSent(t)
 	p := newPipeline(t, rdb, Config{})
 	ctx := context.Background()
 	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
 	if err := failing.Load(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	clear(sent)
-	mu.Unlock()
+	sent(true)
 	res := make(chan Result, 2)
 	bad := &Op{Ctx: ctx, Key: "k", Script: failing, Finish: func(r Result) { res <- r },
 		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
@@ -122,9 +121,7 @@ func TestClockedOpFailsThenTime(t *testing.T) {
 			t.Fatalf("the GET was answered without a clock (Now %d)", r.Now)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := map[string]int{"evalsha": 1, "get": 2, "time": 1}; len(sent) != len(want) || sent["evalsha"] != 1 || sent["get"] != 2 || sent["time"] != 1 {
-		t.Fatalf("sent %v; want %v", sent, want)
+	if got, want := sent(false), map[string]int{"evalsha": 1, "get": 2, "time": 1}; !maps.Equal(got, want) {
+		t.Fatalf("sent %v; want %v", got, want)
 	}
 }
