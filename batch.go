@@ -289,7 +289,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	for i := range calls {
 		k := &calls[i]
 		if f, ok := c.flights.JoinRunning(k.key); ok && k.how.skip == 0 {
-			c.joined(f)
+			c.joined()
 			k.f, k.joined = f, true
 			continue
 		} else if ok {
@@ -329,7 +329,7 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *bat
 	case !ok:
 		k.a = answer{err: ErrClosed}
 	case joined:
-		c.joined(f)
+		c.joined()
 	}
 	if !ok || joined {
 		b.Decided(k.key) // not b's flight

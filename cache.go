@@ -82,7 +82,8 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 		cancelDrain:  cancelDrain,
 		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
 	}
-	c.queue = c.newQueue() // before the store, whose recovered hook replays it
+	c.flights.Joined = func(f *flight) { near.Stamp(&f.joinedAt) } // judgeNotice's
+	c.queue = c.newQueue()                                         // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: func(err error) { c.warn.NoticeFailed(err) }, refusedWrite: func(why string) { c.warn.RefusedWrite(why) },
 		nodeFailed: c.nodeFailed, recovered: c.recovered, renewalHeard: c.renewalHeard,

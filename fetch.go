@@ -125,7 +125,7 @@ type how struct {
 // answer's outcome.
 func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
-		c.joined(f)
+		c.joined()
 		return c.awaitFor(ctx, f, load, true), nil
 	} else if ok {
 		c.flights.Leave(f.key, f, f.stop)
@@ -150,7 +150,7 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 		return answer{err: ErrClosed}, nil
 	}
 	if joined {
-		c.joined(f)
+		c.joined()
 	}
 	return c.awaitFor(ctx, f, load, joined), nil
 }
@@ -213,7 +213,7 @@ func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared b
 // now, having left pc or the flight pc handed it to (then, only while its
 // fetch.lua is out, nothing heard from the node since it was sent).
 func (c *Cache) rescueDue(pc *peekCall, r *rescue, first bool) bool {
-	if f := pc.handed.To(); f == nil && !c.due(r) || f != nil && (!f.asking.Load() || c.store.pipe.HeardSince(r.Name, time.Unix(0, f.asked.Load()))) {
+	if f := pc.handed.To(); f == nil && !c.due(r) || f != nil && (!f.asking.Load() || c.store.pipe.HeardSince(r.Name, r.From(f.asked.Load()))) {
 		return false
 	}
 	if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, pc.key, first); handed {

@@ -42,7 +42,7 @@ type flight struct {
 
 	joinedAt atomic.Int64 // near.Clock when its last caller joined (judgeNotice)
 	asking   atomic.Bool  // a fetch.lua of the flight is out, unanswered (rescue.go)
-	asked    atomic.Int64 // when the last one was sent, Unix ns (its callers' silence is watched from then)
+	asked    atomic.Int64 // when its first one was sent, Unix ns (its handed-over callers' silence is watched from then)
 	token    string       // its lease token (resolve): run ends its lease's renewals
 
 	done     chan struct{} // closed once answer is set

@@ -811,3 +811,56 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Once a waiter's notice is judged (by the records as they stood when its
+// last caller joined), its flight is joined by nobody: a call that comes
+// while it is still answering (held here by an Observer that blocks on
+// EventWaitEnd) starts a flight of its own, judged by its own time.
+func TestNotice_NoJoinAfterItsJudgement(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	finish := hold(t, e.c, "k", []byte("v"), nil)
+	ended, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w := newCache(t, e.srv.Client(), &corral.Options{Observer: observerFunc(func(_ context.Context, ev corral.Event) {
+		if ev.Kind == corral.EventWaitEnd && ev.Key == "k" {
+			once.Do(func() { close(ended); <-proceed })
+		}
+	})})
+	defer func() {
+		select {
+		case <-proceed:
+		default:
+			close(proceed)
+		}
+	}()
+	parked := make(chan struct{})
+	var pOnce sync.Once
+	corral.SetOnParked(w, func(string) { pOnce.Do(func() { close(parked) }) })
+	first := make(chan string, 1)
+	go func() {
+		v, err := w.Fetch(context.Background(), "k", time.Minute, value("mine"))
+		first <- fmt.Sprintf("%s %v", v, err)
+	}()
+	<-parked // waiting for the holder's notice, which it will hear
+	finish()
+	<-ended // the notice judged; the flight not answered yet
+	joined := w.Stats().Joined
+	late := make(chan string, 1)
+	go func() {
+		v, err := w.Fetch(context.Background(), "k", time.Minute, value("mine"))
+		late <- fmt.Sprintf("%s %v", v, err)
+	}()
+	select {
+	case got := <-late:
+		if got != "v <nil>" || w.Stats().Joined != joined {
+			t.Fatalf("late call: %s, joined %d flights; want the value, from a flight of its own", got, w.Stats().Joined-joined)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late call joined the flight being answered (it waits for it)")
+	}
+	close(proceed)
+	if got := <-first; got != "v <nil>" {
+		t.Fatalf("first call: %s", got)
+	}
+}

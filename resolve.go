@@ -46,7 +46,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			c.stats.RedisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
-		f.asked.Store(time.Now().UnixNano())
+		f.asked.CompareAndSwap(0, time.Now().UnixNano())
 		f.asking.Store(true)
 		r, err := c.store.fetch(fctx, f.names, args)
 		f.asking.Store(false)
@@ -272,6 +272,7 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeValue:
 			return answer{val: n.Value, out: outWaited}, true
 		case wire.NoticeBorn:
+			c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
 			if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
 				return answer{val: n.Value, out: outWaited}, true
 			} // invalidated since the load began (groups.go): fetch again, which decides

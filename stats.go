@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
-	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/stats"
 )
 
@@ -133,10 +132,7 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 
 // joined counts a call that joined a flight another call started
 // (Stats.Joined).
-func (c *Cache) joined(f *flight) {
-	c.stats.Joined.Add(1)
-	near.Stamp(&f.joinedAt)
-}
+func (c *Cache) joined() { c.stats.Joined.Add(1) }
 
 // refused counts a call of key refused before it began (its arguments,
 // its context, Close): an error of its own. It returns err.

@@ -20,6 +20,15 @@ type Rescue struct {
 	again    bool // Again was given
 }
 
+// From is when r's silence is watched from for a caller whose attempt
+// began at began (Unix ns) rather than when r was planned: the later.
+func (r *Rescue) From(began int64) time.Time {
+	if t := time.Unix(0, began); t.After(r.Began) {
+		return t
+	}
+	return r.Began
+}
+
 // Again gives r's caller a second chance, once, when at r's time the node
 // had answered something since Began: perhaps a reply to a request sent
 // before the attempt, read late on a starved machine, which says nothing of

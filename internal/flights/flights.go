@@ -22,8 +22,11 @@ import (
 // A Group is the calls under way, one per key at most. C is a call (a
 // pointer to one). Its zero value is ready to use.
 type Group[C comparable] struct {
-	mu sync.Mutex         // guards m, and each call's callers and loading
-	m  map[string]slot[C] // the call under way of each key
+	// Joined, when set, is told of each caller joining a call under way,
+	// under the Group's lock: before that caller is counted.
+	Joined func(C)
+	mu     sync.Mutex         // guards m, and each call's callers and loading
+	m      map[string]slot[C] // the call under way of each key
 }
 
 // slot is a key's call under way, with what the Group keeps of it. Only a
@@ -42,6 +45,7 @@ func (g *Group[C]) Join(key string, start func() (C, bool)) (c C, joined, ok boo
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, found := g.m[key]; found {
+		g.joined(s.call)
 		s.callers++
 		g.m[key] = s
 		return s.call, true, true
@@ -157,9 +161,17 @@ func (g *Group[C]) JoinRunning(key string) (c C, ok bool) {
 	if !ok {
 		return c, false
 	}
+	g.joined(s.call)
 	s.callers++
 	g.m[key] = s
 	return s.call, true
+}
+
+// joined tells Joined, if set, of a caller joining c.
+func (g *Group[C]) joined(c C) {
+	if g.Joined != nil {
+		g.Joined(c)
+	}
 }
 
 // Leave records that a caller stopped waiting for key's call c. The last

@@ -125,3 +125,38 @@ func TestClockedOpFailsThenTime(t *testing.T) {
 		t.Fatalf("sent %v; want %v", got, want)
 	}
 }
+
+// An op already sent again for want of a clock gets a TIME however its
+// batch is made: behind a carrier that fails again and a fresh op needing
+// the clock, it is not sent a third time.
+func TestClockedOpTimedBehindUntimed(t *testing.T) {
+	t.Parallel()
+	rdb, sent := namesSent(t)
+	p := newPipeline(t, rdb, Config{})
+	ctx := context.Background()
+	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
+	if err := failing.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sent(true)
+	res := make(chan Result, 3)
+	bad := &Op{Ctx: ctx, Key: "k", Script: failing, Finish: func(r Result) { res <- r },
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return failing.EvalSha(ctx, p, []string{"k"})
+		},
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return failing.Eval(ctx, p, []string{"k"}) },
+		Clocked: func(redis.Cmder) (time.Time, bool) { return time.Time{}, false },
+	}
+	fresh, old := get(ctx, "k"), get(ctx, "k")
+	fresh.Clock, fresh.Finish = true, func(r Result) { res <- r }
+	old.Clock, old.Finish, old.timed = true, func(r Result) { res <- r }, true
+	p.SendAll([]*Op{bad, fresh, old})
+	for range 3 {
+		if r := <-res; r.Err != nil || r.Cmd.Name() == "get" && r.Now <= 0 {
+			t.Fatalf("%v, now %d", r.Err, r.Now)
+		}
+	}
+	if got := sent(false); got["get"] != 2 || got["time"] != 1 {
+		t.Fatalf("sent %v; want each GET once, behind one TIME", got)
+	}
+}

@@ -153,17 +153,17 @@ func (p *Pipeline) answer(o *Op, cmd redis.Cmder, now int64) (again bool) {
 func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now int64, err error) {
 	pipe := g.node.client.Pipeline()
 	var clock *redis.TimeCmd
-	clocked := -1 // the op ahead of those needing the clock whose reply carries it
+	clocked, timed := -1, false // the op ahead of those needing the clock whose reply carries it; TIME all the same
 	for i, o := range g.ops {
-		if o.Clocked != nil && clocked < 0 {
+		switch {
+		case o.Clock:
+			timed = timed || clocked < 0 || o.timed
+		case o.Clocked != nil && clocked < 0:
 			clocked = i
 		}
-		if o.Clock {
-			if clocked < 0 || o.timed {
-				clock = pipe.Time(ctx)
-			}
-			break
-		}
+	}
+	if timed {
+		clock = pipe.Time(ctx)
 	}
 	cmds = make([]redis.Cmder, len(g.ops))
 	var sourced []*redis.Script // the scripts whose source goes in this batch
