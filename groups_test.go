@@ -776,6 +776,13 @@ func TestNotice_RecordsAsOfTheLastCaller(t *testing.T) {
 	rdb := e.srv.Client()
 	rdb.AddHook(f)
 	waiter := newCache(t, rdb, nil)
+	parked := make(chan string, 16) // the waiter will hear the notice (not re-check on its own)
+	corral.SetOnParked(waiter, func(ch string) {
+		select {
+		case parked <- ch:
+		default:
+		}
+	})
 	for round, late := range []bool{false, true} {
 		key := fmt.Sprint("k", round)
 		finish := hold(t, e.c, key, []byte("v"), nil)
@@ -786,6 +793,11 @@ func TestNotice_RecordsAsOfTheLastCaller(t *testing.T) {
 			got <- fmt.Sprintf("%s %v", v, err)
 		}
 		go fetch()
+		for ch := range parked {
+			if strings.HasSuffix(ch, key) {
+				break
+			}
+		}
 		eventually(t, 10*time.Second, "the waiter waits", func() bool { return waiter.Stats().Waits-before.Waits == 1 })
 		reads.Store(0)
 		time.Sleep(corral.Coherence + 50*time.Millisecond) // the records the wait began with grow stale (not synchronisation)
