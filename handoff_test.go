@@ -131,14 +131,14 @@ func TestPeek_HandedCallerRescued(t *testing.T) {
 		return nil
 	})
 	rdb.AddHook(f)
-	c := newCache(t, rdb, nil)
+	c := newCache(t, rdb, &corral.Options{RedisTimeout: 3 * time.Second}) // a 1.5 s deadline is rescued
 	if _, err := c.Fetch(context.Background(), "warm", time.Minute, value("w")); err != nil {
 		t.Fatal(err)
 	}
 	armed.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	if v, err := c.Fetch(ctx, "k", time.Minute, slow(200*time.Millisecond, nil, "v")); err != nil || string(v) != "v" {
+	if v, err := c.Fetch(ctx, "k", time.Minute, slow(400*time.Millisecond, nil, "v")); err != nil || string(v) != "v" {
 		t.Fatalf("Fetch = %q, %v; want the loader's value, rescued before the deadline", v, err)
 	}
 }
