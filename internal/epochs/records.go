@@ -145,16 +145,19 @@ func readClock(cmd redis.Cmder) (time.Time, bool) {
 	if !ok || c.Err() != nil {
 		return time.Time{}, false
 	}
-	a, _ := c.Val().([]any)
+	us, ok := readNow(c.Val())
+	return time.UnixMicro(us), ok
+}
+
+// readNow is the clock in read.lua's reply res, in microseconds.
+func readNow(res any) (us int64, ok bool) {
+	a, _ := res.([]any)
 	if len(a) != 2 {
-		return time.Time{}, false
+		return 0, false
 	}
 	s, _ := a[0].(string)
 	us, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || us <= 0 {
-		return time.Time{}, false
-	}
-	return time.UnixMicro(us), true
+	return us, err == nil && us > 0
 }
 
 // readKeys are read.lua's KEYS for tags.
@@ -172,8 +175,7 @@ func parseRead(res any, n int) (clear string, vals []string, now int64, err erro
 	if len(got) != n+1 {
 		return "", nil, 0, fmt.Errorf("unexpected reply %#v", res)
 	}
-	s, _ := a[0].(string)
-	now, _ = strconv.ParseInt(s, 10, 64)
+	now, _ = readNow(res)
 	vals = make([]string, n)
 	for i := range n {
 		vals[i], _ = got[i+1].(string)

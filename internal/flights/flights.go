@@ -51,12 +51,17 @@ func (g *Group[C]) Join(key string, start func() (C, bool)) (c C, joined, ok boo
 		return s.call, true, true
 	}
 	if c, ok = start(); ok {
-		if g.m == nil {
-			g.m = make(map[string]slot[C])
-		}
-		g.m[key] = slot[C]{call: c, callers: 1}
+		g.put(key, c, 1)
 	}
 	return c, false, ok
+}
+
+// put makes c key's call, with n callers. Called with g.mu held.
+func (g *Group[C]) put(key string, c C, n int) {
+	if g.m == nil {
+		g.m = make(map[string]slot[C])
+	}
+	g.m[key] = slot[C]{call: c, callers: n}
 }
 
 // Start starts key's call with n callers, those of another call that hands
@@ -70,10 +75,7 @@ func (g *Group[C]) Start(key string, n int, start func() (C, bool)) (c C, ok boo
 		return c, false
 	}
 	if c, ok = start(); ok {
-		if g.m == nil {
-			g.m = make(map[string]slot[C])
-		}
-		g.m[key] = slot[C]{call: c, callers: n}
+		g.put(key, c, n)
 	}
 	return c, ok
 }
@@ -107,9 +109,8 @@ type Handover[C comparable] struct {
 // starts key's call of to with them (Start, with start): their answer is
 // to's call's now. joined is how many of them joined it: all but one,
 // the caller that began p, or, when it left, the first to Claim its place.
-// ok is false, nothing handed
-// over, when p was no longer key's (ended, detached, or left by every
-// caller) or Start started nothing.
+// ok is false, nothing handed over, when p was no longer key's (ended,
+// detached, or left by every caller) or Start started nothing.
 func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], key string, start func() (C, bool)) (joined int, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

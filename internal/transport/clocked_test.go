@@ -34,6 +34,24 @@ func namesSent(t *testing.T) (*redis.Client, func(reset bool) map[string]int) {
 	}
 }
 
+// failingCarrier returns an op that was to carry the clock (Clocked) and
+// fails with an error reply (the script's own, as NOPERM or BUSY would),
+// its script loaded on rdb already; done gets its result.
+func failingCarrier(t *testing.T, rdb *redis.Client, done func(Result)) *Op {
+	ctx := context.Background()
+	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
+	if err := failing.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return &Op{Ctx: ctx, Key: "k", Script: failing, Finish: done,
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return failing.EvalSha(ctx, p, []string{"k"})
+		},
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return failing.Eval(ctx, p, []string{"k"}) },
+		Clocked: func(redis.Cmder) (time.Time, bool) { return time.Time{}, false },
+	}
+}
+
 // clockScript replies with the server's clock in microseconds, as the
 // records' read.lua does.
 var clockScript = redis.NewScript(`local t = redis.call('TIME') return t[1] * 1000000 + t[2]`)
@@ -96,19 +114,9 @@ func TestClockedOpFailsThenTime(t *testing.T) {
 	rdb, sent := namesSent(t)
 	p := newPipeline(t, rdb, Config{})
 	ctx := context.Background()
-	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
-	if err := failing.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	sent(true)
 	res := make(chan Result, 2)
-	bad := &Op{Ctx: ctx, Key: "k", Script: failing, Finish: func(r Result) { res <- r },
-		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return failing.EvalSha(ctx, p, []string{"k"})
-		},
-		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return failing.Eval(ctx, p, []string{"k"}) },
-		Clocked: func(redis.Cmder) (time.Time, bool) { return time.Time{}, false },
-	}
+	bad := failingCarrier(t, rdb, func(r Result) { res <- r })
+	sent(true)
 	g := get(ctx, "k")
 	g.Clock, g.Finish = true, func(r Result) { res <- r }
 	p.SendAll([]*Op{bad, g})
@@ -134,19 +142,9 @@ func TestClockedOpTimedBehindUntimed(t *testing.T) {
 	rdb, sent := namesSent(t)
 	p := newPipeline(t, rdb, Config{})
 	ctx := context.Background()
-	failing := redis.NewScript(`return redis.error_reply('ERR boom')`)
-	if err := failing.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	sent(true)
 	res := make(chan Result, 3)
-	bad := &Op{Ctx: ctx, Key: "k", Script: failing, Finish: func(r Result) { res <- r },
-		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return failing.EvalSha(ctx, p, []string{"k"})
-		},
-		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder { return failing.Eval(ctx, p, []string{"k"}) },
-		Clocked: func(redis.Cmder) (time.Time, bool) { return time.Time{}, false },
-	}
+	bad := failingCarrier(t, rdb, func(r Result) { res <- r })
+	sent(true)
 	fresh, old := get(ctx, "k"), get(ctx, "k")
 	fresh.Clock, fresh.Finish = true, func(r Result) { res <- r }
 	old.Clock, old.Finish, old.timed = true, func(r Result) { res <- r }, true
