@@ -160,10 +160,11 @@ func (c *Cache) sweep(epoch int64) {
 
 // sendPeeks sends peeks (one may go inline), with a read of the group
 // invalidations' records when one is due (epochs' Due): in the same batch,
-// so the records cost a peek no round trip more.
+// so the records cost a peek no round trip more, and on one server no
+// command more either, folded into the first peek (epochs' ReadBeside).
 func (c *Cache) sendPeeks(ops []*transport.Op) {
 	if tags, done, ok := c.groups.Due(); ok {
-		ops = append([]*transport.Op{c.records.ReadOp(c.ctx, tags, done)}, ops...)
+		ops = append(c.records.ReadBeside(c.ctx, tags, done, ops[0], c.resend), ops[1:]...)
 	}
 	if len(ops) == 1 {
 		c.store.send(ops[0])
@@ -175,11 +176,14 @@ func (c *Cache) sendPeeks(ops []*transport.Op) {
 // sendPeek is sendPeeks of one, without a slice on the hit path.
 func (c *Cache) sendPeek(o *transport.Op) {
 	if tags, done, ok := c.groups.Due(); ok {
-		c.store.sendAll([]*transport.Op{c.records.ReadOp(c.ctx, tags, done), o})
+		c.store.sendAll(c.records.ReadBeside(c.ctx, tags, done, o, c.resend))
 		return
 	}
 	c.store.send(o)
 }
+
+// resend sends ops a folded read could not answer (epochs' ReadBeside).
+func (c *Cache) resend(ops ...*transport.Op) { c.store.sendAll(ops) }
 
 // judge is the verdict of the group invalidations on an entry (its born
 // and tags), the records read first when stale (epochs' Verdict).

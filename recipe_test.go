@@ -9,7 +9,6 @@ package corral_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,9 +77,10 @@ func TestRecipe_RecheckBeforeLoading(t *testing.T) {
 	ctx := context.Background()
 	var stored atomic.Bool
 	f.setAfter(func(cmd redis.Cmder) error {
-		// The peek (HMGET of the entry) has just missed: the other
-		// process's value lands now, before the fetch script runs.
-		if strings.EqualFold(cmd.Name(), "hmget") && !stored.Swap(true) {
+		// The peek (HMGET of the entry, or a script folding it with the
+		// records' read) has just missed: the other process's value lands
+		// now, before the fetch script runs.
+		if isPeek(cmd, "{recheck}") && !stored.Swap(true) {
 			if err := other.Set(ctx, "{recheck}", []byte("from the other process"), time.Minute); err != nil {
 				t.Errorf("Set: %v", err)
 			}

@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/warn"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,12 +29,15 @@ var (
 	readSrc string
 	//go:embed sweep.lua
 	sweepSrc string
+	//go:embed peekread.lua
+	peekReadSrc string
 
 	markScript    = redis.NewScript(markSrc)
 	taggedScript  = redis.NewScript(taggedSrc)
 	reclaimScript = redis.NewScript(reclaimSrc)
 	readScript    = redis.NewScript(readSrc)
 	sweepScript   = redis.NewScript(sweepSrc)
+	peekRead      = redis.NewScript(peekReadSrc)
 )
 
 // RecordMin is the least a tag's record lives once written by an
@@ -46,6 +51,24 @@ type Records struct {
 	// Call runs a script through the Cache's one door to Redis; recovery
 	// marks it as a recovering node's own (a replayed invalidation).
 	Call func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error)
+	// Fold, when set, lets ReadBeside fold a read of the records and a
+	// peek into one script: for a client of one server (NewFold).
+	Fold *Fold
+}
+
+// Fold is whether a server takes the records' read and a peek as one
+// script (peekread.lua): it holds every key, so a script may read keys of
+// any slot. A server that refuses it once (a proxy that shards, a Cluster
+// node behind a plain client) is sent the two commands from then on.
+type Fold struct{ refused atomic.Bool }
+
+// NewFold returns a Fold for rdb when it is a client of one server, and
+// nil for a Cluster's or a Ring's, whose keys are spread over nodes.
+func NewFold(rdb redis.UniversalClient) *Fold {
+	if _, ok := rdb.(*redis.Client); ok {
+		return &Fold{}
+	}
+	return nil
 }
 
 // Kind is what an invalidation does.
@@ -136,6 +159,79 @@ func (r Records) ReadOp(ctx context.Context, tags []string, done func(clear stri
 			done(parseRead(res.Cmd.(*redis.Cmd).Val(), len(tags)))
 		},
 	}
+}
+
+// ReadBeside returns the ops that read the records of tags, for done, and
+// the peek o (an HMGET of a hash's fields, in o.Read): one script for both
+// (peekread.lua) while the server takes it (Fold), else ReadOp and o. Sent
+// as a batch, either way costs one round trip; folded, it is one command.
+// A folded read that gets an error reply is sent again as the two, with
+// resend: the error is then each command's own (a key of another type at
+// the entry's name, a right missing).
+func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear string, vals []string, now int64, err error), o *transport.Op, resend func(...*transport.Op)) []*transport.Op {
+	if r.Fold == nil || r.Fold.refused.Load() || len(o.Read) < 3 {
+		return []*transport.Op{r.ReadOp(ctx, tags, done), o}
+	}
+	entry, _ := o.Read[1].(string)
+	keys := append([]string{entry}, r.readKeys(tags)...)
+	fields := o.Read[2:]
+	return []*transport.Op{{Ctx: ctx, Key: entry, ReadOnly: true, Script: peekRead, Clocked: peekReadClock,
+		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return peekRead.EvalSha(ctx, p, keys, fields...)
+		},
+		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+			return peekRead.Eval(ctx, p, keys, fields...)
+		},
+		Finish: func(res transport.Result) {
+			if res.Err == nil {
+				res.Err = res.Cmd.Err()
+			}
+			switch {
+			case res.Err != nil && transport.Says(res.Err, transport.Reply):
+				if !warn.IsWrongType(res.Err) {
+					r.Fold.refused.Store(true)
+				}
+				resend(r.ReadOp(ctx, tags, done), o)
+				return
+			case res.Err != nil:
+				done("", nil, 0, res.Err)
+				o.Answer(transport.Result{Err: res.Err})
+				return
+			}
+			a, _ := res.Cmd.(*redis.Cmd).Val().([]any)
+			if len(a) != 3 {
+				err := fmt.Errorf("unexpected reply %#v", a)
+				done("", nil, 0, err)
+				o.Answer(transport.Result{Err: err})
+				return
+			}
+			clear, vals, now, err := parseRead(a[:2], len(tags))
+			done(clear, vals, now, err)
+			got, _ := a[2].([]any)
+			strs := make([]string, len(got))
+			for i, v := range got {
+				strs[i], _ = v.(string) // a missing field is "", as HMGET's StringSliceCmd has it
+			}
+			cmd := redis.NewStringSliceCmd(ctx)
+			cmd.SetVal(strs)
+			o.Answer(transport.Result{Cmd: cmd, Now: time.UnixMicro(now).UnixMilli()})
+		},
+	}}
+}
+
+// peekReadClock is the server's clock peekread.lua read (ReadBeside's
+// Clocked), as readClock.
+func peekReadClock(cmd redis.Cmder) (time.Time, bool) {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok || c.Err() != nil {
+		return time.Time{}, false
+	}
+	a, _ := c.Val().([]any)
+	if len(a) != 3 {
+		return time.Time{}, false
+	}
+	us, ok := readNow(a[:2])
+	return time.UnixMicro(us), ok
 }
 
 // readClock is the server's clock read.lua read (ReadOp's Clocked): the

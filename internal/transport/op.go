@@ -70,6 +70,10 @@ type Result struct {
 	Err error
 }
 
+// Answer gives o the result r as the pipeline would: for an op whose
+// command went folded into another's (epochs' ReadBeside).
+func (o *Op) Answer(r Result) { o.finish(r) }
+
 // finish tells o's result to Finish, or else to Finisher.
 func (o *Op) finish(r Result) {
 	if o.Finish != nil {

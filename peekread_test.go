@@ -1,0 +1,168 @@
+package corral_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// sent records the commands a client sends (a hook), by name, with the
+// first key of a script's: "evalsha <key>".
+type sent struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (s *sent) record(cmd redis.Cmder) error {
+	if isSetup(cmd) {
+		return nil
+	}
+	a := cmd.Args()
+	name := strings.ToLower(fmt.Sprint(a[0]))
+	if (name == "evalsha" || name == "eval") && len(a) > 3 {
+		name += " " + fmt.Sprint(a[3])
+	}
+	s.mu.Lock()
+	s.names = append(s.names, name)
+	s.mu.Unlock()
+	return nil
+}
+
+// take returns the commands recorded since the last take.
+func (s *sent) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.names
+	s.names = nil
+	return got
+}
+
+// A Cache on one server reads the group invalidations' records and the
+// entry in one command (peekread.lua) when the records are due: a first
+// hit is one EVALSHA, with no HMGET, read.lua or TIME beside it, and the
+// records it read are the ones it judges by (an entry of an invalidated
+// tag is loaded again).
+func TestPeek_RecordsFolded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	tagged := func(v string) func(context.Context) (corral.Entry, error) {
+		return func(context.Context) (corral.Entry, error) {
+			return corral.Entry{Value: []byte(v), TTL: time.Hour, Tags: []string{"t"}}, nil
+		}
+	}
+	for _, k := range []string{"kept", "dropped"} {
+		if _, err := e.c.FetchEntry(ctx, k, tagged("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.c.InvalidateTags(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.FetchEntry(ctx, "kept", tagged("new")); err != nil { // stored again after the invalidation
+		t.Fatal(err)
+	}
+
+	rdb := e.srv.Client()
+	s := &sent{}
+	f := &faults{}
+	f.setBefore(s.record)
+	rdb.AddHook(f)
+	c := newCache(t, rdb, nil)
+	var startUp []string
+	eventually(t, 10*time.Second, "the start-up checks are sent", func() bool {
+		startUp = append(startUp, s.take()...)
+		return slices.Contains(startUp, "config") && slices.Contains(startUp, "eval corral:probe")
+	})
+	v, err := c.FetchEntry(ctx, "kept", tagged("unwanted"))
+	if string(v) != "new" || err != nil {
+		t.Fatalf("FetchEntry(kept) = %q, %v; want the stored value", v, err)
+	}
+	entry := wire.EntryName("corral", "kept")
+	if got := s.take(); len(got) != 1 || !strings.HasSuffix(got[0], " "+entry) {
+		t.Fatalf("a first hit sent %q; want one script on %s", got, entry)
+	}
+	v, err = c.FetchEntry(ctx, "dropped", tagged("reloaded"))
+	if string(v) != "reloaded" || err != nil {
+		t.Fatalf("FetchEntry(dropped) = %q, %v; want it loaded again (its tag was invalidated)", v, err)
+	}
+}
+
+// refusal is an error reply of Redis's, as a refused command gets.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+func (refusal) RedisError()     {}
+
+// A server that refuses the folded read (a proxy that shards keys, say)
+// is sent the records' read and the peek apart, at once and from then on;
+// a key of another type at an entry's name is no refusal.
+func TestPeek_RecordsFoldRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.c.Fetch(ctx, "k", time.Hour, value("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Set(ctx, wire.EntryName("corral", "foreign"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	entry, records := wire.EntryName("corral", "k"), wire.ClearName("corral")
+	for _, refuse := range []bool{false, true} {
+		rdb := e.srv.Client()
+		s := &sent{}
+		f := &faults{}
+		f.setBefore(func(cmd redis.Cmder) error {
+			_ = s.record(cmd)
+			if a := cmd.Args(); refuse && len(a) > 4 && a[3] == entry && a[4] == records {
+				return refusal("CROSSSLOT Keys in request don't hash to the same slot")
+			}
+			return nil
+		})
+		rdb.AddHook(f)
+		c := newCache(t, rdb, nil)
+		if _, err := c.Fetch(ctx, "foreign", time.Hour, value("mine")); err != nil {
+			t.Fatalf("refused %v: Fetch(foreign): %v", refuse, err)
+		}
+		// Hits until the records are read folded, or twice apart once refused.
+		apart := 0
+		eventually(t, 10*time.Second, "the records read again", func() bool {
+			s.take()
+			v, err := c.Fetch(ctx, "k", time.Hour, value("unwanted"))
+			if string(v) != "v" || err != nil {
+				t.Fatalf("refused %v: Fetch(k) = %q, %v; want the stored value", refuse, v, err)
+			}
+			got := s.take()
+			folded := slices.Contains(got, "evalsha "+entry)
+			read := slices.Contains(got, "evalsha "+records)
+			if refuse && folded && apart > 0 || !refuse && read {
+				t.Fatalf("refused %v: a hit sent %q", refuse, got)
+			}
+			if read {
+				apart++
+			}
+			return !refuse && folded || apart == 2
+		})
+	}
+}
+
+// isPeek reports whether cmd is a peek of key (under the default prefix):
+// an HMGET of its entry, or peekread.lua, folded with the records' read.
+func isPeek(cmd redis.Cmder, key string) bool {
+	a, entry := cmd.Args(), wire.EntryName("corral", key)
+	switch strings.ToLower(fmt.Sprint(a[0])) {
+	case "hmget":
+		return len(a) > 1 && a[1] == entry
+	case "evalsha", "eval":
+		return len(a) > 4 && a[3] == entry && a[4] == wire.ClearName("corral")
+	}
+	return false
+}
