@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/internal/replay"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -91,7 +92,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	c.initWarnings()
 	c.notify = notify.New(notify.Config{
 		Client: rdb, Mode: c.pubsubMark, NodeFailed: c.nodeFailed,
-		Stats: &c.stats, Timeout: o.RedisTimeout, Logger: o.Logger,
+		Stats: &c.stats, Timeout: o.RedisTimeout, Logger: o.Logger, Echo: wire.Echoes(o.Prefix),
 	})
 	// Even at CodecVersion 0: a release without a version is the oldest of
 	// all, and meets the entries of any release that set one.

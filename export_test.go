@@ -25,3 +25,7 @@ func RunsFailOpen(ctx context.Context) bool {
 func (l *lease) serverDeadline(slack time.Duration) int64 {
 	return l.serverAt(time.Now().Add(slack))
 }
+
+// PeekCallers returns how many callers wait for key's peek on c (a Fetch's
+// peek, which hands them over to the key's flight).
+func PeekCallers(c *Cache, key string) int { return c.peeks.Callers(key) }

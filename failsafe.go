@@ -2,10 +2,13 @@ package corral
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/failopen"
+	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // Memory is the last line: while this process cannot use Redis for a call,
@@ -189,4 +192,92 @@ func (c *Cache) forget(key string) {
 func (c *Cache) forgetAll() {
 	c.opens.DropAll()
 	c.memory().ForgetAll()
+}
+
+// failOpen answers f when Redis failed: with DisableFailOpen the error,
+// otherwise from memory (failsafe.go) or the loader's result. When
+// fetch.lua was sent but its reply never came (Redis went silent, the
+// connection dropped), it may have run and taken the lease for token after
+// all: then, once the callers have their answer, the result is committed
+// under token (or the lease handed back), so waiters in other processes are
+// not left to the lease's expiry. A commit that finds the lease not held by
+// token changes nothing.
+func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, followUp) {
+	sent := token != "" && !transport.Says(redisErr, transport.Unreachable) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
+	copies := !errors.Is(redisErr, ErrWriteRefused)                                                                 // Redis answered: no entry
+	if redisFailed(redisErr) {
+		if a, ok := c.failSafeFrom(f.key, copies); ok {
+			if sent {
+				return a, handBack{token}
+			}
+			return a, nil
+		}
+	}
+	if c.opts.DisableFailOpen {
+		return answer{err: redisErr}, nil
+	}
+	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
+		// The breaker warned as it opened, and refused writes are warned
+		// of apart: no warning per call.
+		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
+	} else {
+		c.warn.FailOpen(f.key, redisErr)
+	}
+	open := commitOpen{token: token}
+	out := outFailOpen
+	if redisFailed(redisErr) {
+		var held bool
+		if open.val, open.took, open.fr, held, open.err = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
+			out = outFailSafe
+		}
+	} else {
+		lctx, _ := failopen.Marked(f.ctx)
+		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
+	}
+	a := answer{val: open.val, err: open.err, out: out}
+	if !sent {
+		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
+	}
+	return a, open
+}
+
+// commitOpen is what remains of a fail-open load whose fetch.lua may have
+// taken the lease for token (see failOpen): its result to commit under
+// it, or the lease to hand back.
+type commitOpen struct {
+	token string
+	val   []byte
+	took  time.Duration
+	fr    freshness
+	err   error
+}
+
+func (o commitOpen) run(c *Cache, f *flight) {
+	switch val := o.val; {
+	case o.err == nil && len(val) <= c.opts.MaxValueBytes && o.fr.stored():
+		if val == nil {
+			val = []byte{}
+		}
+		e := c.entry(val, wire.Value, o.fr, o.took)
+		e.born = 1 // its load's start on the records' clock is unknown: the earliest, on the safe side
+		err := c.tagged(c.drain, e)
+		if err == nil {
+			_, err = c.store.commit(c.drain, f.names, o.token, e)
+		}
+		if err != nil {
+			c.stats.RedisErrors.Add(1)
+		}
+	case isNotFound(o.err):
+		e := c.entry(nil, wire.NotFound, o.fr, 0)
+		e.born = 1
+		c.store.commit(c.drain, f.names, o.token, e)
+	default:
+		notice := wire.Recheck
+		if o.err != nil && !errors.Is(o.err, ErrClosed) {
+			notice = wire.FailureNotice(o.err)
+		}
+		if _, err := c.store.release(c.drain, f.names, o.token, releaseArgs{notice: notice}); err != nil {
+			c.stats.RedisErrors.Add(1)
+		}
+	}
 }

@@ -117,6 +117,7 @@ type how struct {
 	drawn   bool
 	version string // Options.CodecVersion for Fetch[T]; "" (any) for Cache.Fetch
 	skip    int64  // the soft expiry of an entry to take as missing; 0 for none
+	listen  bool   // callers contend for the key: its flight listens before it asks (resolve)
 }
 
 // fromRedis answers a call from Redis: from a peek when the entry is fresh,

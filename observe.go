@@ -320,7 +320,7 @@ func (c *Cache) waitStarted(f *flight, w *waiting) {
 // waitEnded tells the Observer that f's wait, if it waited, ended with
 // err. Only the first call after a wait began tells it.
 func (c *Cache) waitEnded(f *flight, w *waiting, err error) {
-	if w.sub == nil || w.ended || c.opts.Observer == nil {
+	if w.began.IsZero() || w.ended || c.opts.Observer == nil {
 		return
 	}
 	w.ended = true

@@ -94,8 +94,10 @@ func (pc *peekCall) Finished(res transport.Result) {
 // answers them itself (they all left, pc was detached, a flight of the
 // key is under way already, or the Cache closed).
 func (c *Cache) handOff(pc *peekCall) bool {
-	joined, ok := flights.Hand(&pc.handed, &c.peeks, pc, &c.flights, pc.key, func() (*flight, bool) {
-		return c.newFlight(pc.first, pc.key, pc.load, pc.how, nil, nil, pc.done)
+	joined, ok := flights.Hand(&pc.handed, &c.peeks, pc, &c.flights, pc.key, func(callers int) (*flight, bool) {
+		h := pc.how
+		h.listen = callers > 1
+		return c.newFlight(pc.first, pc.key, pc.load, h, nil, nil, pc.done)
 	})
 	c.stats.Joined.Add(uint64(joined))
 	return ok

@@ -132,8 +132,9 @@ func TestPeek_RecordsFoldRefused(t *testing.T) {
 		if _, err := c.Fetch(ctx, "foreign", time.Hour, value("mine")); err != nil {
 			t.Fatalf("refused %v: Fetch(foreign): %v", refuse, err)
 		}
-		// Hits until the records are read folded, or twice apart once refused.
-		apart := 0
+		// Hits until the records are read folded with a peek; refused,
+		// until two reads of the records after the refusal, none folded.
+		refused, after := false, 0
 		eventually(t, 10*time.Second, "the records read again", func() bool {
 			s.take()
 			v, err := c.Fetch(ctx, "k", time.Hour, value("unwanted"))
@@ -143,13 +144,19 @@ func TestPeek_RecordsFoldRefused(t *testing.T) {
 			got := s.take()
 			folded := slices.Contains(got, "evalsha "+entry)
 			read := slices.Contains(got, "evalsha "+records)
-			if refuse && folded && apart > 0 || !refuse && read {
-				t.Fatalf("refused %v: a hit sent %q", refuse, got)
+			switch {
+			case !refuse:
+				return folded
+			case folded && refused:
+				t.Fatalf("a hit after the refusal sent %q; want the records read apart", got)
+			case folded && !read:
+				t.Fatalf("the refused hit sent %q; want its read sent again apart", got)
+			case folded:
+				refused = true
+			case read && refused:
+				after++
 			}
-			if read {
-				apart++
-			}
-			return !refuse && folded || apart == 2
+			return after == 2
 		})
 	}
 }

@@ -23,13 +23,15 @@ func (s *store) pubsub(ctx context.Context) (notify.Mode, error) { return s.mode
 // (often a whole stampede, on an instance that has just started cold) waits
 // one more round trip, for the probe, before its fetch. Then, Redis having
 // answered, it starts the rights and eviction-policy checks the first call
-// would start. New does not wait. While Redis is down or silent the probe
+// would start, and opens the pub/sub connection for the first waiters
+// (notify's Open). New does not wait. While Redis is down or silent the probe
 // fails within RedisTimeout, and the first calls do all of it as before.
 func (c *Cache) warmUp() {
 	c.tasks.Start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
 		if _, err := c.store.pubsub(ctx); err == nil {
+			c.notify.Open(ctx)
 			c.firstUse()
 			c.diagnoseSoon()
 		}

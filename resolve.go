@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
-	"github.com/corralhq/corral/internal/failopen"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/recheck"
-	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -25,13 +23,22 @@ import (
 // to do once the callers have their answer: refresh a value still served,
 // or send a commit again.
 func (c *Cache) resolve(f *flight) (a answer, next followUp) {
-	args := c.askArgs(f)
-	token := f.token
 	var w waiting
 	defer func() {
 		c.waitEnded(f, &w, a.err)
 		w.close()
 	}()
+	if f.how.listen && f.peekErr == nil {
+		// Contended: likely to wait. Listen while the first fetch.lua is
+		// out, which says whether we were listening in time (its echo,
+		// published by the token's mark: the pub/sub mode, known now).
+		w.sub = c.notify.Listen(f.ctx, f.names.Notice, true)
+	}
+	args := c.askArgs(f)
+	token := f.token
+	if w.sub != nil {
+		args.echo = w.sub.Echo()
+	}
 	// Callers leaving do not abandon a fetch (it may take the lease, which
 	// must then be handed back); Close does.
 	fctx, stop := context.WithCancel(context.WithoutCancel(f.ctx))
@@ -50,7 +57,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 		f.asking.Store(true)
 		r, err := c.store.fetch(fctx, f.names, args)
 		f.asking.Store(false)
-		args.x = c.earlyFactor()
+		args.x, args.echo = c.earlyFactor(), ""
 		switch {
 		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
 			// An entry that does not decode is missing, not Redis failing.
@@ -130,7 +137,7 @@ func (c *Cache) regroup(ctx context.Context, r wire.FetchReply, args *fetchArgs)
 func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, seen int64) (a answer, next followUp, done bool) {
 	switch r.Kind {
 	case wire.Hit, wire.Stale:
-		a, next = c.served(f, r, token, w.sub != nil)
+		a, next = c.served(f, r, token, !w.began.IsZero())
 		return a, next, true
 	case wire.Newer:
 		// Written by a newer release (its codec version): leave the
@@ -150,13 +157,17 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 	}
 	// WAIT: another process holds the lease.
 	w.leaseEnds, w.holder = time.Now().Add(r.PTTL), r.Holder
-	if w.sub == nil {
-		// Subscribe, then fetch again: the notice may have gone out
-		// between the first fetch and the subscription.
+	if w.began.IsZero() {
 		c.waitStarted(f, w)
-		w.sub = c.notify.Subscribe(f.ctx, f.names.Notice)
 		f.settled() // a FetchMany's batch need not wait for it (told now, it paces subscriptions too)
-		return answer{}, nil, false
+		if w.sub == nil {
+			w.sub = c.notify.Listen(f.ctx, f.names.Notice, false)
+		}
+		if w.inTime = w.sub.InTime(f.ctx, r.Heard); !w.inTime {
+			// Fetch again: the notice may have gone out between fetch.lua
+			// and the subscription.
+			return answer{}, nil, false
+		}
 	}
 	a, done = c.awaitNotice(f, w, r.PTTL)
 	return a, nil, done
@@ -170,6 +181,7 @@ type waiting struct {
 	holder    byte                 // how the holder announces (wire.Announces)
 	polls     int                  // re-checks made without a notice to wait for
 	began     time.Time            // when the wait began
+	inTime    bool                 // sub was on before the wait began (its echo was heard)
 	ended     bool                 // the Observer was told of its end
 }
 
@@ -193,7 +205,7 @@ func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a ans
 		return answer{err: ErrClosed}, nil, true
 	}
 	c.stats.RedisErrors.Add(1)
-	if left := time.Until(w.leaseEnds); w.sub != nil && left > 0 && redisFailed(err) {
+	if left := time.Until(w.leaseEnds); !w.began.IsZero() && left > 0 && redisFailed(err) {
 		// A waiter whose re-check failed: the holder may yet commit (its
 		// node is failing over, or paused). Keep listening, and re-check
 		// now and then, until its lease would have expired; only then load
@@ -255,7 +267,7 @@ func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
 func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer, done bool) {
 	sub := w.sub
 	delay := recheck.After(pttl, c.opts.LeaseTTL, c.opts.Rand())
-	hears, pending := sub.Hears(w.holder)
+	hears, pending := sub.Hears(w.holder, w.inTime)
 	if !hears {
 		delay = min(delay, recheck.Poll(w.polls, c.opts.Rand()))
 		w.polls++
@@ -295,93 +307,5 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		return answer{}, false
 	case <-f.ctx.Done():
 		return answer{err: c.closedErr(f.ctx.Err())}, true
-	}
-}
-
-// failOpen answers f when Redis failed: with DisableFailOpen the error,
-// otherwise from memory (failsafe.go) or the loader's result. When
-// fetch.lua was sent but its reply never came (Redis went silent, the
-// connection dropped), it may have run and taken the lease for token after
-// all: then, once the callers have their answer, the result is committed
-// under token (or the lease handed back), so waiters in other processes are
-// not left to the lease's expiry. A commit that finds the lease not held by
-// token changes nothing.
-func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, followUp) {
-	sent := token != "" && !transport.Says(redisErr, transport.Unreachable) && !errors.Is(redisErr, ErrCircuitOpen) // the script may have run
-	copies := !errors.Is(redisErr, ErrWriteRefused)                                                                 // Redis answered: no entry
-	if redisFailed(redisErr) {
-		if a, ok := c.failSafeFrom(f.key, copies); ok {
-			if sent {
-				return a, handBack{token}
-			}
-			return a, nil
-		}
-	}
-	if c.opts.DisableFailOpen {
-		return answer{err: redisErr}, nil
-	}
-	if errors.Is(redisErr, ErrCircuitOpen) || errors.Is(redisErr, ErrWriteRefused) {
-		// The breaker warned as it opened, and refused writes are warned
-		// of apart: no warning per call.
-		c.opts.Logger.Debug("corral: calling the loader directly (fail-open)", "key", f.key, errAttr(redisErr))
-	} else {
-		c.warn.FailOpen(f.key, redisErr)
-	}
-	open := commitOpen{token: token}
-	out := outFailOpen
-	if redisFailed(redisErr) {
-		var held bool
-		if open.val, open.took, open.fr, held, open.err = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
-			out = outFailSafe
-		}
-	} else {
-		lctx, _ := failopen.Marked(f.ctx)
-		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
-	}
-	a := answer{val: open.val, err: open.err, out: out}
-	if !sent {
-		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
-	}
-	return a, open
-}
-
-// commitOpen is what remains of a fail-open load whose fetch.lua may have
-// taken the lease for token (see failOpen): its result to commit under
-// it, or the lease to hand back.
-type commitOpen struct {
-	token string
-	val   []byte
-	took  time.Duration
-	fr    freshness
-	err   error
-}
-
-func (o commitOpen) run(c *Cache, f *flight) {
-	switch val := o.val; {
-	case o.err == nil && len(val) <= c.opts.MaxValueBytes && o.fr.stored():
-		if val == nil {
-			val = []byte{}
-		}
-		e := c.entry(val, wire.Value, o.fr, o.took)
-		e.born = 1 // its load's start on the records' clock is unknown: the earliest, on the safe side
-		err := c.tagged(c.drain, e)
-		if err == nil {
-			_, err = c.store.commit(c.drain, f.names, o.token, e)
-		}
-		if err != nil {
-			c.stats.RedisErrors.Add(1)
-		}
-	case isNotFound(o.err):
-		e := c.entry(nil, wire.NotFound, o.fr, 0)
-		e.born = 1
-		c.store.commit(c.drain, f.names, o.token, e)
-	default:
-		notice := wire.Recheck
-		if o.err != nil && !errors.Is(o.err, ErrClosed) {
-			notice = wire.FailureNotice(o.err)
-		}
-		if _, err := c.store.release(c.drain, f.names, o.token, releaseArgs{notice: notice}); err != nil {
-			c.stats.RedisErrors.Add(1)
-		}
 	}
 }

@@ -25,7 +25,7 @@ func (s *store) fetch(ctx context.Context, n wire.Names, a fetchArgs) (wire.Fetc
 			a.granted(r, a.skip, time.Now(), asked)
 		}
 	}
-	keys, argv := a.group.Keys(n.Entry, n.Lease), wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale, a.group)
+	keys, argv := a.group.Keys(n.Entry, n.Lease), wire.FetchArgv(a.token, a.leaseTTL, a.x, a.skip, a.version, a.stale, a.group, a.echo)
 	for range 3 {
 		asked = time.Now()
 		res, err := s.callAs(ctx, false, granted, scripts.Fetch, keys, 0, argv...)
@@ -64,6 +64,7 @@ type fetchArgs struct {
 	stale    int64                                                    // the soft expiry of an entry to take as stale (a tag's soft invalidation); 0 for none
 	granted  func(r wire.FetchReply, skip int64, at, asked time.Time) // told of a reply granting the lease as it is read (at), and when its fetch was sent
 	group    wire.Group                                               // the group lease whose member the lease is; zero for none
+	echo     string                                                   // the caller's echo channel (notify's Listen); "" for none
 }
 
 // commit stores w under n. With a token it stores only while that token holds

@@ -68,13 +68,13 @@ func (g *Group[C]) put(key string, c C, n int) {
 // them over (the root's peek, finding no fresh entry: its peek.go), unless a
 // call of key is under way or start could not make one (ok false). start
 // runs under the Group's lock.
-func (g *Group[C]) Start(key string, n int, start func() (C, bool)) (c C, ok bool) {
+func (g *Group[C]) Start(key string, n int, start func(callers int) (C, bool)) (c C, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, found := g.m[key]; found {
 		return c, false
 	}
-	if c, ok = start(); ok {
+	if c, ok = start(n); ok {
 		g.put(key, c, n)
 	}
 	return c, ok
@@ -111,7 +111,7 @@ type Handover[C comparable] struct {
 // the caller that began p, or, when it left, the first to Claim its place.
 // ok is false, nothing handed over, when p was no longer key's (ended,
 // detached, or left by every caller) or Start started nothing.
-func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], key string, start func() (C, bool)) (joined int, ok bool) {
+func Hand[P, C comparable](h *Handover[C], from *Group[P], p P, to *Group[C], key string, start func(callers int) (C, bool)) (joined int, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n, ok := from.Drop(key, p)
@@ -166,6 +166,13 @@ func (g *Group[C]) JoinRunning(key string) (c C, ok bool) {
 	s.callers++
 	g.m[key] = s
 	return s.call, true
+}
+
+// Callers returns how many callers wait for key's call; 0 for none.
+func (g *Group[C]) Callers(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[key].callers
 }
 
 // joined tells Joined, if set, of a caller joining c.

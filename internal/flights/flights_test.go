@@ -197,8 +197,9 @@ func TestHand(t *testing.T) {
 	if to, handed := Leave(&h, &peeks, p, "k", true); handed || to != nil {
 		t.Fatal("left a call not handed over, and was told it was")
 	}
-	joined, ok := Hand(&h, &peeks, p, &flights, "k", func() (*string, bool) { return f, true })
-	if !ok || joined != 1 || h.To() != f {
+	started := 0
+	joined, ok := Hand(&h, &peeks, p, &flights, "k", func(callers int) (*string, bool) { started = callers; return f, true })
+	if !ok || joined != 1 || h.To() != f || started != 2 {
 		t.Fatalf("Hand = %d, %v; want 1 joined of the 2 callers left", joined, ok)
 	}
 	if _, ok := peeks.JoinRunning("k"); ok {
@@ -211,7 +212,7 @@ func TestHand(t *testing.T) {
 		t.Fatal("a caller leaving after the hand-over was not told to leave the new call")
 	}
 	var h2 Handover[*string]
-	if _, ok := Hand(&h2, &peeks, p, &flights, "k", func() (*string, bool) { return f, true }); ok {
+	if _, ok := Hand(&h2, &peeks, p, &flights, "k", func(int) (*string, bool) { return f, true }); ok {
 		t.Fatal("a call no longer under way was handed over")
 	}
 }

@@ -34,6 +34,7 @@ type pubsubConn struct {
 type queued struct {
 	leave   bool // UNSUBSCRIBE or SUNSUBSCRIBE, rather than (S)SUBSCRIBE
 	channel string
+	echo    string // its echo channel, in the same command (Listen); "" for none
 }
 
 // maxChannels is how many channels one (un)subscribe command names at most.
@@ -41,27 +42,36 @@ type queued struct {
 // must share a slot.
 const maxChannels = 512
 
-// subscribeOn subscribes channel on the connection to at, opening the
-// connection with channel as its first subscription when there is none yet
-// (so that go-redis connects it to that node). Called with n.mu held.
-func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) *pubsubConn {
-	if c := n.conns[at.addr]; c != nil {
-		c.channels++
-		if c.idle != nil {
-			c.idle.Stop()
-			c.idle = nil
-		}
-		n.enqueue(c, false, channel)
-		return c
+// subscribeOn subscribes channel, and echo with it unless "", on the
+// connection to at, opening the connection when there is none yet. The
+// connection is dialled in the background (openConn): a waiter that
+// listens before it asks fetch.lua (Listen) is not held up by the dial.
+// Called with n.mu held.
+func (n *Notifier) subscribeOn(ctx context.Context, channel, echo string, at node) *pubsubConn {
+	c := n.conns[at.addr]
+	if c == nil {
+		c = n.openConn(ctx, at)
 	}
+	c.channels++
+	if c.idle != nil {
+		c.idle.Stop()
+		c.idle = nil
+	}
+	n.enqueue(c, false, channel, echo)
+	return c
+}
+
+// openConn opens the pub/sub connection to at, with no channel yet. It
+// sends no command: go-redis dials it at once, in the background, to read
+// from it. Called with n.mu held.
+func (n *Notifier) openConn(ctx context.Context, at node) *pubsubConn {
 	var ps *redis.PubSub
 	if at.sharded {
-		ps = at.client.SSubscribe(ctx, channel)
+		ps = at.client.SSubscribe(ctx)
 	} else {
-		ps = at.client.Subscribe(ctx, channel)
+		ps = at.client.Subscribe(ctx)
 	}
-	n.stats.Subscribed()
-	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, channels: 1, leaving: make(map[string]int)}
+	c := &pubsubConn{addr: at.addr, ps: ps, sharded: at.sharded, leaving: make(map[string]int)}
 	n.conns[at.addr] = c
 	if at.addr != "" && !n.watching { // a Cluster node: watch that it stays up
 		n.watching = true
@@ -74,16 +84,44 @@ func (n *Notifier) subscribeOn(ctx context.Context, channel string, at node) *pu
 	return c
 }
 
+// Open opens the pub/sub connection of a Redis that is one server (not a
+// Cluster's sharded pub/sub, whose connections are per node), if it is
+// not open, so that a Cache's first waiters do not wait for its dial
+// (Listen: their fetch.lua would otherwise often run before their
+// subscription). It sends no command; the connection closes after
+// idleLinger without channels, as any.
+func (n *Notifier) Open(ctx context.Context) {
+	if _, cluster := n.rdb.(*redis.ClusterClient); cluster {
+		return
+	}
+	at, err := n.nodeFor(ctx, "")
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.conns[at.addr] != nil {
+		return
+	}
+	c := n.openConn(ctx, at)
+	c.channels = 1
+	n.dropChannel(c) // idle from the start
+}
+
 // enqueue queues an (un)subscription of channel on c, to be sent with the
 // others queued meanwhile: thousands of waiters that start at once (a big
 // FetchMany) make a few commands, not one each, and no caller writes to
 // the connection while holding n.mu. Called with n.mu held.
-func (n *Notifier) enqueue(c *pubsubConn, leave bool, channel string) {
-	c.queue = append(c.queue, queued{leave, channel})
+func (n *Notifier) enqueue(c *pubsubConn, leave bool, channel, echo string) {
+	c.queue = append(c.queue, queued{leave, channel, echo})
 	if !c.sending && !n.closed {
 		c.sending = true
 		n.wg.Add(1)
-		go n.sendQueued(c)
+		if n.inline {
+			n.drain = c
+			return
+		}
+		go n.sendQueued(c, false)
 	}
 }
 
@@ -91,13 +129,21 @@ func (n *Notifier) enqueue(c *pubsubConn, leave bool, channel string) {
 // command of up to maxChannels channels (one, sharded on a Cluster), until the queue is empty, c is
 // closed or the Notifier is. A command that fails is counted and logged:
 // go-redis re-subscribes on reconnection, and the waiters re-check on
-// their timers meanwhile.
-func (n *Notifier) sendQueued(c *pubsubConn) {
+// their timers meanwhile. A waiter that sends its own subscription
+// (inline, Listen) sends one command, and leaves the rest of the queue to
+// a goroutine: its fetch.lua is not to wait behind others' subscriptions.
+func (n *Notifier) sendQueued(c *pubsubConn, inline bool) {
 	defer n.wg.Done()
-	for {
+	for sent := false; ; sent = true {
 		n.mu.Lock()
 		if len(c.queue) == 0 || n.closed || n.conns[c.addr] != c {
 			c.queue, c.sending = nil, false
+			n.mu.Unlock()
+			return
+		}
+		if sent && inline {
+			n.wg.Add(1)
+			go n.sendQueued(c, false)
 			n.mu.Unlock()
 			return
 		}
@@ -108,9 +154,11 @@ func (n *Notifier) sendQueued(c *pubsubConn) {
 		for k < len(c.queue) && k < most && c.queue[k].leave == leave {
 			k++
 		}
-		channels := make([]string, k)
-		for i := range channels {
-			channels[i] = c.queue[i].channel
+		channels := make([]string, 0, k)
+		for _, q := range c.queue[:k] {
+			if channels = append(channels, q.channel); q.echo != "" {
+				channels = append(channels, q.echo) // one slot with channel's
+			}
 		}
 		c.queue = c.queue[k:]
 		n.mu.Unlock()
@@ -149,12 +197,16 @@ func (n *Notifier) command(c *pubsubConn, leave bool, channels []string) error {
 	}
 }
 
-// unsubscribeOn drops channel from c. Called with n.mu held.
-func (n *Notifier) unsubscribeOn(c *pubsubConn, channel string) {
+// unsubscribeOn drops channel, and its echo channel unless "", from c.
+// Called with n.mu held.
+func (n *Notifier) unsubscribeOn(c *pubsubConn, channel, echo string) {
 	if c.sharded {
 		c.leaving[channel]++
+		if echo != "" {
+			c.leaving[echo]++
+		}
 	}
-	n.enqueue(c, true, channel)
+	n.enqueue(c, true, channel, echo)
 	n.dropChannel(c)
 }
 

@@ -68,7 +68,7 @@ func (n *Notifier) sweepLocked(now time.Time) {
 		n.lingering = n.lingering[1:]
 		delete(n.channels, l.channel)
 		if cs.conn != nil {
-			n.unsubscribeOn(cs.conn, l.channel)
+			n.unsubscribeOn(cs.conn, l.channel, cs.echo)
 		}
 	}
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// (RedisTimeout).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Echo returns the echo channel of a notice channel: this process's,
+	// in the channel's slot (Listen). nil: no echoes.
+	Echo func(channel string) string
 }
 
 // Stats receives the Notifier's counts.
@@ -72,6 +75,7 @@ type Stats interface {
 type Notifier struct {
 	rdb        redis.UniversalClient
 	mode       func(ctx context.Context) (byte, error)
+	echo       func(channel string) string
 	nodeFailed func()
 	stats      Stats
 	timeout    time.Duration
@@ -86,6 +90,8 @@ type Notifier struct {
 	sweep        *time.Timer    // unsubscribes the lingering channels in their time; nil when none
 	revalidating bool           // a revalidate goroutine runs
 	watching     bool           // the watch goroutine runs
+	inline       bool           // enqueue leaves the sending to the caller (Listen): drain
+	drain        *pubsubConn    // the connection whose queue the caller is to send (sendQueued)
 	stop         chan struct{}  // closed by Close
 	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
 }
@@ -93,6 +99,7 @@ type Notifier struct {
 // channelSubs is one subscribed notice channel and its local listeners.
 type channelSubs struct {
 	conn      *pubsubConn
+	echo      string        // its echo channel, subscribed with it (Listen); "" for none
 	confirmed chan struct{} // closed when the server confirms the subscription
 	listeners map[*Subscription]struct{}
 	idleAt    time.Time // when its last listener left (it lingers: linger.go); zero while it has one
@@ -103,7 +110,8 @@ type Subscription struct {
 	n       *Notifier
 	channel string
 	notices chan wire.Notice
-	mode    byte // what it listens on: wire.AnnounceSharded or AnnouncePlain; 0 for nothing
+	mode    byte   // what it listens on: wire.AnnounceSharded or AnnouncePlain; 0 for nothing
+	echo    string // its channel's echo channel (Listen); "" for none
 }
 
 // Notices delivers the notices published on s's channel, and a
@@ -120,12 +128,13 @@ const confirmWait = 250 * time.Millisecond
 
 // Hears reports whether s can hear the notice of a lease holder that
 // announces as holder (wire.Announces; 0 when unknown): it is subscribed,
-// the server confirmed it, and the holder publishes on the same kind of
-// pub/sub. When the subscription is not confirmed yet, pending is closed on
-// its confirmation.
-func (s *Subscription) Hears(holder byte) (ok bool, pending <-chan struct{}) {
-	if s.mode == 0 {
-		return false, nil
+// the server confirmed it (or its echo was heard: inTime, see InTime),
+// and the holder publishes on the same kind of pub/sub. When the
+// subscription is not confirmed yet, pending is closed on its
+// confirmation.
+func (s *Subscription) Hears(holder byte, inTime bool) (ok bool, pending <-chan struct{}) {
+	if s.mode == 0 || inTime {
+		return s.mode != 0 && (holder == 0 || holder == s.mode), nil
 	}
 	var confirmed chan struct{}
 	s.n.mu.Lock()
@@ -148,7 +157,7 @@ func (s *Subscription) Hears(holder byte) (ok bool, pending <-chan struct{}) {
 // subscription.
 func New(cfg Config) *Notifier {
 	return &Notifier{
-		rdb: cfg.Client, mode: cfg.Mode, nodeFailed: cfg.NodeFailed, stats: cfg.Stats, timeout: cfg.Timeout, log: cfg.Logger,
+		rdb: cfg.Client, mode: cfg.Mode, echo: cfg.Echo, nodeFailed: cfg.NodeFailed, stats: cfg.Stats, timeout: cfg.Timeout, log: cfg.Logger,
 		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs),
 		stop: make(chan struct{}),
 	}
@@ -175,6 +184,25 @@ func errAttr(err error) slog.Attr { return errprefix.Attr(errprefix.Corral, err)
 // confirmed the subscription (or RedisTimeout, or ctx, ends the wait; the
 // waiter then relies on its timer). It always returns a subscription to close.
 func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription {
+	s := n.listen(ctx, channel, false)
+	s.Confirm(ctx)
+	return s
+}
+
+// Listen starts listening on channel and returns at once; with echo, on
+// its echo channel too (Config.Echo): for a waiter that subscribes before
+// it asks fetch.lua, which publishes on the echo channel when it says WAIT
+// and tells how many heard it. One did when this process's subscription of
+// the echo channel was on when the script ran, and so was that of channel:
+// both go in one command, or channel's first, on the same connection (the
+// server runs a connection's commands in order). The waiter then needs no
+// second fetch.lua to catch a notice sent before it listened (InTime).
+func (n *Notifier) Listen(ctx context.Context, channel string, echo bool) *Subscription {
+	return n.listen(ctx, channel, echo && n.echo != nil)
+}
+
+// listen starts listening on channel, with its echo channel when echo.
+func (n *Notifier) listen(ctx context.Context, channel string, echo bool) *Subscription {
 	s := &Subscription{n: n, channel: channel, notices: make(chan wire.Notice, 4)}
 	if ctx.Err() != nil {
 		return s // every caller has left: nothing to subscribe for
@@ -198,37 +226,89 @@ func (n *Notifier) Subscribe(ctx context.Context, channel string) *Subscription 
 		n.mu.Unlock()
 		return s
 	}
+	// With an echo, the subscription is written by this goroutine, before
+	// it returns to send fetch.lua (a goroutine started for it would run
+	// behind the fetch on a busy process, and the echo go unheard), unless
+	// commands queued before it are being sent.
+	n.inline = echo
 	cs := n.channels[channel]
 	if cs == nil {
 		cs = &channelSubs{listeners: make(map[*Subscription]struct{})}
 		n.channels[channel] = cs
 	}
-	if cs.conn == nil || cs.conn.addr != at.addr {
+	switch {
+	case cs.conn == nil || cs.conn.addr != at.addr:
+		if echo {
+			cs.echo = n.echo(channel)
+		}
 		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
+	case echo && cs.echo == "":
+		cs.echo = n.echo(channel) // behind channel's own subscription, on its connection
+		n.enqueue(cs.conn, false, cs.echo, "")
 	}
 	cs.listeners[s] = struct{}{}
 	cs.idleAt = time.Time{}
-	confirmed := cs.confirmed
+	if echo {
+		s.echo = cs.echo
+	}
+	c := n.drain
+	n.inline, n.drain = false, nil
 	n.mu.Unlock()
+	if c != nil {
+		n.sendQueued(c, true)
+	}
+	return s
+}
 
+// Echo is the echo channel of s (Listen), for fetch.lua to publish on;
+// "" for none.
+func (s *Subscription) Echo() string { return s.echo }
+
+// InTime reports whether s was listening when the fetch.lua that told its
+// waiter to WAIT ran: its echo was heard (heard, from the reply). If not,
+// it waits for the server's confirmation (Confirm), after which the
+// waiter fetches again: the notice may have gone out in between.
+func (s *Subscription) InTime(ctx context.Context, heard bool) bool {
+	if heard && s.echo != "" {
+		return true
+	}
+	s.Confirm(ctx)
+	return false
+}
+
+// Confirm waits until the server has confirmed s's subscription, or
+// RedisTimeout, 250 ms (confirmWait) or ctx ends the wait.
+func (s *Subscription) Confirm(ctx context.Context) {
+	if s.mode == 0 || ctx.Err() != nil {
+		return
+	}
+	n := s.n
+	var confirmed chan struct{}
+	n.mu.Lock()
+	if cs := n.channels[s.channel]; cs != nil {
+		confirmed = cs.confirmed
+	}
+	n.mu.Unlock()
+	if confirmed == nil {
+		return
+	}
 	timer := time.NewTimer(min(n.timeout, confirmWait))
 	defer timer.Stop()
 	select {
 	case <-confirmed:
 	case <-timer.C:
-		n.log.Debug("corral: subscription not confirmed yet; re-checking on our own until it is", "channel", channel)
+		n.log.Debug("corral: subscription not confirmed yet; re-checking on our own until it is", "channel", s.channel)
 	case <-ctx.Done():
 	}
-	return s
 }
 
 // bind subscribes cs's channel on the connection to at, leaving the one it
 // was on, if any. Called with n.mu held.
 func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
 	if cs.conn != nil {
-		n.unsubscribeOn(cs.conn, channel)
+		n.unsubscribeOn(cs.conn, channel, cs.echo)
 	}
-	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, at), make(chan struct{})
+	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, cs.echo, at), make(chan struct{})
 }
 
 // Refresh is for a waiter whose timer fired without a notice: the notice may
@@ -253,7 +333,7 @@ func (s *Subscription) Refresh(ctx context.Context) {
 		n.bind(sctx, cs, s.channel, at) // its slot moved, or it never got subscribed
 		return
 	}
-	n.enqueue(cs.conn, false, s.channel)
+	n.enqueue(cs.conn, false, s.channel, "")
 }
 
 // Close stops listening. The channel of the last listener lingers, and is

@@ -28,6 +28,9 @@
 -- ARGV[9] with KEYS[3]: the PX of a member's own lease, ms (its group's
 --         life is what counts; a member held for half of it is renewed on
 --         its own)
+-- ARGV[10] the caller's echo channel (P:n:I:{T}:K), '' or absent for none:
+--         a WAIT publishes an empty message on it, by the caller's token's
+--         mark (s SPUBLISH, p PUBLISH), and says how many clients heard it
 --
 -- HIT and STALE replies end with the entry's b (when its load began, in
 -- microseconds on the records' node's clock) and g (its tags), false when
@@ -53,11 +56,15 @@
 --                                  can hold it
 --   {'LOAD',  now, us}             no entry, this caller took the lease (us:
 --                                  the clock in microseconds, see below)
---   {'WAIT',  pttl, now, lease}    no entry, another caller holds the lease
---                                  (pttl: its group's for a member);
+--   {'WAIT',  pttl, now, lease, heard} no entry, another caller holds the
+--                                  lease (pttl: its group's for a member);
 --                                  lease is its token, whose first byte
 --                                  says how it will announce the end of its
---                                  load (s SPUBLISH, p PUBLISH, n no notice)
+--                                  load (s SPUBLISH, p PUBLISH, n no notice);
+--                                  heard: the clients that heard the echo
+--                                  (ARGV[10]), 0 for none: 1 says the
+--                                  caller was subscribed to its notices
+--                                  before this script ran
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- us: the clock in microseconds, for the entry a lease granted here will
@@ -220,4 +227,14 @@ if pttl < 0 then
   -- A lease without an expiry was not written by corral; wait a LeaseTTL.
   pttl = tonumber(ARGV[2])
 end
-return {'WAIT', pttl, now, redis.call('GET', KEYS[2])}
+local heard = 0
+if ARGV[10] and ARGV[10] ~= '' then
+  local publish = ({s = 'SPUBLISH', p = 'PUBLISH'})[string.sub(ARGV[1], 1, 1)]
+  if publish then
+    local n = redis.pcall(publish, ARGV[10], '')
+    if type(n) == 'number' then
+      heard = n
+    end
+  end
+end
+return {'WAIT', pttl, now, redis.call('GET', KEYS[2]), heard}

@@ -19,10 +19,16 @@ const LargeReply = 256 << 10
 // the soft expiry of an entry to take as stale (a tag's soft invalidation
 // reached it; 0 for none), and for a member of a group lease g (token is
 // then Member's) the group's token and the PX of the member's own lease.
-func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string, stale int64, g Group) []any {
+func FetchArgv(token string, leaseTTL time.Duration, x float64, skip int64, version string, stale int64, g Group, echo string) []any {
 	argv := []any{token, leaseTTL.Milliseconds(), strconv.FormatFloat(x, 'g', -1, 64), LargeReply, OptionalMS(skip), version, OptionalMS(stale)}
-	if g.Name != "" {
+	switch {
+	case g.Name != "":
 		argv = append(argv, g.Token, g.PX.Milliseconds())
+	case echo != "":
+		argv = append(argv, "", "")
+	}
+	if echo != "" {
+		argv = append(argv, echo)
 	}
 	return argv
 }

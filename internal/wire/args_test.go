@@ -18,8 +18,11 @@ func TestArgs(t *testing.T) {
 	if OptionalMS(0) != "" || OptionalMS(42) != "42" {
 		t.Error("OptionalMS")
 	}
-	if got := FetchArgv("t", time.Second, 0.5, 0, "", 0, Group{}); !reflect.DeepEqual(got, []any{"t", int64(1000), "0.5", LargeReply, "", "", ""}) {
+	if got := FetchArgv("t", time.Second, 0.5, 0, "", 0, Group{}, ""); !reflect.DeepEqual(got, []any{"t", int64(1000), "0.5", LargeReply, "", "", ""}) {
 		t.Errorf("FetchArgv = %v", got)
+	}
+	if got := FetchArgv("t", time.Second, 0.5, 0, "", 0, Group{}, "e"); !reflect.DeepEqual(got, []any{"t", int64(1000), "0.5", LargeReply, "", "", "", "", "", "e"}) {
+		t.Errorf("FetchArgv with an echo channel = %v", got)
 	}
 	if got := ReleaseArgv("t", "PUBLISH", "r", 0, false); !reflect.DeepEqual(got, []any{"t", "PUBLISH", "r", int64(0), 0}) {
 		t.Errorf("ReleaseArgv = %v", got)

@@ -13,7 +13,7 @@ const (
 	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s, b, g, us}; v is the payload's size when it is large
 	Stale                // {'STALE', v, f, refresh, now, s, b, g, us}; likewise
 	Load                 // {'LOAD',  now, us}
-	Wait                 // {'WAIT',  pttl, now, lease}: lease is the holder's token
+	Wait                 // {'WAIT',  pttl, now, lease, heard}: lease is the holder's token
 	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
 	Newer                // {'NEWER', now, s}: the entry has a newer codec version (soft expiry s): load, leave it
 )
@@ -22,7 +22,7 @@ const (
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 9, Stale: 9, Load: 3, Wait: 4, Refused: 3, Newer: 3}
+var replyLens = [...]int{Hit: 9, Stale: 9, Load: 3, Wait: 5, Refused: 3, Newer: 3}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -36,6 +36,7 @@ type FetchReply struct {
 	Soft      int64         // Hit, Stale, Newer: the entry's soft expiry, server ms (names it)
 	PTTL      time.Duration // Wait: the lease's remaining time
 	Holder    byte          // Wait: how the holder announces (Announces of its token)
+	Heard     bool          // Wait: the caller's echo channel heard the script (EchoName)
 	Now       int64         // the server clock, ms
 	Born      int64         // Hit, Stale: FieldBorn (microseconds), 0 when absent
 	Tags      string        // Hit, Stale: FieldTags
@@ -87,6 +88,7 @@ func ParseFetch(res any) (FetchReply, error) {
 		r.Now = d.int(2)
 		lease, _ := a[3].(string) // false when it expired as the script ran
 		r.Holder = Announces(lease)
+		r.Heard = d.int(4) > 0
 	default:
 		d.bad = true
 	}

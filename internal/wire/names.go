@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"hash/fnv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 //	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
 //	                   Marker
 //	Notice  P:n:{T}:K  pub/sub channel: completion notices
+//	Echo    P:n:I:{T}:K  pub/sub channel of one process I (EchoName)
 //
 // A FetchMany's keys' leases are members of group leases (GroupName),
 // and hold token@group instead of the token.
@@ -39,6 +41,26 @@ func NewNames(prefix, key string) Names {
 		Lease:  prefix + ":l:{" + tag + "}:" + key,
 		Notice: prefix + ":n:{" + tag + "}:" + key,
 	}
+}
+
+// EchoName returns the echo channel of the process id (hex, no braces) for
+// notice, the notice channel of a key under prefix: P:n:I:{T}:K. It shares
+// notice's slot, and ACL patterns that cover P:n:*; it is never a notice
+// channel (those have '{' where it has I). A waiter subscribes it with
+// notice, and fetch.lua publishes on it when it tells the waiter to WAIT,
+// so that the number of clients that heard says whether the waiter's
+// subscription was on by then.
+func EchoName(prefix, notice, id string) string {
+	n := len(prefix) + len(":n:")
+	return notice[:n] + id + ":" + notice[n:]
+}
+
+// Echoes returns EchoName for prefix and a new random process id.
+func Echoes(prefix string) func(notice string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	return func(notice string) string { return EchoName(prefix, notice, id) }
 }
 
 // EntryName returns the name of key's entry under prefix (NewNames(prefix,
