@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// sent records the commands a client sends (a hook), by name, with the
-// first key of a script's: "evalsha <key>".
+// sent records the commands a client sends (a hook), by name, with a
+// script's keys: "evalsha <key> <key>...".
 type sent struct {
 	mu    sync.Mutex
 	names []string
@@ -27,8 +27,10 @@ func (s *sent) record(cmd redis.Cmder) error {
 	}
 	a := cmd.Args()
 	name := strings.ToLower(fmt.Sprint(a[0]))
-	if (name == "evalsha" || name == "eval") && len(a) > 3 {
-		name += " " + fmt.Sprint(a[3])
+	if name == "evalsha" || name == "eval" {
+		for _, k := range scriptKeys(a) {
+			name += " " + fmt.Sprint(k)
+		}
 	}
 	s.mu.Lock()
 	s.names = append(s.names, name)
@@ -122,7 +124,7 @@ func TestPeek_RecordsFoldRefused(t *testing.T) {
 		f := &faults{}
 		f.setBefore(func(cmd redis.Cmder) error {
 			_ = s.record(cmd)
-			if a := cmd.Args(); refuse && len(a) > 4 && a[3] == entry && a[4] == records {
+			if a := cmd.Args(); refuse && len(a) > 4 && a[3] == records && a[4] == entry {
 				return refusal("CROSSSLOT Keys in request don't hash to the same slot")
 			}
 			return nil
@@ -142,7 +144,7 @@ func TestPeek_RecordsFoldRefused(t *testing.T) {
 				t.Fatalf("refused %v: Fetch(k) = %q, %v; want the stored value", refuse, v, err)
 			}
 			got := s.take()
-			folded := slices.Contains(got, "evalsha "+entry)
+			folded := slices.Contains(got, "evalsha "+records+" "+entry)
 			read := slices.Contains(got, "evalsha "+records)
 			switch {
 			case !refuse:
@@ -169,7 +171,20 @@ func isPeek(cmd redis.Cmder, key string) bool {
 	case "hmget":
 		return len(a) > 1 && a[1] == entry
 	case "evalsha", "eval":
-		return len(a) > 4 && a[3] == entry && a[4] == wire.ClearName("corral")
+		keys := scriptKeys(a)
+		return len(keys) > 1 && keys[0] == wire.ClearName("corral") && keys[len(keys)-1] == entry
 	}
 	return false
+}
+
+// scriptKeys returns the KEYS of an EVAL or EVALSHA's arguments a.
+func scriptKeys(a []any) []any {
+	if len(a) < 3 {
+		return nil
+	}
+	n, _ := a[2].(int)
+	if n < 0 || len(a) < 3+n {
+		return nil
+	}
+	return a[3 : 3+n]
 }

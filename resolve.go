@@ -268,6 +268,7 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 	sub := w.sub
 	delay := recheck.After(pttl, c.opts.LeaseTTL, c.opts.Rand())
 	hears, pending := sub.Hears(w.holder, w.inTime)
+	w.inTime = false // the echo vouches for the wait its fetch.lua began, not for later ones
 	if !hears {
 		delay = min(delay, recheck.Poll(w.polls, c.opts.Rand()))
 		w.polls++

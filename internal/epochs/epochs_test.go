@@ -253,3 +253,24 @@ func TestParseRecord(t *testing.T) {
 		}
 	}
 }
+
+// A folded read is refused for good only by a server that takes no script
+// over several slots, or none: other error replies are the commands' own.
+func TestRefusesFold(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"CROSSSLOT Keys in request don't hash to the same slot":             true,
+		"ERR Script attempted to access a non local key in a cluster node":  true,
+		"MOVED 3999 127.0.0.1:6381":                                         true,
+		"ERR unknown command 'EVALSHA'":                                     true,
+		"WRONGTYPE Operation against a key holding the wrong kind of value": false,
+		"NOPERM User app has no permissions to run the 'evalsha' command":   false,
+		"LOADING Redis is loading the dataset in memory":                    false,
+		"BUSY Redis is busy running a script":                               false,
+		"WRONGPASS invalid username-password pair or user is disabled.":     false,
+		"OOM command not allowed when used memory > 'maxmemory'":            false,
+	} {
+		if got := refusesFold(errors.New(msg)); got != want {
+			t.Errorf("refusesFold(%q) = %v; want %v", msg, got, want)
+		}
+	}
+}

@@ -3,15 +3,19 @@
 -- clock they are on, and the entry's fields, in one command where read.lua
 -- and the peek's HMGET are two (Records.ReadBeside).
 --
--- KEYS    the entry, then P:c:{P}, then the tags' records P:t:{P}:G
+-- KEYS    P:c:{P}, then the tags' records P:t:{P}:G, then the entry last:
+--         a proxy that shards keys by a command's first key without
+--         refusing a script over several sends it to the records' node,
+--         where the entry reads as missing, and fetch.lua, sent by the
+--         entry, decides; never the records read as missing
 -- ARGV    the entry's fields to read
 --
 -- Reply: {now, records, fields}: the clock in microseconds, MGET's values
 -- of the records, HMGET's values of the fields.
 local t = redis.call('TIME')
 local records = {}
-for i = 2, #KEYS do
-  records[i - 1] = KEYS[i]
+for i = 1, #KEYS - 1 do
+  records[i] = KEYS[i]
 end
 return {string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])),
-  redis.call('MGET', unpack(records)), redis.call('HMGET', KEYS[1], unpack(ARGV))}
+  redis.call('MGET', unpack(records)), redis.call('HMGET', KEYS[#KEYS], unpack(ARGV))}

@@ -5,11 +5,11 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/transport"
-	"github.com/corralhq/corral/internal/warn"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -173,9 +173,9 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 		return []*transport.Op{r.ReadOp(ctx, tags, done), o}
 	}
 	entry, _ := o.Read[1].(string)
-	keys := append([]string{entry}, r.readKeys(tags)...)
+	keys := append(r.readKeys(tags), entry)
 	fields := o.Read[2:]
-	return []*transport.Op{{Ctx: ctx, Key: entry, ReadOnly: true, Script: peekRead, Clocked: peekReadClock,
+	return []*transport.Op{{Ctx: ctx, Key: keys[0], ReadOnly: true, Script: peekRead, Clocked: peekReadClock,
 		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return peekRead.EvalSha(ctx, p, keys, fields...)
 		},
@@ -188,7 +188,7 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 			}
 			switch {
 			case res.Err != nil && transport.Says(res.Err, transport.Reply):
-				if !warn.IsWrongType(res.Err) {
+				if refusesFold(res.Err) {
 					r.Fold.refused.Store(true)
 				}
 				resend(r.ReadOp(ctx, tags, done), o)
@@ -207,6 +207,10 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 			}
 			clear, vals, now, err := parseRead(a[:2], len(tags))
 			done(clear, vals, now, err)
+			if err != nil {
+				o.Answer(transport.Result{Err: err})
+				return
+			}
 			got, _ := a[2].([]any)
 			strs := make([]string, len(got))
 			for i, v := range got {
@@ -217,6 +221,21 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 			o.Answer(transport.Result{Cmd: cmd, Now: time.UnixMicro(now).UnixMilli()})
 		},
 	}}
+}
+
+// refusesFold reports whether err, a folded read's error reply, says the
+// server takes no script over keys of several slots, or no script at all:
+// the fold is not tried again. Other replies (a key of another type, a
+// right missing, a server loading or busy, a password refused) are the
+// commands' own, and change nothing.
+func refusesFold(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"CROSSSLOT", "non local key", "non-local key", "MOVED", "ASK ", "unknown command", "ERR unknown"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // peekReadClock is the server's clock peekread.lua read (ReadBeside's

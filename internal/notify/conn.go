@@ -118,6 +118,9 @@ func (n *Notifier) enqueue(c *pubsubConn, leave bool, channel, echo string) {
 		c.sending = true
 		n.wg.Add(1)
 		if n.inline {
+			if n.drain != nil && n.drain != c {
+				go n.sendQueued(n.drain, false) // an earlier enqueue's (bind's leave of the old node): not the caller's to send
+			}
 			n.drain = c
 			return
 		}

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,7 @@ type Notifier struct {
 	watching     bool           // the watch goroutine runs
 	inline       bool           // enqueue leaves the sending to the caller (Listen): drain
 	drain        *pubsubConn    // the connection whose queue the caller is to send (sendQueued)
+	echoGen      uint64         // echo channels named so far (newEcho)
 	stop         chan struct{}  // closed by Close
 	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
 }
@@ -238,12 +240,16 @@ func (n *Notifier) listen(ctx context.Context, channel string, echo bool) *Subsc
 	}
 	switch {
 	case cs.conn == nil || cs.conn.addr != at.addr:
+		if cs.conn != nil && echo {
+			n.unsubscribeOn(cs.conn, channel, cs.echo) // the old node's, under the old echo's name
+			cs.conn = nil
+		}
 		if echo {
-			cs.echo = n.echo(channel)
+			cs.echo = n.newEcho(channel)
 		}
 		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
 	case echo && cs.echo == "":
-		cs.echo = n.echo(channel) // behind channel's own subscription, on its connection
+		cs.echo = n.newEcho(channel) // behind channel's own subscription, on its connection
 		n.enqueue(cs.conn, false, cs.echo, "")
 	}
 	cs.listeners[s] = struct{}{}
@@ -258,6 +264,15 @@ func (n *Notifier) listen(ctx context.Context, channel string, echo bool) *Subsc
 		n.sendQueued(c, true)
 	}
 	return s
+}
+
+// newEcho returns an echo channel for channel that no subscription had
+// before: heard, it was subscribed by the command that named it, after
+// every command queued before it on its connection (an UNSUBSCRIBE of the
+// channel among them) had run. Called with n.mu held.
+func (n *Notifier) newEcho(channel string) string {
+	n.echoGen++
+	return n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
 }
 
 // Echo is the echo channel of s (Listen), for fetch.lua to publish on;

@@ -21,7 +21,8 @@ import (
 //	Lease   P:l:{T}:K  string: the lease token, with PX = LeaseTTL; or
 //	                   Marker
 //	Notice  P:n:{T}:K  pub/sub channel: completion notices
-//	Echo    P:n:I:{T}:K  pub/sub channel of one process I (EchoName)
+//	Echo    P:n:I:{T}:K:g  pub/sub channel of one process I (EchoName; g
+//	                   numbers its echo channels, internal/notify's)
 //
 // A FetchMany's keys' leases are members of group leases (GroupName),
 // and hold token@group instead of the token.
@@ -44,7 +45,8 @@ func NewNames(prefix, key string) Names {
 }
 
 // EchoName returns the echo channel of the process id (hex, no braces) for
-// notice, the notice channel of a key under prefix: P:n:I:{T}:K. It shares
+// notice, the notice channel of a key under prefix: P:n:I:{T}:K (the
+// Notifier appends ":g", g its count of echo channels named, in base 36). It shares
 // notice's slot, and ACL patterns that cover P:n:*; it is never a notice
 // channel (those have '{' where it has I). A waiter subscribes it with
 // notice, and fetch.lua publishes on it when it tells the waiter to WAIT,

@@ -1,0 +1,76 @@
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// A waiter that listens with its echo on a channel whose slot has moved
+// (the channel is still bound to the old node's connection, lingering or
+// with listeners, and rebind/moveIfStale has not run yet) rebinds it in
+// listen: an SUNSUBSCRIBE queued on the old connection and an SSUBSCRIBE
+// on the new one. Both enqueues run with n.inline set, so each sets
+// n.drain; the second overwrites the first, and nobody ever sends the old
+// connection's queue: its sending flag stays set for good (every later
+// (un)subscription on that node is queued and never sent) and the wg.Add
+// made for it is never matched (Close's group never ends).
+//
+// The move is simulated on one server: the connection the channel is on
+// is re-keyed to another address, as a Cluster master's would be.
+func TestEchoListenOnMovedChannelSendsOldQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	var st counted
+	n := New(Config{Client: rdb, Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Mode: func(context.Context) (byte, error) { return wire.AnnounceSharded, nil },
+		Echo: wire.Echoes("q")})
+	const ch = "q:n:{k}:k"
+	s1 := n.Listen(ctx, ch, true)
+	testkit.Eventually(t, 5*time.Second, "the first subscription confirmed", func() bool {
+		ok, _ := s1.Hears(0, false)
+		return ok
+	})
+
+	// The slot moves: the connection ch is bound to is now another node's.
+	n.mu.Lock()
+	old := n.conns[""]
+	delete(n.conns, "")
+	old.addr = "old:6379"
+	n.conns[old.addr] = old
+	n.mu.Unlock()
+
+	s2 := n.Listen(ctx, ch, true) // binds ch (and its echo) to the slot's new node, leaving the old
+	defer s1.Close()
+	defer s2.Close()
+
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n.mu.Lock()
+		stuck := old.sending || len(old.queue) > 0
+		q := len(old.queue)
+		n.mu.Unlock()
+		if !stuck {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the old node's connection: sending %v with %d (un)subscriptions queued, 3 s on; want its queue sent", true, q)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	done := make(chan struct{})
+	go func() { n.Close().Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Errorf("Close's wait group did not end in 5 s: a sender counted in it never ran")
+	}
+}
