@@ -38,8 +38,8 @@ func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
 	v, r, ok, err := c.store.get(ctx, wire.NewNames(c.opts.Prefix, key))
 	if ok && err == nil {
 		var verdict epochs.Verdict
-		if verdict, err = c.judge(ctx, r.Born, r.Tags); verdict == epochs.Hard {
-			ok = false // invalidated (groups.go): no entry; a soft invalidation leaves it, stale
+		if verdict, err = c.judge(ctx, r.Born, r.Tags); verdict == epochs.Hard || verdict == epochs.Soft && !r.Window {
+			ok = false // invalidated (groups.go): no entry; a soft invalidation leaves one with a stale window, stale
 		}
 	}
 	switch {

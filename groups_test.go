@@ -876,3 +876,31 @@ func TestNotice_NoJoinAfterItsJudgement(t *testing.T) {
 		t.Fatalf("first call: %s", got)
 	}
 }
+
+// Get after ExpireTags: an entry without a stale window is invalidated (a
+// miss), as Fetch finds it; one with a window is served, stale, inside it.
+func TestGet_SoftTagInvalidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for key, stale := range map[string]time.Duration{"no-window": -1, "window": time.Hour} {
+		if _, err := e.c.FetchEntry(ctx, key, func(context.Context) (corral.Entry, error) {
+			return corral.Entry{Value: []byte("v1"), TTL: time.Hour, StaleTTL: stale, Tags: []string{"t"}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newCache(t, e.srv.Client(), nil) // the invalidation comes from another process
+	if err := other.ExpireTags(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*corral.Cache{e.c, other} {
+		eventually(t, 10*time.Second, "Get misses the entry without a window", func() bool {
+			_, err := c.Get(ctx, "no-window")
+			return errors.Is(err, corral.ErrMiss)
+		})
+		if v, err := c.Get(ctx, "window"); string(v) != "v1" || err != nil {
+			t.Fatalf("Get(window) = %q, %v; want the stale value inside its window", v, err)
+		}
+	}
+}

@@ -75,16 +75,18 @@ type ReadReply struct {
 	Flags   Flags
 	Born    int64  // FieldBorn; 0 when absent
 	Tags    string // FieldTags
+	Window  bool   // the entry has a stale window: a soft invalidation leaves it, stale
 }
 
 // ParseRead decodes a read.lua reply other than nil (no entry).
 func ParseRead(res any) (ReadReply, error) {
 	a, _ := res.([]any)
-	if len(a) != 4 {
+	if len(a) != 5 {
 		return ReadReply{}, fmt.Errorf("unexpected reply %#v", res)
 	}
+	w, _ := a[4].(int64)
 	fs, _ := a[1].(string)
-	r := ReadReply{Flags: ParseFlags(fs)}
+	r := ReadReply{Flags: ParseFlags(fs), Window: w == 1}
 	b, _ := a[2].(string)
 	r.Born, _ = strconv.ParseInt(b, 10, 64)
 	r.Tags, _ = a[3].(string)
