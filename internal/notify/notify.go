@@ -238,20 +238,7 @@ func (n *Notifier) listen(ctx context.Context, channel string, echo bool) *Subsc
 		cs = &channelSubs{listeners: make(map[*Subscription]struct{})}
 		n.channels[channel] = cs
 	}
-	switch {
-	case cs.conn == nil || cs.conn.addr != at.addr:
-		if cs.conn != nil && echo {
-			n.unsubscribeOn(cs.conn, channel, cs.echo) // the old node's, under the old echo's name
-			cs.conn = nil
-		}
-		if echo {
-			cs.echo = n.newEcho(channel)
-		}
-		n.bind(sctx, cs, channel, at) // new, or its slot moved to another node
-	case echo && cs.echo == "":
-		cs.echo = n.newEcho(channel) // behind channel's own subscription, on its connection
-		n.enqueue(cs.conn, false, cs.echo, "")
-	}
+	n.attach(sctx, cs, channel, at, echo)
 	cs.listeners[s] = struct{}{}
 	cs.idleAt = time.Time{}
 	if echo {
@@ -264,6 +251,27 @@ func (n *Notifier) listen(ctx context.Context, channel string, echo bool) *Subsc
 		n.sendQueued(c, true)
 	}
 	return s
+}
+
+// attach subscribes cs, channel's, on at's connection if it is not there
+// (new, or its slot moved to another node), with a new echo channel when
+// echo; one there already gets its echo behind its own subscription.
+// Called with n.mu held.
+func (n *Notifier) attach(ctx context.Context, cs *channelSubs, channel string, at node, echo bool) {
+	switch {
+	case cs.conn == nil || cs.conn.addr != at.addr:
+		if cs.conn != nil && echo {
+			n.unsubscribeOn(cs.conn, channel, cs.echo) // the old node's, under the old echo's name
+			cs.conn = nil
+		}
+		if echo {
+			cs.echo = n.newEcho(channel)
+		}
+		n.bind(ctx, cs, channel, at)
+	case echo && cs.echo == "":
+		cs.echo = n.newEcho(channel) // behind channel's own subscription, on its connection
+		n.enqueue(cs.conn, false, cs.echo, "")
+	}
 }
 
 // newEcho returns an echo channel for channel that no subscription had
