@@ -69,6 +69,16 @@ func TestWaitersWakeOnNotice(t *testing.T) {
 				}
 			}
 			waitSubscribed(t, srv.Client(), "corral:n:{k}:{k}", processes)
+			// Subscribed is not waiting: a flight whose callers contend
+			// subscribes before its fetch.lua (its echo, notify's Listen).
+			eventually(t, 10*time.Second, "every process told to wait", func() bool {
+				for _, c := range caches {
+					if c.Stats().Waits != 1 {
+						return false
+					}
+				}
+				return true
+			})
 			released := time.Now()
 			finish()
 			wg.Wait()
