@@ -274,3 +274,20 @@ func TestRefusesFold(t *testing.T) {
 		}
 	}
 }
+
+// A fold is given up on a refusal, or after foldTries failures in a row.
+func TestFoldGivenUp(t *testing.T) {
+	var f Fold
+	for i := 1; i < foldTries; i++ {
+		if f.failed(false); f.refused.Load() {
+			t.Fatalf("given up after %d failures; want %d", i, foldTries)
+		}
+	}
+	if f.failed(false); !f.refused.Load() {
+		t.Fatalf("not given up after %d failures in a row", foldTries)
+	}
+	var g Fold
+	if g.failed(true); !g.refused.Load() {
+		t.Fatal("not given up on a refusal")
+	}
+}

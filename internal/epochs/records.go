@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/transport"
+	"github.com/corralhq/corral/internal/warn"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -58,9 +59,25 @@ type Records struct {
 
 // Fold is whether a server takes the records' read and a peek as one
 // script (peekread.lua): it holds every key, so a script may read keys of
-// any slot. A server that refuses it once (a proxy that shards, a Cluster
-// node behind a plain client) is sent the two commands from then on.
-type Fold struct{ refused atomic.Bool }
+// any slot. A server that refuses it (a Cluster node behind a plain client,
+// a proxy that shards: refusesFold), or fails it foldTries times in a row,
+// is sent the two commands from then on.
+type Fold struct {
+	refused atomic.Bool
+	fails   atomic.Int32 // folded reads that failed in a row
+}
+
+// foldTries is how many folded reads may fail in a row, with replies
+// refusesFold does not know, before the fold is given up.
+const foldTries = 3
+
+// failed records a folded read that failed; refused, or the last of
+// foldTries in a row, gives the fold up.
+func (f *Fold) failed(refused bool) {
+	if refused || f.fails.Add(1) >= foldTries {
+		f.refused.Store(true)
+	}
+}
 
 // NewFold returns a Fold for rdb when it is a client of one server, and
 // nil for a Cluster's or a Ring's, whose keys are spread over nodes.
@@ -188,8 +205,11 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 			}
 			switch {
 			case res.Err != nil && transport.Says(res.Err, transport.Reply):
-				if refusesFold(res.Err) {
-					r.Fold.refused.Store(true)
+				// A plain error reply counts towards giving the fold up; one
+				// that says more (a server loading, a right missing, a key of
+				// another type at the entry's name) is the commands' own.
+				if refusesFold(res.Err) || transport.Classify(res.Err) == transport.Reply && !warn.IsWrongType(res.Err) {
+					r.Fold.failed(refusesFold(res.Err))
 				}
 				resend(r.ReadOp(ctx, tags, done), o)
 				return
@@ -199,18 +219,17 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 				return
 			}
 			a, _ := res.Cmd.(*redis.Cmd).Val().([]any)
-			if len(a) != 3 {
-				err := fmt.Errorf("unexpected reply %#v", a)
-				done("", nil, 0, err)
-				o.Answer(transport.Result{Err: err})
+			clear, vals, now, err := "", []string(nil), int64(0), fmt.Errorf("unexpected reply %#v", a)
+			if len(a) == 3 {
+				clear, vals, now, err = parseRead(a[:2], len(tags))
+			}
+			if err != nil { // not peekread.lua's reply: a proxy's, say; the commands apart
+				r.Fold.failed(false)
+				resend(r.ReadOp(ctx, tags, done), o)
 				return
 			}
-			clear, vals, now, err := parseRead(a[:2], len(tags))
-			done(clear, vals, now, err)
-			if err != nil {
-				o.Answer(transport.Result{Err: err})
-				return
-			}
+			r.Fold.fails.Store(0)
+			done(clear, vals, now, nil)
 			got, _ := a[2].([]any)
 			strs := make([]string, len(got))
 			for i, v := range got {

@@ -330,6 +330,9 @@ func (s *Subscription) Confirm(ctx context.Context) {
 func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
 	if cs.conn != nil {
 		n.unsubscribeOn(cs.conn, channel, cs.echo)
+		if cs.echo != "" {
+			cs.echo = n.newEcho(channel) // the old name may still be on at the old node (newEcho)
+		}
 	}
 	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, cs.echo, at), make(chan struct{})
 }
