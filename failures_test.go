@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -318,9 +319,13 @@ func slowRedis(t *testing.T, client func(*redis.Options)) {
 	client(o)
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { rdb.Close() })
+	checked := startUpChecked(rdb)
 	c := newCache(t, rdb, failOpts())
 	ctx := context.Background()
 	c.Fetch(ctx, "warm", time.Minute, value("w"))
+	// Its start-up checks answered first: one answered late would say that
+	// Redis is slow, not silent (on a busy machine they can overlap).
+	eventually(t, 10*time.Second, "the start-up checks answered", checked)
 	proxy.Latency(2 * time.Second) // far past RedisTimeout (100ms) + slack
 	t0 := time.Now()
 	if v, err := c.Fetch(ctx, "{slow}", time.Minute, value("v")); err != nil || string(v) != "v" || time.Since(t0) > 100*time.Millisecond+slack {
@@ -369,4 +374,24 @@ func TestSilentRedisBound(t *testing.T) {
 	t.Logf("failed open after %v", took.Round(time.Millisecond))
 	proxy.Blackhole(false)
 	proxy.Reset()
+}
+
+// startUpChecked hooks rdb, before a Cache is made on it, and reports
+// whether that Cache's start-up checks (the rights script on Prefix:probe,
+// CONFIG GET) have had their replies.
+func startUpChecked(rdb *redis.Client) func() bool {
+	var rights, config atomic.Bool
+	f := &faults{}
+	f.setAfter(func(cmd redis.Cmder) error {
+		a := cmd.Args()
+		switch name := strings.ToLower(fmt.Sprint(a[0])); {
+		case name == "config":
+			config.Store(true)
+		case (name == "eval" || name == "evalsha") && len(a) > 3 && strings.HasSuffix(fmt.Sprint(a[3]), ":probe"):
+			rights.Store(true)
+		}
+		return nil
+	})
+	rdb.AddHook(f)
+	return func() bool { return rights.Load() && config.Load() }
 }
