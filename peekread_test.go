@@ -78,12 +78,10 @@ func TestPeek_RecordsFolded(t *testing.T) {
 	f := &faults{}
 	f.setBefore(s.record)
 	rdb.AddHook(f)
+	checked := startUpChecked(rdb)
 	c := newCache(t, rdb, nil)
-	var startUp []string
-	eventually(t, 10*time.Second, "the start-up checks are sent", func() bool {
-		startUp = append(startUp, s.take()...)
-		return slices.Contains(startUp, "config") && slices.Contains(startUp, "eval corral:probe")
-	})
+	eventually(t, 10*time.Second, "the start-up checks answered", checked)
+	s.take()
 	v, err := c.FetchEntry(ctx, "kept", tagged("unwanted"))
 	if string(v) != "new" || err != nil {
 		t.Fatalf("FetchEntry(kept) = %q, %v; want the stored value", v, err)

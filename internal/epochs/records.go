@@ -192,7 +192,7 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 	entry, _ := o.Read[1].(string)
 	keys := append(r.readKeys(tags), entry)
 	fields := o.Read[2:]
-	return []*transport.Op{{Ctx: ctx, Key: keys[0], ReadOnly: true, Script: peekRead, Clocked: peekReadClock,
+	return []*transport.Op{{Ctx: ctx, Key: keys[0], ReadOnly: true, Script: peekRead, Clocked: readClock,
 		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
 			return peekRead.EvalSha(ctx, p, keys, fields...)
 		},
@@ -257,29 +257,20 @@ func refusesFold(err error) bool {
 	return false
 }
 
-// peekReadClock is the server's clock peekread.lua read (ReadBeside's
-// Clocked), as readClock.
-func peekReadClock(cmd redis.Cmder) (time.Time, bool) {
-	c, ok := cmd.(*redis.Cmd)
-	if !ok || c.Err() != nil {
-		return time.Time{}, false
-	}
-	a, _ := c.Val().([]any)
-	if len(a) != 3 {
-		return time.Time{}, false
-	}
-	us, ok := readNow(a[:2])
-	return time.UnixMicro(us), ok
-}
 
-// readClock is the server's clock read.lua read (ReadOp's Clocked): the
-// peeks sent behind the read need no TIME of their own.
+// readClock is the server's clock read.lua or peekread.lua read (ReadOp's
+// and ReadBeside's Clocked): the peeks sent behind the read need no TIME
+// of their own.
 func readClock(cmd redis.Cmder) (time.Time, bool) {
 	c, ok := cmd.(*redis.Cmd)
 	if !ok || c.Err() != nil {
 		return time.Time{}, false
 	}
-	us, ok := readNow(c.Val())
+	a, _ := c.Val().([]any)
+	if len(a) == 3 {
+		a = a[:2] // peekread.lua's: read.lua's, and the entry's fields
+	}
+	us, ok := readNow(a)
 	return time.UnixMicro(us), ok
 }
 

@@ -24,27 +24,15 @@ import (
 // The move is simulated on one server: the connection the channel is on
 // is re-keyed to another address, as a Cluster master's would be.
 func TestEchoListenOnMovedChannelSendsOldQueue(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	n := echoNotifier(t)
 	ctx := context.Background()
-	var st counted
-	n := New(Config{Client: rdb, Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Mode: func(context.Context) (byte, error) { return wire.AnnounceSharded, nil },
-		Echo: wire.Echoes("q")})
 	const ch = "q:n:{k}:k"
 	s1 := n.Listen(ctx, ch, true)
 	testkit.Eventually(t, 5*time.Second, "the first subscription confirmed", func() bool {
 		ok, _ := s1.Hears(0, false)
 		return ok
 	})
-
-	// The slot moves: the connection ch is bound to is now another node's.
-	n.mu.Lock()
-	old := n.conns[""]
-	delete(n.conns, "")
-	old.addr = "old:6379"
-	n.conns[old.addr] = old
-	n.mu.Unlock()
+	old := n.moveConn() // the slot moves: the connection ch is bound to is now another node's
 
 	s2 := n.Listen(ctx, ch, true) // binds ch (and its echo) to the slot's new node, leaving the old
 	defer s1.Close()
@@ -73,4 +61,26 @@ func TestEchoListenOnMovedChannelSendsOldQueue(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Errorf("Close's wait group did not end in 5 s: a sender counted in it never ran")
 	}
+}
+
+// echoNotifier returns a Notifier on a new server, sharded, with echoes
+// under the prefix q.
+func echoNotifier(t *testing.T) *Notifier {
+	t.Helper()
+	srv := redistest.Start(t)
+	return New(Config{Client: srv.Client(), Stats: &counted{}, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Mode: func(context.Context) (byte, error) { return wire.AnnounceSharded, nil },
+		Echo: wire.Echoes("q")})
+}
+
+// moveConn makes n's one connection another node's, as a Cluster slot's
+// move would leave it, and returns it.
+func (n *Notifier) moveConn() *pubsubConn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.conns[""]
+	delete(n.conns, "")
+	old.addr = "old:6379"
+	n.conns[old.addr] = old
+	return old
 }

@@ -2,13 +2,10 @@ package notify
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/testkit"
-	"github.com/corralhq/corral/internal/wire"
 )
 
 // A channel moved by any path (here a listen without echo) leaves its echo
@@ -16,23 +13,14 @@ import (
 // node may still hold when a later waiter's fetch.lua runs there, so a
 // later echo listen must not be handed it (newEcho). Found by a review.
 func TestEchoNameNotReusedAfterAMove(t *testing.T) {
-	srv := redistest.Start(t)
+	n := echoNotifier(t)
 	ctx := context.Background()
-	var st counted
-	n := New(Config{Client: srv.Client(), Stats: &st, Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Mode: func(context.Context) (byte, error) { return wire.AnnounceSharded, nil },
-		Echo: wire.Echoes("q")})
 	defer n.Close()
 	const ch = "q:n:{k}:k"
 	s1 := n.Listen(ctx, ch, true)
 	defer s1.Close()
 	testkit.Eventually(t, 5*time.Second, "confirmed", func() bool { ok, _ := s1.Hears(0, false); return ok })
-	n.mu.Lock()
-	old := n.conns[""]
-	delete(n.conns, "")
-	old.addr = "old:6379"
-	n.conns[old.addr] = old
-	n.mu.Unlock()
+	n.moveConn()
 	s2 := n.Listen(ctx, ch, false) // moves ch, echo kept
 	defer s2.Close()
 	s3 := n.Listen(ctx, ch, true)

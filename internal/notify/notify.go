@@ -138,12 +138,7 @@ func (s *Subscription) Hears(holder byte, inTime bool) (ok bool, pending <-chan 
 	if s.mode == 0 || inTime {
 		return s.mode != 0 && (holder == 0 || holder == s.mode), nil
 	}
-	var confirmed chan struct{}
-	s.n.mu.Lock()
-	if cs := s.n.channels[s.channel]; cs != nil {
-		confirmed = cs.confirmed
-	}
-	s.n.mu.Unlock()
+	confirmed := s.confirmation()
 	if confirmed == nil {
 		return false, nil
 	}
@@ -283,6 +278,17 @@ func (n *Notifier) newEcho(channel string) string {
 	return n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
 }
 
+// confirmation returns the channel closed when s's subscription is
+// confirmed; nil when s's channel is not subscribed.
+func (s *Subscription) confirmation() chan struct{} {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if cs := s.n.channels[s.channel]; cs != nil {
+		return cs.confirmed
+	}
+	return nil
+}
+
 // Echo is the echo channel of s (Listen), for fetch.lua to publish on;
 // "" for none.
 func (s *Subscription) Echo() string { return s.echo }
@@ -306,12 +312,7 @@ func (s *Subscription) Confirm(ctx context.Context) {
 		return
 	}
 	n := s.n
-	var confirmed chan struct{}
-	n.mu.Lock()
-	if cs := n.channels[s.channel]; cs != nil {
-		confirmed = cs.confirmed
-	}
-	n.mu.Unlock()
+	confirmed := s.confirmation()
 	if confirmed == nil {
 		return
 	}
