@@ -257,7 +257,6 @@ func refusesFold(err error) bool {
 	return false
 }
 
-
 // readClock is the server's clock read.lua or peekread.lua read (ReadOp's
 // and ReadBeside's Clocked): the peeks sent behind the read need no TIME
 // of their own.
