@@ -278,8 +278,7 @@ func (n *Notifier) newEcho(channel string) string {
 	return n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
 }
 
-// confirmation returns the channel closed when s's subscription is
-// confirmed; nil when s's channel is not subscribed.
+// confirmation is closed once s is confirmed; nil if s's channel is not subscribed.
 func (s *Subscription) confirmation() chan struct{} {
 	s.n.mu.Lock()
 	defer s.n.mu.Unlock()
