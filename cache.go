@@ -38,8 +38,14 @@ type Cache struct {
 	rdb      redis.UniversalClient // for the notifier, the near cache's tracking and nodeFailed: every other command goes through store (store.go)
 	onParked func(channel string)  // tests only (export_test.go): a waiter waits for a notice it can hear
 
-	ctx    context.Context // cancelled by Close; stops flights, loads and refreshes
+	ctx    context.Context // cancelled by Close; stops flights and refreshes, and loads yet to begin
 	cancel context.CancelFunc
+	// loads is the context of loads under way (runLoad, newBatch): Close
+	// cancels it closeGrace after it began, so that a load about to end is
+	// stored for the fleet rather than handed back and loaded again
+	// elsewhere.
+	loads    context.Context
+	endLoads context.CancelFunc
 	// drain is the context of writes that must happen even when callers left
 	// or the Cache is closing (commits, hand-backs of leases): Close cancels
 	// it RedisTimeout after it began.
@@ -72,19 +78,12 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	drain, cancelDrain := context.WithCancel(context.Background())
-	c := &Cache{
-		opts:         o,
-		rdb:          rdb,
-		ctx:          ctx,
-		cancel:       cancel,
-		drain:        drain,
-		cancelDrain:  cancelDrain,
-		refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes),
-	}
-	c.flights.Joined = func(f *flight) { near.Stamp(&f.joinedAt) } // judgeNotice's
-	c.queue = c.newQueue()                                         // before the store, whose recovered hook replays it
+	c := &Cache{opts: o, rdb: rdb, refreshSlots: make(chan struct{}, o.MaxBackgroundRefreshes)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())        // Close: no call begins
+	c.loads, c.endLoads = context.WithCancel(context.Background())    // Close + closeGrace: loads end
+	c.drain, c.cancelDrain = context.WithCancel(context.Background()) // Close + RedisTimeout: commits, hand-backs end
+	c.flights.Joined = func(f *flight) { near.Stamp(&f.joinedAt) }    // judgeNotice's
+	c.queue = c.newQueue()                                            // before the store, whose recovered hook replays it
 	c.store = newStore(rdb, o, &c.stats, storeHooks{
 		noticeFailed: func(err error) { c.warn.NoticeFailed(err) }, refusedWrite: func(why string) { c.warn.RefusedWrite(why) },
 		nodeFailed: c.nodeFailed, recovered: c.recovered, renewalHeard: c.renewalHeard,
@@ -174,25 +173,34 @@ func (c *Cache) Stats() Stats {
 	return s
 }
 
-// Close stops the Cache: calls in progress return ErrClosed, running loads
-// get their context cancelled and their leases are handed back (with a
-// notice, so other processes' waiters take over). Close returns within
-// RedisTimeout (plus a few milliseconds), whatever the client's own
-// timeouts: what it could not hand back by then, a lease expires on its own
-// within LeaseTTL, and commands still on their way are left to the client,
-// whose goroutines end once Redis answers or the client gives up. It does
-// not wait for a loader that ignores its context: that loader is abandoned
-// and its result dropped. Close does not close the Redis client. Later calls
-// return ErrClosed; a second Close returns nil.
+// Close stops the Cache: no load begins, and calls waiting on Redis or on
+// another process's load return ErrClosed. A load under way (a caller's or
+// a background refresh) may go on for up to RedisTimeout/2 more: one that
+// ends by then is stored as usual and answers its callers, so waiters in
+// other processes get its value and nobody loads the key again (a rolling
+// restart costs the origin nothing). One still running then gets its
+// context cancelled, its callers get ErrClosed, and its lease is handed
+// back (with a notice, so other processes' waiters take over at once).
+// Close returns as soon as nothing is left to do, and within RedisTimeout
+// (plus a few milliseconds), whatever the client's own timeouts: what it
+// could not hand back by then, a lease expires on its own within LeaseTTL,
+// and commands still on their way are left to the client, whose goroutines
+// end once Redis answers or the client gives up. It does not wait for a
+// loader that ignores its context: that loader is abandoned and its result
+// dropped. Close does not close the Redis client. Later calls return
+// ErrClosed; a second Close returns nil.
 func (c *Cache) Close() error {
 	if !c.tasks.Close() {
 		return nil
 	}
 	deadline := time.Now().Add(c.opts.RedisTimeout)
 	c.cancel()
+	grace := time.AfterFunc(closeGrace(c.opts.RedisTimeout), c.endLoads)
+	defer grace.Stop()
 	stop := time.AfterFunc(c.opts.RedisTimeout, c.cancelDrain)
 	defer stop.Stop()
 	c.tasks.Wait(deadline)
+	c.endLoads()
 	if c.queue.Len() > 0 {
 		// What is queued for Redis, within Close's bound: through breakers
 		// tripped still (Redis may be back, not yet probed). What it could
@@ -213,6 +221,11 @@ func (c *Cache) Close() error {
 	}
 	return nil
 }
+
+// closeGrace is how long Close lets loads under way go on: half its bound,
+// so that the commit of a load that ends just then, or the hand-back of
+// one cancelled, has the other half.
+func closeGrace(redisTimeout time.Duration) time.Duration { return redisTimeout / 2 }
 
 // closedErr returns ErrClosed for an error that comes from Close cancelling
 // work, and err otherwise.

@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -422,6 +423,110 @@ func TestCloseDuringBackgroundRefresh(t *testing.T) {
 		v, _ := other.Get(ctx, "{cr}")
 		return string(v) == "new"
 	})
+}
+
+// A load that ends within Close's grace is stored: its callers get its
+// value, the waiters of other instances too, and nobody loads the key again.
+// Handing it back at once instead made every rolling restart (and the
+// soak's shutdown) load hot keys again, once per instance closing.
+func TestClose_LoadEndingInGraceIsStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	other := newCache(t, e.srv.Client(), nil)
+	ctx := context.Background()
+	loading, finish := make(chan struct{}), make(chan struct{})
+	holder := make(chan string, 1)
+	go func() {
+		v, err := e.c.Fetch(ctx, "{cg}", time.Minute, func(ctx context.Context) ([]byte, error) {
+			close(loading)
+			select {
+			case <-finish:
+				return []byte("holder's"), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+		holder <- fmt.Sprint(string(v), err)
+	}()
+	<-loading
+	var reloads atomic.Int32
+	got := make(chan string, 1)
+	go func() {
+		v, err := other.Fetch(ctx, "{cg}", time.Minute, func(context.Context) ([]byte, error) {
+			reloads.Add(1)
+			return []byte("reloaded"), nil
+		})
+		got <- fmt.Sprint(string(v), err)
+	}()
+	waitSubscribed(t, e.rdb, "corral:n:{cg}:{cg}", 1)
+	closed := make(chan struct{})
+	go func() {
+		e.c.Close()
+		close(closed)
+	}()
+	waitClosing(t, e.c)
+	close(finish)
+	<-closed
+	if v := <-holder; v != "holder's<nil>" {
+		t.Fatalf("the closing instance's caller got %s; want the value its load returned in Close's grace", v)
+	}
+	if v := <-got; v != "holder's<nil>" || reloads.Load() != 0 {
+		t.Fatalf("the other instance got %s after %d loads of its own; want the holder's value, none", v, reloads.Load())
+	}
+	if st := e.c.Stats(); st.Loads != 1 || st.LoadErrors != 0 {
+		t.Fatalf("the closing instance's stats: %+v", st)
+	}
+}
+
+// waitClosing waits until c's Close has begun: new calls get ErrClosed.
+func waitClosing(t *testing.T, c *corral.Cache) {
+	t.Helper()
+	eventually(t, 2*time.Second, "Close began", func() bool {
+		_, err := c.Get(context.Background(), "{closing}")
+		return errors.Is(err, corral.ErrClosed)
+	})
+}
+
+// The same for a background refresh under way at Close (the stale value
+// already served): it is stored, not refreshed again by the next instance.
+func TestClose_RefreshEndingInGraceIsStored(t *testing.T) {
+	t.Parallel()
+	opts := func() *corral.Options { return &corral.Options{StaleTTL: time.Minute, DisableJitter: true} }
+	e := newEnv(t, opts())
+	other := newCache(t, e.srv.Client(), opts())
+	ctx := context.Background()
+	e.c.Fetch(ctx, "{cs}", 100*time.Millisecond, value("old"))
+	waitStale(t, e.rdb, "corral:e:{cs}:{cs}")
+	refreshing, finish := make(chan struct{}), make(chan struct{})
+	v, err := e.c.Fetch(ctx, "{cs}", time.Minute, func(ctx context.Context) ([]byte, error) {
+		close(refreshing)
+		select {
+		case <-finish:
+			return []byte("refreshed"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	if err != nil || string(v) != "old" {
+		t.Fatalf("stale Fetch = %q, %v", v, err)
+	}
+	<-refreshing
+	closed := make(chan struct{})
+	go func() {
+		e.c.Close()
+		close(closed)
+	}()
+	waitClosing(t, e.c)
+	close(finish)
+	<-closed
+	var reloads atomic.Int32
+	v, err = other.Fetch(ctx, "{cs}", time.Minute, func(context.Context) ([]byte, error) {
+		reloads.Add(1)
+		return []byte("again"), nil
+	})
+	if err != nil || string(v) != "refreshed" || reloads.Load() != 0 {
+		t.Fatalf("the other instance: %q, %v after %d loads; want the refresh Close let end, no load", v, err, reloads.Load())
+	}
 }
 
 // Closing the instance that holds a lease lets other instances' waiters take

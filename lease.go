@@ -56,7 +56,7 @@ func (c *Cache) leasedLoad(f *flight) (out outcome, val []byte, took time.Durati
 			if r := o.Result; !r.asked && (r.err == nil || isNotFound(r.err)) {
 				return outCoalesced, r.val, r.took, r.fr, r.err
 			}
-		case <-c.ctx.Done():
+		case <-c.loads.Done():
 			return outNone, nil, 0, freshness{}, ErrClosed
 		}
 	}

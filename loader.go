@@ -49,8 +49,9 @@ func (c *Cache) callLoader(ctx context.Context, l loader) (val []byte, fr freshn
 	return e.Value, fr, nil
 }
 
-// runLoader runs f's load under context.WithoutCancel(f.ctx), bounded by
-// LoadTimeout and cancelled by Close (and within a Tracer's scope), and
+// runLoader runs f's load under context.WithoutCancel(f.ctx), within a
+// Tracer's scope, bounded by LoadTimeout (none begins once Close began, and
+// one under way is cancelled at the end of Close's grace, closeGrace), and
 // returns the value, how long it took, and how long it lives (fr). A panic
 // becomes a *PanicError. A loader still running at the deadline is
 // abandoned: its late result is dropped.
@@ -67,7 +68,10 @@ func (c *Cache) runLoad(fctx context.Context, key string, l loader) (val []byte,
 		ctx, cancel = context.WithTimeout(ctx, c.opts.LoadTimeout)
 	}
 	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
+	if c.ctx.Err() != nil {
+		return nil, 0, freshness{}, ErrClosed // closing: no load begins
+	}
+	defer context.AfterFunc(c.loads, cancel)()
 
 	type result struct {
 		val []byte
@@ -126,7 +130,7 @@ func (ml manyLoad) loader(b *batch.Batch, key, group string) loader {
 // flights one FetchMany, or one rescue (rescue.go), started into calls of
 // load; its calls of load each run in a goroutine the
 // Cache waits for on Close, under context.WithoutCancel of ctx, bounded by
-// LoadTimeout and cancelled by Close, as runLoader runs a single key's
+// LoadTimeout and cancelled at the end of Close's grace, as runLoader runs a single key's
 // loader. A panic becomes a *PanicError, and runtime.Goexit
 // errLoaderExited, for every key of the call; an error once the context
 // ended, ErrClosed or ErrLoadTimeout. A call still running at its deadline
@@ -134,7 +138,7 @@ func (ml manyLoad) loader(b *batch.Batch, key, group string) loader {
 // pace bounds its busy flights (batch.Config.Pace; 0 for no bound).
 func (c *Cache) newBatch(ctx context.Context, load manyLoader, pace int) *batch.Batch {
 	return batch.New(batch.Config{Call: load, Start: c.tasks.Start, Pace: pace,
-		Context: context.WithoutCancel(ctx), Owner: c.ctx, Timeout: c.opts.LoadTimeout, Cut: c.loadCut,
+		Context: context.WithoutCancel(ctx), Owner: c.loads, Timeout: c.opts.LoadTimeout, Cut: c.loadCut,
 		Panicked: newPanicError, Exited: errLoaderExited, Closed: ErrClosed, NotFound: ErrNotFound})
 }
 
