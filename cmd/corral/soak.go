@@ -68,7 +68,8 @@ deadline. Then it checks five invariants:
      under the key's lease (corral.IsFailOpen false in the loader) number at
      most 1 plus the events in [window start - LeaseTTL, last load]: Deletes
      of the key, Redis restarts, takeovers (a killed worker that had started
-     a load of the key in its last 2s) and workers in Redis trouble (a
+     a load of the key in its last 2s, or a worker stopping at the end whose
+     Close cut a load of the key short) and workers in Redis trouble (a
      failed Redis call, open breaker, lost lease or rejected commit in the
      last %v) that were loading the key (a failed commit lets the next
      caller load).

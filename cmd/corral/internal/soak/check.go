@@ -92,6 +92,16 @@ func (ix *index) indexLoads() {
 			}
 		}
 	}
+	// A worker closing its Cache at the end: Close cancels a load still
+	// running after its grace and hands the lease back, and a worker not
+	// yet stopped loads the key again.
+	for key, ls := range ix.loads {
+		for _, l := range ls {
+			if l.Cut && ix.r.Stopped > 0 && l.End >= ix.r.Stopped {
+				ix.takeover[key] = append(ix.takeover[key], l.End)
+			}
+		}
+	}
 	for k := range ix.loads {
 		slices.SortFunc(ix.loads[k], func(a, b Load) int { return cmp.Compare(a.Start, b.Start) })
 		for _, l := range ix.loads[k] {

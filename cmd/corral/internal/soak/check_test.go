@@ -123,6 +123,30 @@ func TestCheckAllowsOneLoadPerEvent(t *testing.T) {
 	mustFind(t, Check(r), InvLoads, "2 loads started within 50ms")
 }
 
+// A worker that closes its Cache at the end while loading a key, past
+// Close's grace, cuts the load short and hands the lease back: one more
+// load. A load cut short before the stop, or a stop without a cut load,
+// allows nothing.
+func TestCheckAllowsOneLoadPerCloseCut(t *testing.T) {
+	cut := load(0, 1, time.Second)
+	cut.End, cut.Cut = time.Second+10*ms_, true
+	r := &Records{TTL: DefaultTTL, Loads: []Load{cut, load(0, 2, time.Second+12*ms_)}, Stopped: time.Second + 5*ms_}
+	mustPass(t, Check(r))
+	r.Loads = append(r.Loads, load(0, 3, time.Second+14*ms_))
+	mustFind(t, Check(r), InvLoads, "3 loads started within 14ms")
+
+	for name, r := range map[string]*Records{
+		"cut before the stop": {Loads: []Load{cut, load(0, 2, time.Second+12*ms_)}, Stopped: time.Second + 11*ms_},
+		"no stop":             {Loads: []Load{cut, load(0, 2, time.Second+12*ms_)}},
+		"stop, no cut":        {Loads: []Load{load(0, 1, time.Second), load(0, 2, time.Second+12*ms_)}, Stopped: time.Second + 5*ms_},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r.TTL = DefaultTTL
+			mustFind(t, Check(r), InvLoads, "2 loads started within 12ms")
+		})
+	}
+}
+
 // Fail-open loads are left out of the fleet-wide bound but still bounded
 // per process: one flight at a time (plus a background refresh).
 func TestCheckFailOpen(t *testing.T) {

@@ -35,6 +35,9 @@ func (e events) String() string {
 //   - a takeover: a worker killed in [from - 2 LeaseTTL, to] that had
 //     started a load of key in the 2s before it died, which may have held a
 //     lease and never committed; the lease expires and another worker loads.
+//     Or, at the end, a worker that closed its Cache while loading key
+//     (Load.Cut after Records.Stopped): Close cancelled the load and handed
+//     its lease back to a worker still running.
 //   - a degraded worker: a merged Interval of one worker overlapping it, if
 //     that worker loaded key in it or in the troubleLead before it. A
 //     worker in Redis trouble may fail to commit a load of the key (its

@@ -72,17 +72,19 @@ func (o *origin) serveKey(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	v := o.versions[key]
 	o.mu.Unlock()
+	cut := false
 	if o.latency > 0 {
 		t := time.NewTimer(o.latency)
 		select {
 		case <-t.C:
 		case <-r.Context().Done(): // the worker was killed, or gave up
+			cut = true
 		}
 		t.Stop()
 	}
 	o.mu.Lock()
 	o.loads = append(o.loads, Load{Key: key, Worker: worker, Start: time.Duration(start), Arrive: arrive,
-		End: o.since(), Version: v, FailOpen: q.Get("fo") == "1", Troubled: q.Get("tr") == "1"})
+		End: o.since(), Version: v, FailOpen: q.Get("fo") == "1", Troubled: q.Get("tr") == "1", Cut: cut})
 	o.mu.Unlock()
 	fmt.Fprint(w, formatValue(key, v))
 }

@@ -32,6 +32,10 @@ type Load struct {
 	// workers for invariant 1a, checkFlights' allowance for 1b), which
 	// survives the worker's death with its last report.
 	Troubled bool
+	// Cut: the worker left before the origin answered: killed, or its
+	// Cache closed with the load still running past Close's grace, which
+	// cancels the load and hands its lease back.
+	Cut bool
 }
 
 // Call is one Fetch a worker made.
@@ -108,6 +112,9 @@ type Records struct {
 	Degraded []Interval
 	Breakers []Breaker
 	Failures []Failure
+	// Stopped is when the orchestrator told the workers to stop (they
+	// close their Caches); 0 if it never did.
+	Stopped time.Duration
 }
 
 // Invariant numbers, as `corral soak --help` lists them.

@@ -46,7 +46,8 @@ func (s *run) report(elapsed time.Duration, stopFailures []Failure) *Report {
 	s.col.mu.Unlock()
 	s.mu.Lock()
 	rec := &Records{TTL: s.cfg.TTL, Loads: loads, Calls: calls, Deletes: s.deletes, Outages: s.outages,
-		Kills: s.kills, Degraded: degraded, Breakers: breakers, Failures: append(s.failures, stopFailures...)}
+		Kills: s.kills, Degraded: degraded, Breakers: breakers, Failures: append(s.failures, stopFailures...),
+		Stopped: s.stopped}
 	procs := s.all
 	s.mu.Unlock()
 

@@ -41,6 +41,7 @@ type run struct {
 	all      []*proc
 	nextID   int
 	kills    []Kill
+	stopped  time.Duration // when stopAll began
 	deletes  []Delete
 	outages  []Outage
 	failures []Failure
@@ -313,6 +314,7 @@ func (s *run) restarter(ctx context.Context, rng *mrand.Rand, end time.Duration)
 // the failures of those that did not stop well.
 func (s *run) stopAll() []Failure {
 	s.mu.Lock()
+	s.stopped = s.since()
 	live := make([]*proc, 0, len(s.live))
 	for _, p := range s.live {
 		live = append(live, p)
