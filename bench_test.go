@@ -600,8 +600,10 @@ func BenchmarkNearInvalidation(b *testing.B) {
 // x 250 goroutines, a 20 ms origin) from the holder's load to every
 // caller's answer, and reports, as the median over the stampedes, how long
 // after the load returned: the holder's callers were answered (p50, in
-// µs), and the other instances' callers (first, p50, p99, last). It is
-// where a waiter's time goes (docs/design.md, 3.3).
+// µs), and the other instances' callers (first, p50, p99, last); and how
+// long after the release the load began (load-start, median and max) and
+// the last caller entered Fetch (last-in): the burst itself. It is where a
+// waiter's time goes (docs/design.md, 3.3).
 func BenchmarkStampedeWaiters(b *testing.B) {
 	for _, origin := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
 		b.Run(origin.String(), func(b *testing.B) { stampedeWaiters(b, origin) })
@@ -616,12 +618,14 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 		defer caches[i].Close()
 	}
 	ctx := context.Background()
-	var holderP50, first, p50, p99, last []float64
+	var holderP50, first, p50, p99, last, loadStart, lastEntered []float64
 	b.ResetTimer()
 	for i := range b.N {
 		key := "bench:waiters:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		var loaded atomic.Int64 // when the load returned (UnixNano)
-		var holder atomic.Int32 // the instance that loaded, plus 1
+		var loaded atomic.Int64        // when the load returned (UnixNano)
+		var holder atomic.Int32        // the instance that loaded, plus 1
+		var began, lastIn atomic.Int64 // when the load began, the last caller entered (UnixNano)
+		var entered atomic.Int32
 		start := make(chan struct{})
 		answered := make([][]int64, instances)
 		var wg sync.WaitGroup
@@ -630,10 +634,14 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 			for g := range goroutines {
 				wg.Go(func() {
 					<-start
+					if entered.Add(1) == instances*goroutines {
+						lastIn.Store(time.Now().UnixNano())
+					}
 					ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a caller's deadline, as make bench's
 					defer cancel()
 					_, err := c.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
 						holder.Store(int32(in) + 1)
+						began.Store(time.Now().UnixNano())
 						<-time.After(originLatency) // the origin's latency
 						loaded.Store(time.Now().UnixNano())
 						return benchValue, nil
@@ -645,8 +653,11 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 				})
 			}
 		}
+		released := time.Now().UnixNano()
 		close(start)
 		wg.Wait()
+		loadStart = append(loadStart, float64(began.Load()-released)/1e3)
+		lastEntered = append(lastEntered, float64(lastIn.Load()-released)/1e3)
 		var others []float64
 		for in := range caches {
 			for _, at := range answered[in] {
@@ -671,6 +682,9 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 	}
 	b.StopTimer()
 	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	b.ReportMetric(slices.Max(loadStart), "load-start-max-µs")
+	b.ReportMetric(median(loadStart), "load-start-µs")
+	b.ReportMetric(median(lastEntered), "last-in-µs")
 	b.ReportMetric(median(holderP50), "holder-p50-µs")
 	b.ReportMetric(median(first), "waiter-first-µs")
 	b.ReportMetric(median(p50), "waiter-p50-µs")
