@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -600,10 +601,12 @@ func BenchmarkNearInvalidation(b *testing.B) {
 // x 250 goroutines, a 20 ms origin) from the holder's load to every
 // caller's answer, and reports, as the median over the stampedes, how long
 // after the load returned: the holder's callers were answered (p50, in
-// µs), and the other instances' callers (first, p50, p99, last); and how
-// long after the release the load began (load-start, median and max) and
-// the last caller entered Fetch (last-in): the burst itself. It is where a
-// waiter's time goes (docs/design.md, 3.3).
+// µs), and the other instances' callers (first, p50, p99, last); how long
+// after the release the load began (load-start, median and max) and the
+// last caller entered Fetch (last-in): the burst itself; and the process's
+// CPU time per caller over the stampede and after the load returned (the
+// harness's own work included). It is where a waiter's time goes
+// (docs/design.md, 3.3).
 func BenchmarkStampedeWaiters(b *testing.B) {
 	for _, origin := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond} {
 		b.Run(origin.String(), func(b *testing.B) { stampedeWaiters(b, origin) })
@@ -618,7 +621,7 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 		defer caches[i].Close()
 	}
 	ctx := context.Background()
-	var holderP50, first, p50, p99, last, loadStart, lastEntered []float64
+	var holderP50, first, p50, p99, last, loadStart, lastEntered, cpu, cpuAfter []float64
 	b.ResetTimer()
 	for i := range b.N {
 		key := "bench:waiters:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -626,6 +629,7 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 		var holder atomic.Int32        // the instance that loaded, plus 1
 		var began, lastIn atomic.Int64 // when the load began, the last caller entered (UnixNano)
 		var entered atomic.Int32
+		var cpuLoaded atomic.Int64 // processCPU when the load returned
 		start := make(chan struct{})
 		answered := make([][]int64, instances)
 		var wg sync.WaitGroup
@@ -644,6 +648,7 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 						began.Store(time.Now().UnixNano())
 						<-time.After(originLatency) // the origin's latency
 						loaded.Store(time.Now().UnixNano())
+						cpuLoaded.Store(int64(processCPU()))
 						return benchValue, nil
 					})
 					answered[in][g] = time.Now().UnixNano()
@@ -653,9 +658,13 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 				})
 			}
 		}
+		cpu0 := processCPU()
 		released := time.Now().UnixNano()
 		close(start)
 		wg.Wait()
+		cpuEnd := processCPU()
+		cpu = append(cpu, float64(cpuEnd-cpu0)/1e3/(instances*goroutines))
+		cpuAfter = append(cpuAfter, float64(cpuEnd-time.Duration(cpuLoaded.Load()))/1e3/(instances*goroutines))
 		loadStart = append(loadStart, float64(began.Load()-released)/1e3)
 		lastEntered = append(lastEntered, float64(lastIn.Load()-released)/1e3)
 		var others []float64
@@ -686,8 +695,19 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 	b.ReportMetric(median(loadStart), "load-start-µs")
 	b.ReportMetric(median(lastEntered), "last-in-µs")
 	b.ReportMetric(median(holderP50), "holder-p50-µs")
+	b.ReportMetric(median(cpu), "cpu-µs/caller")
+	b.ReportMetric(median(cpuAfter), "cpu-after-µs/caller")
 	b.ReportMetric(median(first), "waiter-first-µs")
 	b.ReportMetric(median(p50), "waiter-p50-µs")
 	b.ReportMetric(median(p99), "waiter-p99-µs")
 	b.ReportMetric(median(last), "waiter-last-µs")
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

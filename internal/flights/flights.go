@@ -207,6 +207,14 @@ func (g *Group[C]) Leave(key string, c C, stop func()) {
 // and the caller then left c (Leave, with stop). A call answered at the
 // same moment is taken as answered.
 func (g *Group[C]) Await(ctx context.Context, key string, c C, done <-chan struct{}, stop func()) bool {
+	// Answered already (a caller woken by it, handed over from a peek):
+	// a receive that cannot block takes no lock, where a select locks
+	// done, which hundreds of woken callers share, and ctx's channel.
+	select {
+	case <-done:
+		return true
+	default:
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
