@@ -227,7 +227,9 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 	out := outFailOpen
 	if redisFailed(redisErr) {
 		var held bool
-		if open.val, open.took, open.fr, held, open.err = c.loadOpen(f.ctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
+		wctx, stop := failopen.JoinContext(f.ctx, c.ctx, c.loads) // a load ending in Close's grace answers f's callers
+		defer stop()
+		if open.val, open.took, open.fr, held, open.err = c.loadOpen(wctx, f.key, f.load, copies); held { // one at a time, kept for fail-safe use
 			out = outFailSafe
 		}
 	} else {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -527,6 +528,86 @@ func TestClose_RefreshEndingInGraceIsStored(t *testing.T) {
 	if err != nil || string(v) != "refreshed" || reloads.Load() != 0 {
 		t.Fatalf("the other instance: %q, %v after %d loads; want the refresh Close let end, no load", v, err, reloads.Load())
 	}
+}
+
+// A load whose own LoadTimeout passes during Close's grace failed by its
+// timeout, not by Close: its caller gets ErrLoadTimeout, and the failure is
+// stored for ErrorTTL, so another instance does not load the slow key again.
+func TestClose_LoadTimeoutInGraceIsATimeout(t *testing.T) {
+	t.Parallel()
+	opts := func() *corral.Options {
+		return &corral.Options{LoadTimeout: 300 * time.Millisecond, RedisTimeout: 2 * time.Second, ErrorTTL: time.Minute}
+	}
+	e := newEnv(t, opts())
+	other := newCache(t, e.srv.Client(), opts())
+	ctx := context.Background()
+	loading := make(chan struct{})
+	res := make(chan error, 1)
+	go func() {
+		_, err := e.c.Fetch(ctx, "{lt}", time.Minute, func(ctx context.Context) ([]byte, error) {
+			close(loading)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		res <- err
+	}()
+	<-loading
+	closed := make(chan struct{})
+	go func() { e.c.Close(); close(closed) }()
+	waitClosing(t, e.c)
+	if err := <-res; !errors.Is(err, corral.ErrLoadTimeout) {
+		t.Errorf("the caller got %v; want ErrLoadTimeout (its load timed out within Close's grace)", err)
+	}
+	<-closed
+	var loads atomic.Int32
+	_, err := other.Fetch(ctx, "{lt}", time.Minute, func(context.Context) ([]byte, error) { loads.Add(1); return []byte("x"), nil })
+	if err == nil || loads.Load() != 0 {
+		t.Errorf("the other instance: %v after %d loads; want the stored failure, no load", err, loads.Load())
+	}
+}
+
+// A flight that failed open while Redis was silent and joined the key's
+// fail-open load under way (a rescued caller's) gets that load's value when
+// the load ends in Close's grace, as a flight under a lease does.
+func TestClose_FailOpenJoinerAnsweredInGrace(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	c := newCache(t, quickStartClient(t, proxy.Addr), &corral.Options{RedisTimeout: time.Second})
+	ctx := context.Background()
+	if _, err := c.Fetch(ctx, "{warm}", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(true)
+	loading, finish := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	load := func(ctx context.Context) ([]byte, error) {
+		once.Do(func() { close(loading) })
+		select {
+		case <-finish:
+			return []byte("v"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	waiter := make(chan string, 1)
+	go func() { // no deadline: no rescue; its flight fails open once its peek fails
+		v, err := c.Fetch(ctx, "{fo}", time.Minute, load)
+		waiter <- fmt.Sprint(string(v), " ", err)
+	}()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	go c.Fetch(short, "{fo}", time.Minute, load) // rescued half-way to its deadline: the fail-open load
+	<-loading
+	eventually(t, 5*time.Second, "the waiter's flight failed open", func() bool { return c.Stats().RedisErrors > 0 })
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	waitClosing(t, c)
+	close(finish)
+	if got := <-waiter; got != "v <nil>" {
+		t.Errorf("the waiter got %q; want the value of the fail-open load that ended in Close's grace", got)
+	}
+	<-closed
 }
 
 // Closing the instance that holds a lease lets other instances' waiters take

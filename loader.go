@@ -146,7 +146,7 @@ func (c *Cache) newBatch(ctx context.Context, load manyLoader, pace int) *batch.
 // Close ended it, otherwise ErrLoadTimeout (joined with
 // context.DeadlineExceeded).
 func (c *Cache) loadCut() error {
-	if c.ctx.Err() != nil {
+	if c.loads.Err() != nil { // not c.ctx: a load's own deadline may pass in Close's grace
 		return ErrClosed
 	}
 	return errors.Join(errorf("%w after %v", ErrLoadTimeout, c.opts.LoadTimeout), context.DeadlineExceeded)

@@ -58,7 +58,7 @@ func (c *Cache) rescued(ctx context.Context, key string, load loader) answer {
 	case held:
 		return a
 	case mine:
-		c.runOpenDetached(ctx, key, load, o)
+		c.runOpenDetached(ctx, key, load, o, func() {})
 	}
 	r := c.joinOpen(ctx, o)
 	return answer{val: r.val, err: r.err, out: rescuedOutcome(ctx, r.err)}
@@ -78,11 +78,14 @@ func rescuedOutcome(ctx context.Context, err error) outcome {
 // its own that Close waits for: a rescued caller that started it still
 // leaves at its own deadline (joinOpen), as a flight's caller does, while
 // the load goes on for the others and for memory, bounded by LoadTimeout.
-func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad) {
-	if !c.tasks.Start(func() { c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
+// settled is called once the load ended or could not begin (a FetchMany's
+// batch must not wait for a key whose load never began).
+func (c *Cache) runOpenDetached(ctx context.Context, key string, l loader, o *openLoad, settled func()) {
+	if !c.tasks.Start(func() { defer settled(); c.runOpen(context.WithoutCancel(ctx), key, l, o) }) {
 		o.Result.err = ErrClosed
 		c.opens.Drop(key, o)
 		o.End()
+		settled()
 	}
 }
 
@@ -170,8 +173,8 @@ func (c *Cache) rescueMany(ctx context.Context, ks []*keyCall, ml manyLoad) {
 			k.a = a
 			continue
 		case mine:
-			b.Expect(ctx, k.key) // not paced: does not wait
-			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key, ""), o)
+			b.Expect(ctx, k.key)                                                        // not paced: does not wait
+			c.runOpenDetached(ctx, k.key, ml.loader(b, k.key, ""), o, b.Decider(k.key)) // decided even if no load began (Close)
 		}
 		loads = append(loads, joined{k, o})
 	}

@@ -251,9 +251,10 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 // unless every caller left meanwhile.
 func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
 	if !c.flights.StartLoading(f.ctx, f.key, f) {
-		// Every caller left while fetch.lua ran: hand the lease back.
+		// Every caller left, or Close began, while fetch.lua ran: hand the
+		// lease back.
 		c.releaseLease(f.names, l.token, releaseArgs{notice: wire.Recheck})
-		return answer{err: context.Canceled}, nil
+		return answer{err: c.closedErr(context.Canceled)}, nil
 	}
 	return c.loadAndCommit(f, l, false)
 }

@@ -99,3 +99,29 @@ func TestLoadMark(t *testing.T) {
 		t.Fatal("Ask is not recorded")
 	}
 }
+
+// JoinContext ends with the calls' context, except once the Cache is
+// closing: then with the loads'.
+func TestJoinContext(t *testing.T) {
+	bg := context.Background()
+	calls, leave := context.WithCancel(bg)
+	ctx, stop := JoinContext(calls, bg, bg)
+	leave()
+	<-ctx.Done() // the calls left: the wait ends
+	stop()
+
+	calls, leave = context.WithCancel(bg)
+	closing, closeCache := context.WithCancel(bg)
+	loads, endLoads := context.WithCancel(bg)
+	ctx, stop = JoinContext(calls, closing, loads)
+	defer stop()
+	closeCache()
+	leave() // as Close cancels a flight
+	select {
+	case <-ctx.Done():
+		t.Fatal("the wait ended with Close, before the loads did")
+	default:
+	}
+	endLoads()
+	<-ctx.Done()
+}

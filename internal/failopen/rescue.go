@@ -108,3 +108,19 @@ func WaitAll[C any](ctx context.Context, calls []C, fire <-chan time.Time, done 
 	}
 	return false
 }
+
+// JoinContext is the context of a wait, on behalf of calls whose context
+// is calls, for a load under way that another call runs: it ends when
+// calls does, unless closing (the Cache's) has ended by then, and then
+// when loads does (the end of Close's grace), so that a load ending in
+// the grace still answers the calls that wait for it. stop releases it.
+func JoinContext(calls, closing, loads context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(calls))
+	left := context.AfterFunc(calls, func() {
+		if closing.Err() == nil { // the calls left, not Close
+			cancel()
+		}
+	})
+	ended := context.AfterFunc(loads, cancel)
+	return ctx, func() { left(); ended(); cancel() }
+}
