@@ -105,3 +105,41 @@ func TestClusterInvalidateTagsFailover(t *testing.T) {
 		t.Logf("InvalidateTags after the failover: %v", err)
 	}
 }
+
+// A background refresh on a Cluster, by a Cache that has read no group
+// records for a while (so it has no recent estimate of the records' clock),
+// stores its value with its true birth, not as older than every group
+// invalidation: after a Clear long before, the refreshed entry is served,
+// not loaded again at once.
+func TestClusterRefreshAfterIdleIsKept(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	c := newCache(t, cl.Client(), &corral.Options{StaleTTL: time.Minute, DisableJitter: true, DisableEarlyRefresh: true})
+	ctx := context.Background()
+	if err := c.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var loads atomic.Int32
+	refreshed := make(chan struct{}, 1)
+	load := func(context.Context) ([]byte, error) {
+		if loads.Add(1) == 2 {
+			defer func() { refreshed <- struct{}{} }()
+		}
+		return []byte(fmt.Sprint(loads.Load())), nil
+	}
+	if v, err := c.Fetch(ctx, "{idle}", 100*time.Millisecond, load); err != nil || string(v) != "1" {
+		t.Fatalf("first Fetch: %q, %v", v, err)
+	}
+	<-time.After(1200 * time.Millisecond) // stale, and no records read for over a second
+	if v, err := c.Fetch(ctx, "{idle}", 100*time.Millisecond, load); err != nil || string(v) != "1" {
+		t.Fatalf("stale Fetch: %q, %v; want 1, served stale while it refreshes", v, err)
+	}
+	<-refreshed
+	eventually(t, 2*time.Second, "the refresh stored", func() bool {
+		v, err := c.Get(ctx, "{idle}")
+		return err == nil && string(v) == "2"
+	})
+	if v, err := c.Fetch(ctx, "{idle}", 100*time.Millisecond, load); err != nil || string(v) != "2" || loads.Load() != 2 {
+		t.Fatalf("after the refresh: %q, %v, %d loads; want 2 from the refresh, no more loads", v, err, loads.Load())
+	}
+}
