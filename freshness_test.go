@@ -438,15 +438,7 @@ func TestClose_LoadEndingInGraceIsStored(t *testing.T) {
 	loading, finish := make(chan struct{}), make(chan struct{})
 	holder := make(chan string, 1)
 	go func() {
-		v, err := e.c.Fetch(ctx, "{cg}", time.Minute, func(ctx context.Context) ([]byte, error) {
-			close(loading)
-			select {
-			case <-finish:
-				return []byte("holder's"), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})
+		v, err := e.c.Fetch(ctx, "{cg}", time.Minute, gatedLoad(loading, finish, "holder's"))
 		holder <- fmt.Sprint(string(v), err)
 	}()
 	<-loading
@@ -460,12 +452,7 @@ func TestClose_LoadEndingInGraceIsStored(t *testing.T) {
 		got <- fmt.Sprint(string(v), err)
 	}()
 	waitSubscribed(t, e.rdb, "corral:n:{cg}:{cg}", 1)
-	closed := make(chan struct{})
-	go func() {
-		e.c.Close()
-		close(closed)
-	}()
-	waitClosing(t, e.c)
+	closed := closeBegun(t, e.c)
 	close(finish)
 	<-closed
 	if v := <-holder; v != "holder's<nil>" {
@@ -476,6 +463,35 @@ func TestClose_LoadEndingInGraceIsStored(t *testing.T) {
 	}
 	if st := e.c.Stats(); st.Loads != 1 || st.LoadErrors != 0 {
 		t.Fatalf("the closing instance's stats: %+v", st)
+	}
+}
+
+// closeBegun starts c's Close and returns once it has begun (waitClosing),
+// with what closes once it returned.
+func closeBegun(t *testing.T, c *corral.Cache) <-chan struct{} {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		c.Close()
+		close(closed)
+	}()
+	waitClosing(t, c)
+	return closed
+}
+
+// gatedLoad is a loader that closes began as it starts (once), then
+// returns val once finish is closed (never when nil), or its context's
+// error.
+func gatedLoad(began, finish chan struct{}, val string) func(context.Context) ([]byte, error) {
+	var once sync.Once
+	return func(ctx context.Context) ([]byte, error) {
+		once.Do(func() { close(began) })
+		select {
+		case <-finish:
+			return []byte(val), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -499,25 +515,12 @@ func TestClose_RefreshEndingInGraceIsStored(t *testing.T) {
 	e.c.Fetch(ctx, "{cs}", 100*time.Millisecond, value("old"))
 	waitStale(t, e.rdb, "corral:e:{cs}:{cs}")
 	refreshing, finish := make(chan struct{}), make(chan struct{})
-	v, err := e.c.Fetch(ctx, "{cs}", time.Minute, func(ctx context.Context) ([]byte, error) {
-		close(refreshing)
-		select {
-		case <-finish:
-			return []byte("refreshed"), nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	})
+	v, err := e.c.Fetch(ctx, "{cs}", time.Minute, gatedLoad(refreshing, finish, "refreshed"))
 	if err != nil || string(v) != "old" {
 		t.Fatalf("stale Fetch = %q, %v", v, err)
 	}
 	<-refreshing
-	closed := make(chan struct{})
-	go func() {
-		e.c.Close()
-		close(closed)
-	}()
-	waitClosing(t, e.c)
+	closed := closeBegun(t, e.c)
 	close(finish)
 	<-closed
 	var reloads atomic.Int32
@@ -544,17 +547,11 @@ func TestClose_LoadTimeoutInGraceIsATimeout(t *testing.T) {
 	loading := make(chan struct{})
 	res := make(chan error, 1)
 	go func() {
-		_, err := e.c.Fetch(ctx, "{lt}", time.Minute, func(ctx context.Context) ([]byte, error) {
-			close(loading)
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+		_, err := e.c.Fetch(ctx, "{lt}", time.Minute, gatedLoad(loading, nil, "")) // ends by its LoadTimeout
 		res <- err
 	}()
 	<-loading
-	closed := make(chan struct{})
-	go func() { e.c.Close(); close(closed) }()
-	waitClosing(t, e.c)
+	closed := closeBegun(t, e.c)
 	if err := <-res; !errors.Is(err, corral.ErrLoadTimeout) {
 		t.Errorf("the caller got %v; want ErrLoadTimeout (its load timed out within Close's grace)", err)
 	}
@@ -580,16 +577,7 @@ func TestClose_FailOpenJoinerAnsweredInGrace(t *testing.T) {
 	}
 	proxy.Blackhole(true)
 	loading, finish := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	load := func(ctx context.Context) ([]byte, error) {
-		once.Do(func() { close(loading) })
-		select {
-		case <-finish:
-			return []byte("v"), nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	load := gatedLoad(loading, finish, "v")
 	waiter := make(chan string, 1)
 	go func() { // no deadline: no rescue; its flight fails open once its peek fails
 		v, err := c.Fetch(ctx, "{fo}", time.Minute, load)
@@ -600,9 +588,7 @@ func TestClose_FailOpenJoinerAnsweredInGrace(t *testing.T) {
 	go c.Fetch(short, "{fo}", time.Minute, load) // rescued half-way to its deadline: the fail-open load
 	<-loading
 	eventually(t, 5*time.Second, "the waiter's flight failed open", func() bool { return c.Stats().RedisErrors > 0 })
-	closed := make(chan struct{})
-	go func() { c.Close(); close(closed) }()
-	waitClosing(t, c)
+	closed := closeBegun(t, c)
 	close(finish)
 	if got := <-waiter; got != "v <nil>" {
 		t.Errorf("the waiter got %q; want the value of the fail-open load that ended in Close's grace", got)

@@ -81,7 +81,8 @@ func newIndex(r *Records) *index {
 }
 
 // indexLoads sorts each key's loads by start, and indexes the loads that
-// followed a kill (takeovers) and each worker's load starts per key.
+// followed a kill or were cut short by a closing worker (takeovers) and
+// each worker's load starts per key.
 func (ix *index) indexLoads() {
 	for _, k := range ix.r.Kills {
 		for key, ls := range ix.loads {
@@ -92,21 +93,17 @@ func (ix *index) indexLoads() {
 			}
 		}
 	}
-	// A worker closing its Cache at the end: Close cancels a load still
-	// running after its grace and hands the lease back, and a worker not
-	// yet stopped loads the key again.
-	for key, ls := range ix.loads {
-		for _, l := range ls {
-			if l.Cut && ix.r.Stopped > 0 && l.End >= ix.r.Stopped {
-				ix.takeover[key] = append(ix.takeover[key], l.End)
-			}
-		}
-	}
 	for k := range ix.loads {
 		slices.SortFunc(ix.loads[k], func(a, b Load) int { return cmp.Compare(a.Start, b.Start) })
 		for _, l := range ix.loads[k] {
 			wk := [2]int{l.Worker, k}
 			ix.starts[wk] = append(ix.starts[wk], l.Start)
+			// A worker closing its Cache at the end: Close cancels a load
+			// still running after its grace and hands the lease back, and
+			// a worker not yet stopped loads the key again.
+			if l.Cut && ix.r.Stopped > 0 && l.End >= ix.r.Stopped {
+				ix.takeover[k] = append(ix.takeover[k], l.End)
+			}
 		}
 	}
 }
