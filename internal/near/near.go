@@ -99,13 +99,14 @@ func Stamp(t *atomic.Int64) {
 // stream that breaks makes copies unfit to be hits, but does not throw
 // them away, since while Redis is unreachable they are the only ones left.
 type Cache struct {
-	c       *otter.Cache[Key, *Entry]
-	ttl     time.Duration
-	safeTTL time.Duration
-	seq     atomic.Uint64 // bumped by every invalidation and purge
-	epoch   atomic.Uint64 // bumped whenever the stream goes up or down
-	healthy atomic.Bool   // the invalidation stream is up
-	tracker *tracker      // nil without a Client
+	c         *otter.Cache[Key, *Entry]
+	ttl       time.Duration
+	safeTTL   time.Duration
+	seq       atomic.Uint64 // bumped by every invalidation and purge
+	epoch     atomic.Uint64 // bumped whenever the stream goes up or down
+	healthy   atomic.Bool   // the invalidation stream is up
+	closeOnce sync.Once     // Close releases the coarse clock once
+	tracker   *tracker      // nil without a Client
 
 	typesMu sync.Mutex                     // serialises additions to types
 	types   atomic.Pointer[[]reflect.Type] // the types copies were decoded into
@@ -120,10 +121,12 @@ type Snap struct {
 // New returns a near cache, keeping its copies coherent through
 // o.Client's invalidations (when set) until Close.
 func New(o Config) (*Cache, error) {
+	clock := acquireCoarse()
 	oo := &otter.Options[Key, *Entry]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[Key, *Entry]) time.Duration {
-			return e.Value.life
+			return e.Value.life + coarseResolution // only memory: the hit's expiry is checked on Clock (coarse.go)
 		}),
+		Clock: clock,
 	}
 	if o.MaxBytes > 0 {
 		// Both bounds with one weight: each copy weighs at least
@@ -136,6 +139,7 @@ func New(o Config) (*Cache, error) {
 	}
 	c, err := otter.New(oo)
 	if err != nil {
+		releaseCoarse()
 		return nil, err
 	}
 	n := &Cache{c: c, ttl: o.TTL, safeTTL: o.SafeTTL}
@@ -304,4 +308,5 @@ func (n *Cache) Close(deadline time.Time) {
 	}
 	n.c.InvalidateAll()
 	n.c.StopAllGoroutines()
+	n.closeOnce.Do(releaseCoarse)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // healthy returns a near cache without a stream, made to serve copies as
@@ -253,5 +254,57 @@ func TestTrackingRefused(t *testing.T) {
 	defer mu.Unlock()
 	if len(told) != 1 || !strings.Contains(told[0].Error(), "NOPERM") {
 		t.Fatalf("told %v; want one NOPERM", told)
+	}
+}
+
+// otter keeps a copy coarseResolution past its life, on a coarse clock
+// (coarse.go): the copy is no hit past its own end all the same, checked
+// on Clock.
+func TestCopyNoHitPastItsEnd(t *testing.T) {
+	t.Parallel()
+	n := healthy(t, Config{Size: 10, TTL: time.Minute})
+	k := Key{Key: "k"}
+	e := copyOf("v", 30*time.Millisecond)
+	n.Put(k, e, n.Snapshot())
+	if got, _ := n.Lookup(k); got == nil {
+		t.Fatal("a fresh copy is no hit")
+	}
+	for deadline := time.Now().Add(5 * time.Second); Clock() < e.fresh; {
+		if time.Now().After(deadline) {
+			t.Fatal("the copy's end never came")
+		}
+		time.Sleep(time.Millisecond) // polling the clock, not synchronisation
+	}
+	if _, held := n.c.GetIfPresent(k); !held {
+		t.Fatal("otter dropped the copy before its life and the margin ended")
+	}
+	if got, _ := n.Lookup(k); got != nil {
+		t.Fatal("a copy past its end is a hit")
+	}
+}
+
+// The coarse clock runs while a near cache is open, and its goroutine
+// stops with the last one.
+func TestCoarseClockStopsWithLastCache(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	a, err := New(Config{Size: 1, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Size: 1, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coarse.mu.Lock()
+	users, clock := coarse.users, coarse.clock
+	coarse.mu.Unlock()
+	if users < 2 || clock == nil {
+		t.Fatalf("users %d, clock %v: the two caches do not share a running clock", users, clock)
+	}
+	a.Close(time.Now())
+	a.Close(time.Now()) // twice: released once
+	b.Close(time.Now())
+	if err := goleak.Find(before); err != nil {
+		t.Fatal(err)
 	}
 }
