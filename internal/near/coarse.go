@@ -14,8 +14,11 @@ import (
 // otter's expiry only frees memory: otter reads a coarse clock instead
 // (otter.CoarseClock), shared by every near cache of the process and
 // stopped when the last is closed, and keeps each copy coarseResolution
-// longer than its life, so that a clock lagging by that much never drops
-// a copy still fresh.
+// longer than its life, so that a clock lagging by up to that much drops
+// no copy still fresh. The clock lags further only when its goroutine
+// cannot run in time (a process starved of CPU): otter may then drop a
+// copy before its end, a miss, never a stale hit. A near cache never
+// closed keeps the goroutine for the life of the process.
 const coarseResolution = 100 * time.Millisecond
 
 var coarse struct {

@@ -121,12 +121,10 @@ type Snap struct {
 // New returns a near cache, keeping its copies coherent through
 // o.Client's invalidations (when set) until Close.
 func New(o Config) (*Cache, error) {
-	clock := acquireCoarse()
 	oo := &otter.Options[Key, *Entry]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[Key, *Entry]) time.Duration {
 			return e.Value.life + coarseResolution // only memory: the hit's expiry is checked on Clock (coarse.go)
 		}),
-		Clock: clock,
 	}
 	if o.MaxBytes > 0 {
 		// Both bounds with one weight: each copy weighs at least
@@ -137,6 +135,7 @@ func New(o Config) (*Cache, error) {
 	} else {
 		oo.MaximumSize = o.Size
 	}
+	oo.Clock = acquireCoarse()
 	c, err := otter.New(oo)
 	if err != nil {
 		releaseCoarse()
@@ -300,13 +299,16 @@ func (n *Cache) purge() {
 
 // Close stops the invalidation streams, waiting for them until deadline
 // (a stream blocked on a stalled Redis ends on its own once its read
-// returns), drops every copy and stops otter's goroutines.
+// returns), drops every copy, stops otter's goroutines and lets the coarse
+// clock go. Calls after the first do nothing.
 func (n *Cache) Close(deadline time.Time) {
-	n.healthy.Store(false)
-	if n.tracker != nil {
-		n.tracker.close(deadline)
-	}
-	n.c.InvalidateAll()
-	n.c.StopAllGoroutines()
-	n.closeOnce.Do(releaseCoarse)
+	n.closeOnce.Do(func() {
+		n.healthy.Store(false)
+		if n.tracker != nil {
+			n.tracker.close(deadline)
+		}
+		n.c.InvalidateAll()
+		n.c.StopAllGoroutines()
+		releaseCoarse()
+	})
 }

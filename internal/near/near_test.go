@@ -172,7 +172,10 @@ func TestTrackingInvalidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close(time.Now().Add(time.Second)) })
+	t.Cleanup(func() {
+		n.Close(time.Now().Add(time.Second))
+		n.Close(time.Now().Add(time.Second)) // twice: the second does nothing
+	})
 	testkit.Eventually(t, 10*time.Second, "the stream up", n.healthy.Load)
 	held := func(key string) bool {
 		e, _ := n.Lookup(Key{Key: key})
@@ -258,28 +261,53 @@ func TestTrackingRefused(t *testing.T) {
 }
 
 // otter keeps a copy coarseResolution past its life, on a coarse clock
-// (coarse.go): the copy is no hit past its own end all the same, checked
-// on Clock.
+// (coarse.go): whether the copy is a hit is decided on Clock all the same,
+// so a copy past its end is no hit, whatever otter still holds.
 func TestCopyNoHitPastItsEnd(t *testing.T) {
 	t.Parallel()
 	n := healthy(t, Config{Size: 10, TTL: time.Minute})
 	k := Key{Key: "k"}
-	e := copyOf("v", 30*time.Millisecond)
+	e := copyOf("v", time.Second)
 	n.Put(k, e, n.Snapshot())
-	if got, _ := n.Lookup(k); got == nil {
-		t.Fatal("a fresh copy is no hit")
+	if now := Clock(); now < e.fresh {
+		if got, _ := n.Lookup(k); got == nil {
+			t.Fatal("a fresh copy is no hit")
+		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); Clock() < e.fresh; {
+	for deadline := time.Now().Add(10 * time.Second); Clock() < e.fresh; {
 		if time.Now().After(deadline) {
 			t.Fatal("the copy's end never came")
 		}
-		time.Sleep(time.Millisecond) // polling the clock, not synchronisation
-	}
-	if _, held := n.c.GetIfPresent(k); !held {
-		t.Fatal("otter dropped the copy before its life and the margin ended")
+		time.Sleep(5 * time.Millisecond) // polling the clock, not synchronisation
 	}
 	if got, _ := n.Lookup(k); got != nil {
 		t.Fatal("a copy past its end is a hit")
+	}
+	if _, _, ok := n.FailSafe("k"); ok {
+		t.Fatal("a copy is kept for fail-safe use with SafeTTL 0")
+	}
+}
+
+// otter's expiry of a copy is its life plus coarseResolution, so that a
+// clock lagging by up to that much drops no copy still a hit.
+func TestOtterKeepsCopiesPastTheirLife(t *testing.T) {
+	t.Parallel()
+	n := healthy(t, Config{Size: 10, TTL: time.Minute})
+	k := Key{Key: "k"}
+	coarse.mu.Lock()
+	clock := coarse.clock
+	coarse.mu.Unlock()
+	before := clock.NowNano()
+	n.Put(k, copyOf("v", time.Hour), n.Snapshot()) // its life: TTL, a minute
+	after := clock.NowNano()
+	got, ok := n.c.GetEntryQuietly(k)
+	if !ok {
+		t.Fatal("the copy is not held")
+	}
+	keep := int64(time.Minute + coarseResolution)
+	if got.ExpiresAtNano < before+keep || got.ExpiresAtNano > after+keep {
+		t.Fatalf("otter expires the copy at %d; want its life and the margin after it was stored, in [%d, %d]",
+			got.ExpiresAtNano, before+keep, after+keep)
 	}
 }
 
