@@ -105,7 +105,7 @@ type Cache struct {
 	seq       atomic.Uint64 // bumped by every invalidation and purge
 	epoch     atomic.Uint64 // bumped whenever the stream goes up or down
 	healthy   atomic.Bool   // the invalidation stream is up
-	closeOnce sync.Once     // Close releases the coarse clock once
+	closeOnce sync.Once     // Close runs once
 	tracker   *tracker      // nil without a Client
 
 	typesMu sync.Mutex                     // serialises additions to types
