@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -701,13 +700,4 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 	b.ReportMetric(median(p50), "waiter-p50-µs")
 	b.ReportMetric(median(p99), "waiter-p99-µs")
 	b.ReportMetric(median(last), "waiter-last-µs")
-}
-
-// processCPU is the CPU time this process has used (user and system).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
