@@ -125,9 +125,10 @@ func TestOutage_RefusedFailsFast(t *testing.T) {
 // A silent Redis fails a call within RedisTimeout and a monitor tick of
 // the call, not twice that; with RedisTimeout 200 ms, 50 callers of 50
 // keys on a black hole are all answered within 0.7 s, and later calls at
-// once.
+// once. Not parallel: its bound is tight for a test (about 0.25 s
+// measured, 0.7 s allowed), and under the package's parallel tests on 2
+// cores with -race a starved process once took 0.81 s.
 func TestOutage_SilentBound(t *testing.T) {
-	t.Parallel()
 	for _, kind := range clientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := redistest.Start(t)
