@@ -213,6 +213,13 @@ func TestDegraded_D3_LostNotices(t *testing.T) {
 				}
 				return ids
 			}
+			// b counts a wait before its SUBSCRIBE is confirmed: the
+			// subscriber to watch is the one Redis shows on every key's
+			// channel.
+			for i := range keys {
+				k := "{d3:" + strconv.Itoa(i) + "}"
+				waitSubscribed(t, admin, "corral:n:"+k+":"+k, 1)
+			}
 			subscriber := clientIDs("TYPE", "pubsub")
 			endedMu.Lock()
 			ended = time.Now()
