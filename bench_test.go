@@ -701,3 +701,74 @@ func stampedeWaiters(b *testing.B, originLatency time.Duration) {
 	b.ReportMetric(median(p99), "waiter-p99-µs")
 	b.ReportMetric(median(last), "waiter-last-µs")
 }
+
+// BenchmarkStampedeJustStarted is a stampede on instances made the moment
+// before it (8 instances x 250 goroutines, a 20 ms origin, a cold key):
+// New alone, whose warm-up (the pub/sub probe) is still out when the burst
+// comes, and New then Ready. It reports how long after the release the load
+// began (median and worst stampede) and the callers' p99 from the release
+// (median and worst), in µs (docs/design.md, 3.3).
+func BenchmarkStampedeJustStarted(b *testing.B) {
+	for _, ready := range []bool{false, true} {
+		name := "New"
+		if ready {
+			name = "New+Ready"
+		}
+		b.Run(name, func(b *testing.B) { stampedeJustStarted(b, ready) })
+	}
+}
+
+func stampedeJustStarted(b *testing.B, ready bool) {
+	const instances, goroutines = 8, 250
+	ctx := context.Background()
+	var loadStart, p99 []float64
+	for i := range b.N {
+		caches := make([]*corral.Cache, instances)
+		for j := range caches {
+			caches[j] = corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet}))
+			if ready {
+				if err := caches[j].Ready(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		key := "bench:started:" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		var began atomic.Int64
+		start := make(chan struct{})
+		answered := make([]int64, instances*goroutines)
+		var wg sync.WaitGroup
+		for in, c := range caches {
+			for g := range goroutines {
+				wg.Go(func() {
+					<-start
+					ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					_, err := c.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) {
+						began.Store(time.Now().UnixNano())
+						<-time.After(20 * time.Millisecond) // the origin's latency
+						return benchValue, nil
+					})
+					answered[in*goroutines+g] = time.Now().UnixNano()
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+		}
+		released := time.Now().UnixNano()
+		close(start)
+		wg.Wait()
+		loadStart = append(loadStart, float64(began.Load()-released)/1e3)
+		slices.Sort(answered)
+		p99 = append(p99, float64(answered[len(answered)*99/100]-released)/1e3)
+		for _, c := range caches {
+			c.Close()
+		}
+	}
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	b.ReportMetric(median(loadStart), "load-start-µs")
+	b.ReportMetric(slices.Max(loadStart), "load-start-max-µs")
+	b.ReportMetric(median(p99), "p99-µs")
+	b.ReportMetric(slices.Max(p99), "p99-max-µs")
+	b.ReportMetric(0, "ns/op")
+}

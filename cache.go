@@ -57,6 +57,7 @@ type Cache struct {
 	peeks        flights.Group[*peekCall] // the peek under way of each key, Fetch's (peek.go)
 	batchPeeks   flights.Group[*peekCall] // and FetchMany's (and skipping calls'), never handed over
 	opens        failopen.Group[opened]   // the fail-open load under way of each key (failsafe.go)
+	warmed       chan struct{}            // closed once warmUp has ended, done or not (Ready)
 	refreshSlots chan struct{}            // semaphore: background refreshes running (refresh.go)
 	queue        *replay.Queue            // invalidations Redis is yet to get (queue.go)
 	groups       *epochs.Mirror           // the group invalidations, as this process knows them (groups.go)
@@ -119,6 +120,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 			}
 			return c.queue.Has(string(epochs.HardTags)+tag) || c.queue.Has(string(epochs.SoftTags)+tag)
 		}})
+	c.warmed = make(chan struct{})
 	c.warmUp()
 	return c, nil
 }

@@ -29,3 +29,9 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 // PeekCallers returns how many callers wait for key's peek on c (a Fetch's
 // peek, which hands them over to the key's flight).
 func PeekCallers(c *Cache, key string) int { return c.peeks.Callers(key) }
+
+// PubSubKnown reports whether c has learnt its pub/sub mode (Ready).
+func PubSubKnown(c *Cache) bool {
+	_, ok := c.store.mode.Known()
+	return ok
+}
