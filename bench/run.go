@@ -72,8 +72,11 @@ type trial struct {
 
 // instances makes the app instances of a trial, each with its own go-redis
 // client, connected before the trial starts (so connection set-up is not
-// part of the run). close closes them and their clients. wc, when not nil,
-// counts the commands their clients send.
+// part of the run; corral's instances are made Ready). close closes them
+// and their clients. wc, when not nil, counts the commands their clients
+// send, from the systems' construction on (markStart): the harness's PING
+// that connects each client is left out, a system's start-up commands are
+// not.
 func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *origin, wc *wireCount, ns string, n int) (insts []Instance, closeAll func(), err error) {
 	var clients []*redis.Client
 	closeAll = func() {
@@ -84,7 +87,8 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 			_ = c.Close()
 		}
 	}
-	for range n {
+	envs := make([]Env, n)
+	for i := range envs {
 		// ContextTimeoutEnabled, as corral's README recommends: corral then
 		// reads hits in the caller's goroutine. The other go-redis users get
 		// the same client; it changes nothing for calls without a deadline.
@@ -92,17 +96,22 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 		load := func(ctx context.Context, key string) ([]byte, error) {
 			return o.load(ctx, strings.TrimPrefix(key, ns)) // the origin knows keys without the namespace
 		}
-		env := Env{Addr: r.srv.Addr, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL, Load: load, Logger: r.logger}
+		envs[i] = Env{Addr: r.srv.Addr, Namespace: ns, TTL: sc.TTL, StaleTTL: sc.StaleTTL, Load: load, Logger: r.logger}
 		if wc != nil {
-			opts.Dialer, env.Dial = wc.dial, wc.dialRueidis
+			opts.Dialer, envs[i].Dial = wc.dial, wc.dialRueidis
 		}
 		c := redis.NewClient(opts)
-		env.Redis = c
+		envs[i].Redis = c
 		clients = append(clients, c)
 		if err := c.Ping(ctx).Err(); err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("bench: connect to Redis: %w", err)
 		}
+	}
+	if wc != nil {
+		wc.markStart() // the harness's PINGs are not the systems': what they send from New on is
+	}
+	for _, env := range envs {
 		in, err := sys.New(env)
 		if err != nil {
 			closeAll()
@@ -126,7 +135,7 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	if err != nil {
 		return nil, err
 	}
-	sent := commandStats(wc.snapshot())
+	sent := commandStats(wc.start) // from the systems' New on: their start-up commands count
 	before, err := r.srv.commandStats(ctx)
 	if err != nil {
 		closeAll()
@@ -168,8 +177,8 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	if err != nil {
 		return nil, err
 	}
-	t.serverCalls, t.serverTotal = after.sub(before)
-	t.commands, t.commandTotal = commandStats(wc.snapshot()).sub(sent)
+	t.serverCalls, t.serverTotal = after.sub(before, notCounted)
+	t.commands, t.commandTotal = commandStats(wc.snapshot()).sub(sent, setUp)
 	return t, nil
 }
 

@@ -19,7 +19,12 @@ import (
 type wireCount struct {
 	mu    sync.Mutex // guards conns
 	conns []*countedConn
+	start map[string]int64 // the snapshot markStart took
 }
+
+// markStart takes the snapshot a trial's commands are counted from: after
+// the harness connected the clients, before the systems are made.
+func (w *wireCount) markStart() { w.start = w.snapshot() }
 
 // dial opens a TCP connection to addr whose writes are counted.
 func (w *wireCount) dial(ctx context.Context, network, addr string) (net.Conn, error) {
