@@ -1,6 +1,7 @@
 package corralhttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -270,6 +271,13 @@ func cacheOptions(o *Options) corral.Options {
 // it get 503 Service Unavailable. Shut the HTTP server down first.
 func (h *Handler) Close() error {
 	return h.cache.Close()
+}
+
+// Ready waits until the Handler's Cache has made its start-up round trips
+// (corral.Cache.Ready): call it before taking traffic. It returns what
+// Cache.Ready returns; a Handler that is not ready serves all the same.
+func (h *Handler) Ready(ctx context.Context) error {
+	return h.cache.Ready(ctx)
 }
 
 // Stats returns the counters of the Handler's Cache.

@@ -1,6 +1,7 @@
 package corralhttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -610,5 +611,21 @@ func TestOptions(t *testing.T) {
 	_, err = corralhttp.New(srv.Client(), corralhttp.Options{Origin: &url.URL{Scheme: "ftp", User: url.UserPassword("u", "secret"), Host: "h"}})
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("an error shows the origin's password: %v", err)
+	}
+}
+
+// Ready is the Cache's: nil once the start-up round trips are made, and
+// ErrClosed once the Handler is closed.
+func TestReady(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	h := newHandler(t, srv, startOrigin(t, fixed("max-age=60", "x")), nil)
+	ctx := context.Background()
+	if err := h.Ready(ctx); err != nil {
+		t.Fatalf("Ready = %v; want nil", err)
+	}
+	h.Close()
+	if err := h.Ready(ctx); !errors.Is(err, corral.ErrClosed) {
+		t.Fatalf("Ready after Close = %v; want ErrClosed", err)
 	}
 }

@@ -375,6 +375,7 @@ func runServe(cmd *cobra.Command, o serveFlags) error {
 	}
 	defer h.Close()
 	adm.cache = h
+	readyAtStart(ctx, h, pingLimit, log)
 
 	mainLn, adminLn, err := listen(o.listen, o.adminListen)
 	if err != nil {

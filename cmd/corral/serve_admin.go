@@ -180,6 +180,18 @@ func pingAtStart(ctx context.Context, health redis.UniversalClient, limit time.D
 	}
 }
 
+// readyAtStart gives the Handler's Cache up to limit to make its start-up
+// round trips (Cache.Ready) before the first request: a stampede at once
+// on a sidecar just started would otherwise wait for them. pingAtStart has
+// warned already when Redis does not answer; the sidecar serves either way.
+func readyAtStart(ctx context.Context, h *corralhttp.Handler, limit time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := h.Ready(ctx); err != nil {
+		log.Debug("corral serve: the cache is not ready; serving all the same", errAttr(err))
+	}
+}
+
 // servers returns the HTTP servers to run: the cache on mainLn, with
 // /metrics and /healthz beside it unless adminLn is set, where they are
 // served instead.
