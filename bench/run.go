@@ -109,7 +109,12 @@ func (r *runner) instances(ctx context.Context, sc *Scenario, sys System, o *ori
 		}
 	}
 	if wc != nil {
-		wc.markStart() // the harness's PINGs are not the systems': what they send from New on is
+		// The harness's PINGs are not the systems': what they send from New on is.
+		wc.markStart()
+		if wc.serverStart, err = r.srv.commandStats(ctx); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
 	}
 	for _, env := range envs {
 		in, err := sys.New(env)
@@ -135,12 +140,7 @@ func (r *runner) run(ctx context.Context, sc *Scenario, sys System, vals *values
 	if err != nil {
 		return nil, err
 	}
-	sent := commandStats(wc.start) // from the systems' New on: their start-up commands count
-	before, err := r.srv.commandStats(ctx)
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
+	sent, before := commandStats(wc.start), wc.serverStart // from the systems' New on: their start-up commands count
 	var warmLoads int64
 	if sc.Warm {
 		if err := r.warm(ctx, sc, insts, vals, ns); err != nil {

@@ -20,6 +20,8 @@ type wireCount struct {
 	mu    sync.Mutex // guards conns
 	conns []*countedConn
 	start map[string]int64 // the snapshot markStart took
+
+	serverStart commandStats // the server's INFO commandstats at markStart
 }
 
 // markStart takes the snapshot a trial's commands are counted from: after
