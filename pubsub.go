@@ -55,12 +55,12 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 // it succeeds while Redis is down; a process that takes traffic the moment
 // it starts (a stampede on an instance just deployed) otherwise pays for
 // them on its first misses: the probe's round trip, which a process busy
-// with the stampede reads late (docs/design.md, section 3.3, measured a
-// load beginning 5 ms later at the median, 30 ms in the worst round). Call
-// Ready before taking traffic, or from a readiness probe.
+// with the stampede reads late (docs/design.md, section 3.3: the load
+// began 2-4 ms later at the median, and 25-35 ms later in the worst of 60
+// stampedes). Call Ready before taking traffic, or from a readiness probe.
 //
-// It returns nil once the Cache is ready, at once and sending nothing after
-// the first time. Otherwise: ctx.Err() when ctx ends first; ErrClosed after
+// It returns nil once the Cache is ready, and from then on at once,
+// sending nothing. Otherwise: ctx.Err() when ctx ends first; ErrClosed after
 // Close; an error wrapping ErrCircuitOpen or ErrRedisTimeout while Redis is
 // unreachable or silent (within RedisTimeout of the call), or Redis's
 // refusal; the next call tries again. A Cache that is not ready answers
