@@ -48,25 +48,19 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 	return m.Publish, err
 }
 
-// Ready waits until the Cache is ready to meet a stampede at full speed:
-// until it has learnt the pub/sub mode, which its lease tokens carry (a
-// miss needs it before its fetch.lua), and has begun opening its notice
-// connection. New starts both in the background and does not wait, so that
-// it succeeds while Redis is down; a process that takes traffic the moment
-// it starts (a stampede on an instance just deployed) otherwise pays for
-// them on its first misses: the probe's round trip, which a process busy
-// with the stampede reads late (docs/design.md, section 3.3: the load
-// began 2-4 ms later at the median, and 25-35 ms later in the worst of 60
-// stampedes). Call Ready before taking traffic, or from a readiness probe.
+// Ready waits until the Cache has made the round trips New starts in the
+// background (New does not wait, so that it succeeds while Redis is down):
+// it has learnt the pub/sub mode, which a miss needs before its fetch.lua,
+// and begun opening its pub/sub connection. Call it before taking traffic,
+// or from a readiness probe: a stampede on an instance just started would
+// otherwise wait for the probe, read late by the busy process (in
+// docs/design.md 3.3, the load began 25-35 ms later in the worst of 60).
 //
-// It returns nil once the Cache is ready, and from then on at once,
-// sending nothing. Otherwise: ctx.Err() when ctx ends first; ErrClosed after
-// Close; an error wrapping ErrCircuitOpen or ErrRedisTimeout while Redis is
-// unreachable or silent (within RedisTimeout of the call), or Redis's
-// refusal; the next call tries again. A Cache that is not ready answers
-// every call all the same, failing open while Redis is down: Ready changes
-// only when those round trips are made. The start-up checks of rights and
-// of the eviction policy go on in the background.
+// It returns nil once ready, and from then on at once, sending nothing;
+// ctx.Err() when ctx ends first; ErrClosed after Close; while Redis cannot
+// be used, an error wrapping ErrCircuitOpen or ErrRedisTimeout (a later
+// call tries Redis again once the circuit breaker lets calls through). A
+// Cache not ready answers every call all the same.
 func (c *Cache) Ready(ctx context.Context) error {
 	if err := c.ready(ctx, nil, false); err != nil {
 		return err
