@@ -120,7 +120,6 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 			}
 			return c.queue.Has(string(epochs.HardTags)+tag) || c.queue.Has(string(epochs.SoftTags)+tag)
 		}})
-	c.warmed = make(chan struct{})
 	c.warmUp()
 	return c, nil
 }

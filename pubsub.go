@@ -26,20 +26,31 @@ func (s *store) pubsub(ctx context.Context) (notify.Mode, error) { return s.mode
 // would start, and opens the pub/sub connection for the first waiters
 // (notify's Open). New does not wait. While Redis is down or silent the probe
 // fails within RedisTimeout, and the first calls do all of it as before.
+// Ready waits for it (c.warmed).
 func (c *Cache) warmUp() {
+	c.warmed = make(chan struct{})
 	started := c.tasks.Start(func() {
 		defer close(c.warmed)
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
-		if _, err := c.store.pubsub(ctx); err == nil {
-			c.notify.Open(ctx)
-			c.firstUse()
-			c.diagnoseSoon()
-		}
+		c.settle(ctx)
 	})
 	if !started {
 		close(c.warmed)
 	}
+}
+
+// settle learns the pub/sub mode and, Redis having answered, opens the
+// pub/sub connection and starts the checks of a first use (each once, so
+// again is harmless): warmUp's work, and Ready's when warmUp's failed.
+func (c *Cache) settle(ctx context.Context) error {
+	if _, err := c.store.pubsub(ctx); err != nil {
+		return err
+	}
+	c.notify.Open(ctx)
+	c.firstUse()
+	c.diagnoseSoon()
+	return nil
 }
 
 // publishCommand returns the command the scripts publish notices with.
@@ -72,9 +83,5 @@ func (c *Cache) Ready(ctx context.Context) error {
 	case <-c.ctx.Done():
 		return ErrClosed
 	}
-	if _, err := c.store.pubsub(ctx); err != nil {
-		return c.closedErr(err)
-	}
-	c.notify.Open(ctx)
-	return nil
+	return c.closedErr(c.settle(ctx))
 }
