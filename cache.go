@@ -107,7 +107,7 @@ func New(rdb redis.UniversalClient, opts *Options) (*Cache, error) {
 	}
 	c.observing(o.Observer)
 	c.tasks.Start(func() { c.queue.Run(c.ctx) })
-	c.records = epochs.Records{Prefix: o.Prefix, Fold: epochs.NewFold(rdb),
+	c.records = epochs.Records{Prefix: o.Prefix, Fold: epochs.NewFold(rdb), Start: c.store.start,
 		Call: func(ctx context.Context, recovery bool, sc *redis.Script, keys []string, args ...any) (any, error) {
 			return c.store.callAs(ctx, recovery, nil, sc, keys, 0, args...)
 		}}

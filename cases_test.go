@@ -775,8 +775,8 @@ func TestCase_C08_WaitersMustNotStorm(t *testing.T) {
 			total := commands()
 
 			// Per process: the peek (TIME and HMGET), fetch, the one-time
-			// sharded pub/sub probe, rights check (EVAL) and eviction policy
-			// check (CONFIG GET), subscribe, fetch again, unsubscribe (9); a
+			// start-up script (pub/sub mode, rights, eviction policy),
+			// subscribe, fetch again, unsubscribe (7); a
 			// notice, not a poll, ends the wait. The bound leaves room for a
 			// few re-checks on a busy machine (a subscription confirmed
 			// after 250 ms) and stays far below one command per waiter.

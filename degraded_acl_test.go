@@ -281,7 +281,7 @@ func TestDegraded_D2_NearCacheWithoutInvalidations(t *testing.T) {
 var readmeACL = strings.Fields(`resetchannels ~corral:* &corral:* &__redis__:invalidate
 	+@connection +evalsha +eval +time +get +mget +set +del +pttl +pexpire +exists +scan
 	+hset +hget +hmget +hstrlen +hdel +publish +spublish +subscribe +ssubscribe
-	+unsubscribe +sunsubscribe +config|get +client|tracking +client|id`)
+	+unsubscribe +sunsubscribe +info +config|get +client|tracking +client|id`)
 
 // The README's ACL rule is enough: a stampede over two processes (one load,
 // a waiter woken by its notice), Set, Delete and near hits, with nothing

@@ -671,7 +671,9 @@ func fillUntilEvicted(t *testing.T, rdb *redis.Client, lease string) {
 
 // D5, the warning: soon after New (its warm-up) or at its first use, a Cache reads Redis's
 // maxmemory-policy in the background and warns once when it may evict
-// corral's keys; noeviction logs nothing. A user without the right to
+// corral's keys; noeviction logs nothing. The policy is read by INFO (in
+// the start-up script), so a user without CONFIG (managed Redis often
+// denies or renames it) is still warned; a user allowed neither INFO nor
 // CONFIG GET is told once that the policy could not be read, and every
 // call still works. Close waits for the check, so the log is complete once
 // the Cache is closed.
@@ -680,14 +682,16 @@ func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
 	const warning, unread = "Redis may evict corral's keys", "could not read Redis's maxmemory-policy"
 	for _, tc := range []struct {
 		policy string
-		denied string // how CONFIG GET is denied: "acl", "renamed", or "" (not)
+		denied string // how CONFIG GET is denied: "acl", "renamed", "acl and INFO" (INFO denied too), or "" (not)
 		want   string // logged once; "" for nothing
 	}{
 		{"volatile-ttl", "", warning},
 		{"allkeys-lru", "", warning},
 		{"noeviction", "", ""},
-		{"volatile-ttl", "acl", unread},
-		{"volatile-ttl", "renamed", unread},
+		{"volatile-ttl", "acl", warning},
+		{"volatile-ttl", "renamed", warning},
+		{"noeviction", "acl", ""},
+		{"volatile-ttl", "acl and INFO", unread},
 	} {
 		name := tc.policy
 		if tc.denied != "" {
@@ -700,9 +704,13 @@ func TestDegraded_D5_EvictionPolicyWarning(t *testing.T) {
 			}
 			srv := redistest.Start(t, args...)
 			rdb := srv.Client()
-			if tc.denied == "acl" {
+			if strings.HasPrefix(tc.denied, "acl") {
 				ctx := context.Background()
-				if err := rdb.Do(ctx, "ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-config").Err(); err != nil {
+				rules := []any{"ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-config"}
+				if tc.denied == "acl and INFO" {
+					rules = append(rules, "-info")
+				}
+				if err := rdb.Do(ctx, rules...).Err(); err != nil {
 					t.Fatal(err)
 				}
 				rdb = srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "any" })

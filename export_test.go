@@ -30,6 +30,9 @@ func (l *lease) serverDeadline(slack time.Duration) int64 {
 // peek, which hands them over to the key's flight).
 func PeekCallers(c *Cache, key string) int { return c.peeks.Callers(key) }
 
+// WarmedUp is closed once c's warm-up (New's background work) is done.
+func WarmedUp(c *Cache) <-chan struct{} { return c.warmed }
+
 // PubSubKnown reports whether c has learnt its pub/sub mode (Ready).
 func PubSubKnown(c *Cache) bool {
 	_, ok := c.store.mode.Known()

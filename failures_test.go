@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,22 +377,20 @@ func TestSilentRedisBound(t *testing.T) {
 	proxy.Reset()
 }
 
-// startUpChecked hooks rdb, before a Cache is made on it, and reports
-// whether that Cache's start-up checks (the rights script on Prefix:probe,
-// CONFIG GET) have had their replies.
+// startUpChecked hooks rdb, a client of one server, before a Cache is made
+// on it, and reports whether that Cache's start-up (start.lua on
+// Prefix:probe, on its own or carried by the first peek, which learns the
+// mode, the rights and the eviction policy) has had its reply.
 func startUpChecked(rdb *redis.Client) func() bool {
-	var rights, config atomic.Bool
+	var started atomic.Bool
 	f := &faults{}
 	f.setAfter(func(cmd redis.Cmder) error {
 		a := cmd.Args()
-		switch name := strings.ToLower(fmt.Sprint(a[0])); {
-		case name == "config":
-			config.Store(true)
-		case (name == "eval" || name == "evalsha") && len(a) > 3 && strings.HasSuffix(fmt.Sprint(a[3]), ":probe"):
-			rights.Store(true)
+		if name := strings.ToLower(fmt.Sprint(a[0])); (name == "eval" || name == "evalsha") && cmd.Err() == nil && slices.Contains(a, any("corral:probe")) {
+			started.Store(true)
 		}
 		return nil
 	})
 	rdb.AddHook(f)
-	return func() bool { return rights.Load() && config.Load() }
+	return started.Load
 }

@@ -106,7 +106,6 @@ func (c *Cache) ready(ctx context.Context, ttlErr error, nilLoader bool) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	c.diagnoseSoon()
 	return cmp.Or(ttlErr, refuse.Ready(ctx, nilLoader)) // the first of them
 }
 

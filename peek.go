@@ -76,13 +76,15 @@ func (pc *peekCall) Finished(res transport.Result) {
 	}
 	r.sent = pc.sent
 	pc.r, pc.err = r, err
+	if err == nil {
+		pc.c.firstUse() // Redis answered
+	}
 	if pc.first == nil {
 		pc.c.batchPeeks.Finish(pc.key, pc, pc.done)
 		return
 	}
 	if err == nil && (!r.Found || r.now >= r.Soft) && pc.c.handOff(pc) {
-		pc.c.firstUse() // its callers now wait for the flight's answer
-		return
+		return // its callers now wait for the flight's answer
 	}
 	pc.c.peeks.Finish(pc.key, pc, pc.done) // answers pc's callers; key's next peek is a new one
 }

@@ -7,9 +7,17 @@ import (
 )
 
 // How this process publishes its notices (its pub/sub mode, notify.Mode),
-// learnt once by a probe through the pipeline (notify.Learner, with
-// store.probe). The scripts publish with it, lease tokens carry its mark,
+// learnt once through the pipeline (internal/startup: start.lua, on its
+// own or carried by the first peek). The scripts publish with it, lease tokens carry its mark,
 // and the notifier (internal/notify) subscribes by it.
+
+// rights returns what Redis refused the ACL user of the commands corral's
+// scripts run (startup.Server.Rights), a right it lacks to run the check
+// as ErrPermission.
+func (s *store) rights(ctx context.Context) (refused []string, err error) {
+	refused, err = s.start.Rights(ctx)
+	return refused, denied(err)
+}
 
 // pubsub returns this process's pub/sub mode (notify.Learner.Learn): none
 // when the ACL user has no right to publish on corral's channels (notices
@@ -17,22 +25,28 @@ import (
 // channel under Prefix, so New works while Redis is down.
 func (s *store) pubsub(ctx context.Context) (notify.Mode, error) { return s.mode.Learn(ctx) }
 
-// warmUp learns, in the background as soon as the Cache is made, what the
-// first calls would otherwise learn on their way. First the pub/sub mode: a
+// warmUp prepares, in the background as soon as the Cache is made, what the
+// first calls would otherwise wait for on their way. It opens the pub/sub
+// connection for the first waiters (notify's Open). On a Cluster, or a
+// server that takes no folded read, it first learns the pub/sub mode: a
 // lease token carries its mark, so without it an instance's first miss
 // (often a whole stampede, on an instance that has just started cold) waits
-// one more round trip, for the probe, before its fetch. Then, Redis having
+// one more round trip, for the probe, before its fetch; then, Redis having
 // answered, it starts the rights and eviction-policy checks the first call
-// would start, and opens the pub/sub connection for the first waiters
-// (notify's Open). New does not wait. While Redis is down or silent the probe
-// fails within RedisTimeout, and the first calls do all of it as before.
-// Ready waits for it (c.warmed).
+// would start. On one server it sends nothing: the first peek learns all
+// that in its own command (firstPeek). New does not wait. While Redis is
+// down or silent the probe fails within RedisTimeout, and the first calls
+// do all of it as before. Ready waits for it (c.warmed).
 func (c *Cache) warmUp() {
 	c.warmed = make(chan struct{})
 	started := c.tasks.Start(func() {
 		defer close(c.warmed)
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RedisTimeout)
 		defer cancel()
+		if c.records.Fold.On() {
+			c.notify.Open(ctx)
+			return
+		}
 		c.settle(ctx)
 	})
 	if !started {
@@ -49,7 +63,6 @@ func (c *Cache) settle(ctx context.Context) error {
 	}
 	c.notify.Open(ctx)
 	c.firstUse()
-	c.diagnoseSoon()
 	return nil
 }
 
@@ -59,13 +72,14 @@ func (s *store) publishCommand(ctx context.Context) (string, error) {
 	return m.Publish, err
 }
 
-// Ready waits until the Cache has made the round trips New starts in the
-// background (New does not wait, so that it succeeds while Redis is down):
-// it has learnt the pub/sub mode, which a miss needs before its fetch.lua,
-// and begun opening its pub/sub connection. Call it before taking traffic,
-// or from a readiness probe: a stampede on an instance just started would
-// otherwise wait for the probe, read late by the busy process (in
-// docs/design.md 3.3, the load began 25-35 ms later in the worst of 60).
+// Ready waits until the Cache has made its start-up (New does not wait, so
+// that it succeeds while Redis is down): it has learnt the pub/sub mode,
+// which a miss needs before its fetch.lua, by one command if nothing has
+// yet, and begun opening its pub/sub connection. Call it from a readiness
+// probe. On one server a Cache's first peek carries the start-up, so a
+// stampede on an instance just started waits for nothing; on a Cluster,
+// call it before taking traffic, or such a stampede waits for the start-up
+// (in docs/design.md 3.3, the load began 25-35 ms later in the worst of 60).
 //
 // It returns nil once ready, and from then on at once, sending nothing;
 // ctx.Err() when ctx ends first; ErrClosed after Close; while Redis cannot

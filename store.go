@@ -7,7 +7,7 @@ import (
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/payload"
 	"github.com/corralhq/corral/internal/renewal"
-	"github.com/corralhq/corral/internal/scripts"
+	"github.com/corralhq/corral/internal/startup"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/watchdog"
@@ -33,9 +33,9 @@ type store struct {
 	payload payload.Codec      // Options.CompressMinBytes when Compress, MaxValueBytes
 	hooks   storeHooks
 
-	leaseTTL  time.Duration   // Options.LeaseTTL: the least a revocation marker lives
-	mode      *notify.Learner // the pub/sub mode, learnt once by probe (pubsub.go)
-	probeName string          // Prefix's probe: the pub/sub probe's channel, the rights check's key
+	leaseTTL time.Duration   // Options.LeaseTTL: the least a revocation marker lives
+	start    *startup.Server // what it learns of its server once (pubsub.go)
+	mode     *notify.Learner // the pub/sub mode: start's
 }
 
 // storeHooks are what the store tells its Cache of. Each may be nil.
@@ -49,12 +49,11 @@ type storeHooks struct {
 
 func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks storeHooks) *store {
 	s := &store{inline: o.NoticeInlineLimit, version: o.CodecVersion,
-		probeName: o.Prefix + ":probe", leaseTTL: o.LeaseTTL, hooks: hooks}
+		leaseTTL: o.LeaseTTL, hooks: hooks}
 	if o.Compress {
 		s.payload.CompressMin = o.CompressMinBytes
 	}
 	s.payload.MaxValue, s.payload.TooLarge = o.MaxValueBytes, ErrValueTooLarge
-	s.mode = notify.NewLearner(o.DisableShardedPubSub, s.probe)
 	cfg := transport.Config{Timeout: o.RedisTimeout, Rand: o.Rand, Logger: o.Logger, Recovered: hooks.recovered,
 		Breaker: transport.BreakerConfig{Disable: o.DisableBreaker, Threshold: o.BreakerThreshold, Cooldown: o.BreakerCooldown},
 		// The breakers' openings counted, their changes told to the Observer.
@@ -69,6 +68,9 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 		cfg.Failed = func(error) { hooks.nodeFailed() }
 	}
 	s.pipe = transport.New(rdb, cfg)
+	_, oneServer := rdb.(*redis.Client)
+	s.start = startup.New(s.pipe, o.Prefix+":probe", o.DisableShardedPubSub, oneServer)
+	s.mode = s.start.Mode
 	s.leases = watchdog.New(watchdog.Config{TTL: o.LeaseTTL, Timeout: o.RedisTimeout, Heard: hooks.renewalHeard,
 		Renew: func(rs []watchdog.Renewal) []watchdog.Reply {
 			return renewal.Send(context.Background(), s.pipe, o.LeaseTTL, rs)
@@ -167,20 +169,6 @@ func (s *store) send(o *transport.Op) { s.pipe.Send(o) }
 // sendAll sends reads together: the pipeline takes them in one batch, one
 // round trip per node.
 func (s *store) sendAll(ops []*transport.Op) { s.pipe.SendAll(ops) }
-
-// probe publishes an empty message with command (SPUBLISH or PUBLISH) on
-// Prefix's probe channel, which nobody subscribes to.
-func (s *store) probe(ctx context.Context, command string) error {
-	return s.pipe.Publish(ctx, command, s.probeName)
-}
-
-// rights runs rights.lua on Prefix's probe key, by EVAL (it runs once; a
-// missing EVALSHA right shows on the first call that needs it), and
-// returns what Redis refused the script's commands, one message each.
-func (s *store) rights(ctx context.Context) (refused []string, err error) {
-	refused, err = s.pipe.EvalList(ctx, scripts.Rights, s.probeName)
-	return refused, denied(err)
-}
 
 // decode returns the value a payload (internal/payload) holds: decompressed when it was stored
 // compressed, and no larger than MaxValueBytes.

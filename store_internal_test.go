@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/renewal"
+	"github.com/corralhq/corral/internal/startup"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/watchdog"
 	"github.com/corralhq/corral/internal/wire"
@@ -390,7 +390,8 @@ func TestPublishDetection(t *testing.T) {
 		t.Fatalf("no SPUBLISH: publish = %q, %v; want PUBLISH", pub, err)
 	}
 	s, _ = testStore(t)
-	s.mode = notify.NewLearner(true, s.probe) // DisableShardedPubSub: the store's Learner holds it
+	s.start = startup.New(s.pipe, "corral:probe", true, true) // DisableShardedPubSub
+	s.mode = s.start.Mode
 	if pub, _ := s.publishCommand(ctx); pub != "PUBLISH" {
 		t.Fatalf("DisableShardedPubSub: publish = %q; want PUBLISH", pub)
 	}

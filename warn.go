@@ -33,16 +33,19 @@ func (c *Cache) initWarnings() {
 			m, err := c.store.pubsub(ctx)
 			return m.Mark, m.Refusal, err
 		},
-		Rights: c.store.rights, ConfigGet: c.store.pipe.ConfigGet,
+		Rights: c.store.rights, ConfigGet: c.store.start.ConfigGet,
 		Missing: set.RightMissing, Refused: set.RightDenied,
 	})
 }
 
-// firstUse starts the check of the rights, once, after a reply from Redis.
-func (c *Cache) firstUse() { c.warn.checks.Rights() }
-
-// diagnoseSoon starts the check of the eviction policy, once answered.
-func (c *Cache) diagnoseSoon() { c.warn.checks.Policy() }
+// firstUse starts, after a reply from Redis, the check of the rights, once,
+// and of the eviction policy, once answered. After a reply: on one server,
+// a Cache's first peek carries what both read (firstPeek), so a check
+// started before it would send a command of its own.
+func (c *Cache) firstUse() {
+	c.warn.checks.Rights()
+	c.warn.checks.Policy()
+}
 
 // countRedisError counts a failed Redis call, unless it failed because the
 // caller's own context ended; a right denied is logged, and is a reply.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/internal/scripts"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/warn"
 	"github.com/corralhq/corral/internal/wire"
@@ -31,14 +32,17 @@ var (
 	//go:embed sweep.lua
 	sweepSrc string
 	//go:embed peekread.lua
-	peekReadSrc string
+	peekReadSrc string // defines peekread
+	//go:embed peekstart.lua
+	peekStartSrc string
 
 	markScript    = redis.NewScript(markSrc)
 	taggedScript  = redis.NewScript(taggedSrc)
 	reclaimScript = redis.NewScript(reclaimSrc)
 	readScript    = redis.NewScript(readSrc)
 	sweepScript   = redis.NewScript(sweepSrc)
-	peekRead      = redis.NewScript(peekReadSrc)
+	peekRead      = redis.NewScript(peekReadSrc + "return peekread(#KEYS, ARGV)\n")
+	peekStart     = redis.NewScript(scripts.StartSrc + peekReadSrc + peekStartSrc)
 )
 
 // RecordMin is the least a tag's record lives once written by an
@@ -55,6 +59,19 @@ type Records struct {
 	// Fold, when set, lets ReadBeside fold a read of the records and a
 	// peek into one script: for a client of one server (NewFold).
 	Fold *Fold
+	// Start, when set with Fold, lets a folded read carry start.lua's
+	// work too (peekstart.lua): a Cache's first peek.
+	Start Starter
+}
+
+// A Starter is what a Cache learns of its server once (start.lua), for a
+// folded read to carry. Claim says whether this read is to, with start's
+// two flags; the read then tells Told, once, start's part of its reply, or
+// nil and why there is none (a nil error when the read did not carry it
+// after all, or got no reply of the script).
+type Starter interface {
+	Claim() (sharded, policy string, ok bool)
+	Told(reply any, err error)
 }
 
 // Fold is whether a server takes the records' read and a peek as one
@@ -66,6 +83,10 @@ type Fold struct {
 	refused atomic.Bool
 	fails   atomic.Int32 // folded reads that failed in a row
 }
+
+// On reports whether reads are folded (f is set and not given up): a
+// Cache's first peek then carries its start-up (Records.Start).
+func (f *Fold) On() bool { return f != nil && !f.refused.Load() }
 
 // foldTries is how many folded reads may fail in a row, with replies
 // refusesFold does not know, before the fold is given up.
@@ -181,7 +202,8 @@ func (r Records) ReadOp(ctx context.Context, tags []string, done func(clear stri
 // ReadBeside returns the ops that read the records of tags, for done, and
 // the peek o (an HMGET of a hash's fields, in o.Read): one script for both
 // (peekread.lua) while the server takes it (Fold), else ReadOp and o. Sent
-// as a batch, either way costs one round trip; folded, it is one command.
+// as a batch, either way costs one round trip; folded, it is one command,
+// which carries the Cache's start-up (peekstart.lua) when Start claims it.
 // A folded read that gets an error reply is sent again as the two, with
 // resend: the error is then each command's own (a key of another type at
 // the entry's name, a right missing).
@@ -190,56 +212,90 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 		return []*transport.Op{r.ReadOp(ctx, tags, done), o}
 	}
 	entry, _ := o.Read[1].(string)
-	keys := append(r.readKeys(tags), entry)
-	fields := o.Read[2:]
-	return []*transport.Op{{Ctx: ctx, Key: keys[0], ReadOnly: true, Script: peekRead, Clocked: readClock,
+	f := &folded{r: r, ctx: ctx, tags: tags, done: done, o: o, resend: resend, sc: peekRead, told: func(any, error) {}}
+	keys, fields := append(r.readKeys(tags), entry), o.Read[2:]
+	if r.Start != nil {
+		if sharded, policy, ok := r.Start.Claim(); ok {
+			keys = append(keys, r.Prefix+":probe")
+			fields = append([]any{sharded, policy}, fields...)
+			f.sc, f.told = peekStart, r.Start.Told
+		}
+	}
+	return []*transport.Op{{Ctx: ctx, Key: keys[0], ReadOnly: true, Script: f.sc, Clocked: readClock,
 		Build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return peekRead.EvalSha(ctx, p, keys, fields...)
+			return f.sc.EvalSha(ctx, p, keys, fields...)
 		},
 		Rebuild: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-			return peekRead.Eval(ctx, p, keys, fields...)
+			return f.sc.Eval(ctx, p, keys, fields...)
 		},
-		Finish: func(res transport.Result) {
-			if res.Err == nil {
-				res.Err = res.Cmd.Err()
-			}
-			switch {
-			case res.Err != nil && transport.Says(res.Err, transport.Reply):
-				// A plain error reply counts towards giving the fold up; one
-				// that says more (a server loading, a right missing, a key of
-				// another type at the entry's name) is the commands' own.
-				if refusesFold(res.Err) || transport.Classify(res.Err) == transport.Reply && !warn.IsWrongType(res.Err) {
-					r.Fold.failed(refusesFold(res.Err))
-				}
-				resend(r.ReadOp(ctx, tags, done), o)
-				return
-			case res.Err != nil:
-				done("", nil, 0, res.Err)
-				o.Answer(transport.Result{Err: res.Err})
-				return
-			}
-			a, _ := res.Cmd.(*redis.Cmd).Val().([]any)
-			clear, vals, now, err := "", []string(nil), int64(0), fmt.Errorf("unexpected reply %#v", a)
-			if len(a) == 3 {
-				clear, vals, now, err = parseRead(a[:2], len(tags))
-			}
-			if err != nil { // not peekread.lua's reply: a proxy's, say; the commands apart
-				r.Fold.failed(false)
-				resend(r.ReadOp(ctx, tags, done), o)
-				return
-			}
-			r.Fold.fails.Store(0)
-			done(clear, vals, now, nil)
-			got, _ := a[2].([]any)
-			strs := make([]string, len(got))
-			for i, v := range got {
-				strs[i], _ = v.(string) // a missing field is "", as HMGET's StringSliceCmd has it
-			}
-			cmd := redis.NewStringSliceCmd(ctx)
-			cmd.SetVal(strs)
-			o.Answer(transport.Result{Cmd: cmd, Now: time.UnixMicro(now).UnixMilli()})
-		},
+		Finish: f.finish,
 	}}
+}
+
+// folded is ReadBeside's folded read: its script (peekread.lua, or
+// peekstart.lua with told Start's Told), and what its reply answers.
+type folded struct {
+	r      Records
+	ctx    context.Context
+	tags   []string
+	done   func(clear string, vals []string, now int64, err error)
+	o      *transport.Op
+	resend func(...*transport.Op)
+	sc     *redis.Script
+	told   func(reply any, err error)
+}
+
+// finish answers the read of the records (done) and the peek (o) from the
+// folded read's result res, or sends them again as two commands.
+func (f *folded) finish(res transport.Result) {
+	if res.Err == nil {
+		res.Err = res.Cmd.Err()
+	}
+	switch {
+	case res.Err != nil && transport.Says(res.Err, transport.Reply):
+		// A plain error reply counts towards giving the fold up; one
+		// that says more (a server loading, a right missing, a key of
+		// another type at the entry's name) is the commands' own.
+		if refusesFold(res.Err) || transport.Classify(res.Err) == transport.Reply && !warn.IsWrongType(res.Err) {
+			f.r.Fold.failed(refusesFold(res.Err))
+		}
+		f.told(nil, nil)
+		f.resend(f.r.ReadOp(f.ctx, f.tags, f.done), f.o)
+		return
+	case res.Err != nil:
+		f.told(nil, res.Err)
+		f.done("", nil, 0, res.Err)
+		f.o.Answer(transport.Result{Err: res.Err})
+		return
+	}
+	a, _ := res.Cmd.(*redis.Cmd).Val().([]any)
+	clear, vals, now, err := "", []string(nil), int64(0), fmt.Errorf("unexpected reply %#v", a)
+	want := 3 // peekread.lua's reply; peekstart.lua's has start's too
+	if f.sc == peekStart {
+		want = 4
+	}
+	if len(a) == want {
+		clear, vals, now, err = parseRead(a[:2], len(f.tags))
+	}
+	if err != nil { // not peekread.lua's reply: a proxy's, say; the commands apart
+		f.r.Fold.failed(false)
+		f.told(nil, nil)
+		f.resend(f.r.ReadOp(f.ctx, f.tags, f.done), f.o)
+		return
+	}
+	if want == 4 {
+		f.told(a[3], nil) // before the peek's callers hear of it: a miss needs the mode
+	}
+	f.r.Fold.fails.Store(0)
+	f.done(clear, vals, now, nil)
+	got, _ := a[2].([]any)
+	strs := make([]string, len(got))
+	for i, v := range got {
+		strs[i], _ = v.(string) // a missing field is "", as HMGET's StringSliceCmd has it
+	}
+	cmd := redis.NewStringSliceCmd(f.ctx)
+	cmd.SetVal(strs)
+	f.o.Answer(transport.Result{Cmd: cmd, Now: time.UnixMicro(now).UnixMilli()})
 }
 
 // refusesFold reports whether err, a folded read's error reply, says the
@@ -266,8 +322,8 @@ func readClock(cmd redis.Cmder) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	a, _ := c.Val().([]any)
-	if len(a) == 3 {
-		a = a[:2] // peekread.lua's: read.lua's, and the entry's fields
+	if len(a) == 3 || len(a) == 4 {
+		a = a[:2] // peekread.lua's: read.lua's, and the entry's fields (and peekstart.lua's, start's)
 	}
 	us, ok := readNow(a)
 	return time.UnixMicro(us), ok

@@ -49,8 +49,11 @@ const maxChannels = 512
 // Called with n.mu held.
 func (n *Notifier) subscribeOn(ctx context.Context, channel, echo string, at node) *pubsubConn {
 	c := n.conns[at.addr]
-	if c == nil {
+	switch {
+	case c == nil:
 		c = n.openConn(ctx, at)
+	case c.sharded != at.sharded && c.channels == 0 && len(c.queue) == 0 && len(c.leaving) == 0:
+		c.sharded = at.sharded // opened before the mode was known (Open), and never used
 	}
 	c.channels++
 	if c.idle != nil {
@@ -88,16 +91,15 @@ func (n *Notifier) openConn(ctx context.Context, at node) *pubsubConn {
 // Cluster's sharded pub/sub, whose connections are per node), if it is
 // not open, so that a Cache's first waiters do not wait for its dial
 // (Listen: their fetch.lua would otherwise often run before their
-// subscription). It sends no command; the connection closes after
-// idleLinger without channels, as any.
+// subscription). It sends no command, and needs no pub/sub mode: on one
+// server the connection is the same for both, and its first subscription
+// picks the commands (subscribeOn). It closes after idleLinger without
+// channels, as any.
 func (n *Notifier) Open(ctx context.Context) {
 	if _, cluster := n.rdb.(*redis.ClusterClient); cluster {
 		return
 	}
-	at, err := n.nodeFor(ctx, "")
-	if err != nil {
-		return
-	}
+	at := node{client: n.rdb} // nodeFor's off a Cluster, but for the mode
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || n.conns[at.addr] != nil {

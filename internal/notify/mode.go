@@ -59,41 +59,104 @@ func Detect(ctx context.Context, noShard bool, probe Probe) (Mode, error) {
 }
 
 // Learner learns a process's Mode once, on first use (Learn), so that a
-// cache can be made while Redis is down. Its zero value is not usable:
-// make one with NewLearner.
+// cache can be made while Redis is down. One detection is under way at a
+// time: its own (Learn's Detector), or one a command sent anyway carries
+// (Claim, Told: a Cache's first peek on one server). Its zero value is not
+// usable: make one with NewLearner.
 type Learner struct {
-	noShard bool
-	probe   Probe
+	detect Detector
+	mode   atomic.Pointer[Mode] // nil until learnt
 
-	mu   sync.Mutex           // one probe at a time
-	mode atomic.Pointer[Mode] // nil until detected
+	mu      sync.Mutex
+	pending chan struct{} // closed when the detection under way ends; nil when none is
+	failed  error         // why the last detection learnt nothing; nil when it was not Redis failing
+
+	waiting atomic.Int32 // Learn's callers waiting for a detection under way (for tests)
 }
 
-// NewLearner returns a Learner that detects the mode with probe (Detect).
-func NewLearner(noShard bool, probe Probe) *Learner {
-	return &Learner{noShard: noShard, probe: probe}
-}
+// A Detector learns the mode as Detect does: by Detect itself, or by one
+// script that probes the same way.
+type Detector func(ctx context.Context) (Mode, error)
+
+// NewLearner returns a Learner that learns the mode with detect.
+func NewLearner(detect Detector) *Learner { return &Learner{detect: detect} }
 
 // Learn returns the mode: sharded pub/sub where the server has it (Redis
 // 7+), it is not disabled and the ACL user may use it; plain pub/sub
 // otherwise; none when the user has no right to publish on the probe's
-// channels. Concurrent first callers share one probe, and a probe that gets
-// no answer is tried again next time.
+// channels. Concurrent first callers share one detection, and get its
+// error when it fails; one that gets no answer is tried again next time. A
+// caller that waits for another's detection stops waiting when ctx ends.
 func (l *Learner) Learn(ctx context.Context) (Mode, error) {
-	if m := l.mode.Load(); m != nil {
-		return *m, nil
+	for {
+		if m := l.mode.Load(); m != nil {
+			return *m, nil
+		}
+		l.mu.Lock()
+		if m := l.mode.Load(); m != nil {
+			l.mu.Unlock()
+			return *m, nil
+		}
+		if wait := l.pending; wait != nil {
+			l.mu.Unlock()
+			l.waiting.Add(1)
+			select {
+			case <-wait:
+				l.waiting.Add(-1)
+			case <-ctx.Done():
+				l.waiting.Add(-1)
+				return Mode{}, ctx.Err()
+			}
+			l.mu.Lock()
+			err := l.failed
+			l.mu.Unlock()
+			if err != nil {
+				return Mode{}, err
+			}
+			continue // learnt; or a claim that carried no detection after all: detect here
+		}
+		l.pending = make(chan struct{})
+		l.mu.Unlock()
+		m, err := l.detect(ctx)
+		if err != nil {
+			l.Told(nil, err)
+			return Mode{}, err
+		}
+		l.Told(&m, nil)
+		return m, nil
+	}
+}
+
+// Claim lets a command sent anyway carry the detection: true when the mode
+// is not known and no detection is under way. The caller must then call
+// Told once, and Learn's callers wait for it meanwhile.
+func (l *Learner) Claim() bool {
+	if l.mode.Load() != nil {
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m := l.mode.Load(); m != nil {
-		return *m, nil
+	if l.mode.Load() != nil || l.pending != nil {
+		return false
 	}
-	m, err := Detect(ctx, l.noShard, l.probe)
-	if err != nil {
-		return Mode{}, err
+	l.pending = make(chan struct{})
+	return true
+}
+
+// Told ends the detection under way (Learn's, or a Claim's): m is the mode
+// it learnt; nil with err when Redis failed, nil without when it carried no
+// detection after all (Learn's callers then detect on their own).
+func (l *Learner) Told(m *Mode, err error) {
+	if m != nil {
+		l.mode.CompareAndSwap(nil, m)
 	}
-	l.mode.Store(&m)
-	return m, nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failed = err
+	if l.pending != nil {
+		close(l.pending)
+		l.pending = nil
+	}
 }
 
 // Known returns the mode if it has been learnt, without probing.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -64,12 +65,14 @@ func TestLearnerProbesOnce(t *testing.T) {
 	var probes atomic.Int64
 	fail := atomic.Bool{}
 	fail.Store(true)
-	l := NewLearner(false, func(context.Context, string) error {
-		probes.Add(1)
-		if fail.Load() {
-			return errors.New("i/o timeout")
-		}
-		return nil
+	l := NewLearner(func(ctx context.Context) (Mode, error) {
+		return Detect(ctx, false, func(context.Context, string) error {
+			probes.Add(1)
+			if fail.Load() {
+				return errors.New("i/o timeout")
+			}
+			return nil
+		})
 	})
 	ctx := context.Background()
 	if _, ok := l.Known(); ok {
@@ -96,5 +99,64 @@ func TestLearnerProbesOnce(t *testing.T) {
 	}
 	if m, ok := l.Known(); !ok || m.Publish != "SPUBLISH" {
 		t.Errorf("Known = %+v, %v", m, ok)
+	}
+}
+
+// A claim's detection is the Learner's: callers waiting for it take the
+// mode it learnt, or, when Redis failed, its error; after a claim that
+// carried none, they detect on their own, once for all. No claim once the
+// mode is known.
+func TestLearnerClaim(t *testing.T) {
+	ctx := context.Background()
+	failed := errors.New("i/o timeout")
+	for _, tc := range []struct {
+		name     string
+		mode     *Mode
+		err      error
+		want     error // every waiter's
+		detected int64 // by the Learner's own Detector
+	}{
+		{"Redis failed", nil, failed, failed, 0},
+		{"carried none", nil, nil, nil, 1},
+		{"learnt", &Mode{Publish: "SPUBLISH", Mark: wire.AnnounceSharded}, nil, nil, 0},
+	} {
+		var detected atomic.Int64
+		l := NewLearner(func(context.Context) (Mode, error) {
+			detected.Add(1)
+			return Mode{Publish: "PUBLISH", Mark: wire.AnnouncePlain}, nil
+		})
+		if !l.Claim() {
+			t.Fatalf("%s: Claim = false", tc.name)
+		}
+		const n = 3
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				m, err := l.Learn(ctx)
+				if err == nil && m.Mark == 0 {
+					err = errors.New("no mode")
+				}
+				errs <- err
+			}()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for l.waiting.Load() != n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // polling with a deadline
+		}
+		if l.waiting.Load() != n {
+			t.Fatalf("%s: %d callers waiting; want %d", tc.name, l.waiting.Load(), n)
+		}
+		l.Told(tc.mode, tc.err)
+		for range n {
+			if err := <-errs; !errors.Is(err, tc.want) {
+				t.Fatalf("%s: a waiter's Learn = %v; want %v", tc.name, err, tc.want)
+			}
+		}
+		if got := detected.Load(); got != tc.detected {
+			t.Fatalf("%s: %d detections of the Learner's own; want %d", tc.name, got, tc.detected)
+		}
+		if _, known := l.Known(); known == (tc.err != nil) || known && l.Claim() {
+			t.Fatalf("%s: mode known %v, claimed again; want known unless Redis failed, and no claim then", tc.name, known)
+		}
 	}
 }

@@ -26,11 +26,19 @@ var (
 	readSrc string
 	//go:embed rights.lua
 	rightsSrc string
+	//go:embed trials.lua
+	trialsSrc string // the rights' trials, which rights.lua and start.lua run
+	//go:embed start.lua
+	startSrc string
 	//go:embed expire.lua
 	expireSrc string
 	//go:embed lease.lua
 	leaseSrc string // what the scripts that read a lease know of group leases
 )
+
+// StartSrc defines start.lua's function start, and the refusals it calls
+// (trials.lua), for the scripts that run it: Start, and a first peek's.
+var StartSrc = trialsSrc + startSrc
 
 // The scripts, each named after its file.
 var (
@@ -40,6 +48,7 @@ var (
 	Release = redis.NewScript(releaseSrc)
 	Delete  = redis.NewScript(leaseSrc + deleteSrc)
 	Read    = redis.NewScript(readSrc)
-	Rights  = redis.NewScript(rightsSrc)
+	Rights  = redis.NewScript(trialsSrc + rightsSrc)
+	Start   = redis.NewScript(StartSrc + "return start(KEYS[1], ARGV[1], ARGV[2])\n")
 	Expire  = redis.NewScript(leaseSrc + expireSrc)
 )

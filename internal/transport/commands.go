@@ -34,21 +34,36 @@ func (p *Pipeline) Publish(ctx context.Context, command, channel string) error {
 	return err
 }
 
-// EvalList runs sc on key by EVAL (for a script run once: no EVALSHA
-// first) and returns its reply, a list, each element said as a string;
-// nil for any other reply.
-func (p *Pipeline) EvalList(ctx context.Context, sc *redis.Script, key string) (list []string, err error) {
+// Eval runs sc on key by EVAL (for a script run once: no EVALSHA first,
+// no NOSCRIPT), with args, and returns its reply.
+func (p *Pipeline) Eval(ctx context.Context, sc *redis.Script, key string, args ...any) (any, error) {
 	cmd, err := p.do(ctx, key, func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
-		return sc.Eval(ctx, p, []string{key})
+		return sc.Eval(ctx, p, []string{key}, args...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	reply, _ := cmd.(*redis.Cmd).Val().([]any)
+	return cmd.(*redis.Cmd).Val(), nil
+}
+
+// EvalList is Eval without args, for a script whose reply is a list: each
+// element said as a string; nil for any other reply.
+func (p *Pipeline) EvalList(ctx context.Context, sc *redis.Script, key string) (list []string, err error) {
+	res, err := p.Eval(ctx, sc, key)
+	if err != nil {
+		return nil, err
+	}
+	return List(res), nil
+}
+
+// List is a script's reply res, a list, each element said as a string;
+// nil for any other reply.
+func List(res any) (list []string) {
+	reply, _ := res.([]any)
 	for _, v := range reply {
 		list = append(list, fmt.Sprint(v))
 	}
-	return list, nil
+	return list
 }
 
 // ConfigGet reads the server parameters that match pattern (CONFIG GET)
