@@ -82,7 +82,7 @@ const notBuilt = "not built yet"
 var systems = []System{
 	{
 		Name:  "corral",
-		Usage: "`corral.New(rdb, &corral.Options{StaleTTL: …})` per instance, then `Cache.Ready` (its start-up round trips made before the trial, as every system's clients are connected before it), `Cache.Fetch`; default options (the stale window only in expiry-zipf, as the docs advise for short TTLs)",
+		Usage: "`corral.New(rdb, &corral.Options{StaleTTL: …})` per instance, as the Quick start (its first peek carries its start-up: no `Cache.Ready`), `Cache.Fetch`; default options (the stale window only in expiry-zipf, as the docs advise for short TTLs)",
 		Hit:   "Redis (one HMGET, read in the calling goroutine)",
 		New:   newCorral,
 	},
@@ -162,27 +162,22 @@ type corralInstance struct {
 }
 
 func newCorral(env Env) (Instance, error) {
-	return readyCorral(env, corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL}, false)
+	return makeCorral(env, corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL}, false)
 }
 
 func newCorralNear(env Env) (Instance, error) {
-	return readyCorral(env, corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL,
+	return makeCorral(env, corral.Options{Logger: env.Logger, StaleTTL: env.StaleTTL,
 		NearCache: corral.NearCacheOptions{Size: 100_000}}, true)
 }
 
-// readyCorral makes a Cache with opts and waits until it is ready
-// (Cache.Ready: its start-up round trips made), as the harness connects
-// every system's clients before a trial: New makes them in the background,
-// and a burst released at once would otherwise wait for them.
-func readyCorral(env Env, opts corral.Options, near bool) (Instance, error) {
+// makeCorral makes a Cache with opts, as the README's Quick start does:
+// New alone. On the harness's server (one server) its first peek carries
+// its start-up (the pub/sub mode, the rights, the eviction policy), so the
+// Cache sends nothing before its first call, and Cache.Ready, a readiness
+// check that costs a command of its own, is not needed.
+func makeCorral(env Env, opts corral.Options, near bool) (Instance, error) {
 	c, err := corral.New(env.Redis, &opts)
 	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Ready(ctx); err != nil {
-		c.Close()
 		return nil, err
 	}
 	return &corralInstance{env: env, cache: c, near: near}, nil
