@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"time"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/errprefix"
@@ -24,18 +23,10 @@ func (corralStrategy) NewInstance(env Env) (Instance, error) {
 	if err != nil {
 		return nil, errprefix.Wrapf("corral: ", "demo: the corral strategy: %w", err) // says corral: once, in main
 	}
-	// As a service would before taking traffic: the start-up round trips
-	// New begins in the background are made before the run. A Cache that is
-	// not ready answers all the same, so its error is not the demo's: the
-	// run shows what Redis does.
-	ctx, cancel := context.WithTimeout(context.Background(), readyBound)
-	defer cancel()
-	_ = c.Ready(ctx)
+	// As the Quick start: New alone. Its first peek carries its start-up
+	// (on one server), so it sends nothing before the run.
 	return &corralInstance{env: env, cache: c}, nil
 }
-
-// readyBound is how long an instance waits for its Cache to be ready.
-const readyBound = time.Second
 
 type corralInstance struct {
 	env   Env
