@@ -8,8 +8,9 @@ import (
 
 // How this process publishes its notices (its pub/sub mode, notify.Mode),
 // learnt once through the pipeline (internal/startup: start.lua, on its
-// own or carried by the first peek). The scripts publish with it, lease tokens carry its mark,
-// and the notifier (internal/notify) subscribes by it.
+// own or carried by the first peek). The scripts publish with it, lease
+// tokens carry its mark, and the notifier (internal/notify) subscribes by
+// it.
 
 // rights returns what Redis refused the ACL user of the commands corral's
 // scripts run (startup.Server.Rights), a right it lacks to run the check
@@ -34,7 +35,8 @@ func (s *store) pubsub(ctx context.Context) (notify.Mode, error) { return s.mode
 // one more round trip, for the probe, before its fetch; then, Redis having
 // answered, it starts the rights and eviction-policy checks the first call
 // would start. On one server it sends nothing: the first peek learns all
-// that in its own command (firstPeek). New does not wait. While Redis is
+// that in its own command (internal/startup's Server, the records'
+// epochs.Starter). New does not wait. While Redis is
 // down or silent the probe fails within RedisTimeout, and the first calls
 // do all of it as before. Ready waits for it (c.warmed).
 func (c *Cache) warmUp() {

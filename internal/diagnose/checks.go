@@ -19,11 +19,13 @@ type ChecksConfig struct {
 	// PubSub learns the pub/sub mode: its mark and, for AnnounceNone,
 	// Redis's refusal of the publish.
 	PubSub func(ctx context.Context) (mark byte, refusal string, err error)
-	// Rights runs internal/scripts/rights.lua on a key under Prefix: Redis's
-	// refusals, or the error of the script.
+	// Rights returns Redis's refusals of the commands corral's scripts run
+	// (start.lua's trials, or internal/scripts/rights.lua on a key under
+	// Prefix), or the error of the script.
 	Rights func(ctx context.Context) (refused []string, err error)
 	// ConfigGet reads CONFIG GET pattern of each master of a Cluster, by
-	// node address, or of the one server, under "".
+	// node address, or of the one server, under "" (its maxmemory-policy
+	// as start.lua read it by INFO, when it did, without a command).
 	ConfigGet func(ctx context.Context, pattern string) (map[string]map[string]string, error)
 	// Missing is told the error of Rights (it logs a right denied), and
 	// Refused each of Redis's refusals: a right the ACL user lacks.
@@ -59,9 +61,10 @@ func (c *Checks) Rights() {
 	c.cfg.Go(c.CheckRights)
 }
 
-// CheckRights learns the pub/sub mode, then tries, in one script on a key
-// under Prefix, each command corral's scripts and hit path run (ACL rules
-// apply inside scripts as outside). It logs each right the ACL user lacks
+// CheckRights learns the pub/sub mode, then takes what was refused of each
+// command corral's scripts and hit path run, tried in one script on a key
+// under Prefix (ACL rules apply inside scripts as outside): the script
+// that learnt the mode, or one of its own (Rights). It logs each right the ACL user lacks
 // once (Missing, Refused). (A user that may publish but not subscribe is
 // not caught here: its waiters' subscriptions are never confirmed, and
 // they re-check on their own.)
