@@ -72,7 +72,7 @@ func WarnPolicies(log *slog.Logger, policies map[string]string, err error) (answ
 	case err != nil && !transport.Says(err, transport.Reply) && !errors.Is(err, ErrNoPolicy):
 		return false // unreachable, or silent: the calls say so
 	case err != nil:
-		log.Info("corral: could not read Redis's maxmemory-policy (CONFIG GET) to learn whether it evicts keys; "+
+		log.Info("corral: could not read Redis's maxmemory-policy to learn whether it evicts keys; "+
 			"a policy that does costs at most one extra load per evicted lease, and a miss per evicted entry",
 			errprefix.Attr(errPrefix, err))
 		return true

@@ -11,6 +11,7 @@ package startup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/corralhq/corral/internal/errprefix"
@@ -133,12 +134,19 @@ func (s *Server) Rights(ctx context.Context) (refused []string, err error) {
 // a Cluster (transport.Pipeline.ConfigGet); the eviction policy of one
 // server as start.lua read it, when it did, without a command.
 func (s *Server) ConfigGet(ctx context.Context, pattern string) (map[string]map[string]string, error) {
+	read := false // start.lua read INFO, and found no policy there (INFO denied)
 	if s.oneServer && pattern == "maxmemory-policy" {
 		if _, err := s.Mode.Learn(ctx); err == nil {
-			if st := s.started.Load(); st != nil && st.policy != "" {
+			st := s.started.Load()
+			if st != nil && st.policy != "" {
 				return map[string]map[string]string{"": {pattern: st.policy}}, nil
 			}
+			read = st != nil
 		}
 	}
-	return s.pipe.ConfigGet(ctx, pattern)
+	conf, err := s.pipe.ConfigGet(ctx, pattern)
+	if err != nil && read {
+		err = fmt.Errorf("INFO memory gave none (denied?), then CONFIG GET: %w", err)
+	}
+	return conf, err
 }

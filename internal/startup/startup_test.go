@@ -138,3 +138,29 @@ func TestClaim(t *testing.T) {
 		t.Fatal("Claim once the mode is known = true")
 	}
 }
+
+// Without INFO, the policy is read by CONFIG GET; without either, the error
+// says both were tried.
+func TestStart_PolicyDenied(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
+	for _, tc := range []struct {
+		name  string
+		rules []string
+		want  string // the policy read; "" for an error naming INFO and CONFIG GET
+	}{
+		{"noinfo", []string{"~*", "&*", "+@all", "-info"}, "allkeys-lru"},
+		{"neither", []string{"~*", "&*", "+@all", "-info", "-config"}, ""},
+	} {
+		srv.AddUser(t, tc.name, "pw", tc.rules...)
+		s := newServer(t, srv.Client(func(o *redis.Options) { o.Username, o.Password = tc.name, "pw" }), false)
+		policy, err := s.ConfigGet(ctx, "maxmemory-policy")
+		switch {
+		case tc.want != "" && (err != nil || policy[""]["maxmemory-policy"] != tc.want):
+			t.Fatalf("%s: ConfigGet = %v, %v; want %s by CONFIG GET", tc.name, policy, err, tc.want)
+		case tc.want == "" && (!transport.Says(err, transport.Denied) || !strings.Contains(err.Error(), "INFO memory")):
+			t.Fatalf("%s: ConfigGet = %v, %v; want CONFIG GET's refusal, after INFO's", tc.name, policy, err)
+		}
+	}
+}
