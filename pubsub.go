@@ -36,9 +36,9 @@ func (s *store) pubsub(ctx context.Context) (notify.Mode, error) { return s.mode
 // answered, it starts the rights and eviction-policy checks the first call
 // would start. On one server it sends nothing: the first peek learns all
 // that in its own command (internal/startup's Server, the records'
-// epochs.Starter). New does not wait. While Redis is
-// down or silent the probe fails within RedisTimeout, and the first calls
-// do all of it as before. Ready waits for it (c.warmed).
+// epochs.Starter). New does not wait. While Redis is down or silent the
+// probe fails within RedisTimeout, and the first calls do all of it as
+// before. Ready waits for it (c.warmed).
 func (c *Cache) warmUp() {
 	c.warmed = make(chan struct{})
 	started := c.tasks.Start(func() {

@@ -69,7 +69,7 @@ func newStore(rdb redis.UniversalClient, o Options, stats *counters, hooks store
 	}
 	s.pipe = transport.New(rdb, cfg)
 	_, oneServer := rdb.(*redis.Client)
-	s.start = startup.New(s.pipe, o.Prefix+":probe", o.DisableShardedPubSub, oneServer)
+	s.start = startup.New(s.pipe, wire.ProbeName(o.Prefix), o.DisableShardedPubSub, oneServer)
 	s.mode = s.start.Mode
 	s.leases = watchdog.New(watchdog.Config{TTL: o.LeaseTTL, Timeout: o.RedisTimeout, Heard: hooks.renewalHeard,
 		Renew: func(rs []watchdog.Renewal) []watchdog.Reply {

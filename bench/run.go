@@ -72,7 +72,7 @@ type trial struct {
 
 // instances makes the app instances of a trial, each with its own go-redis
 // client, connected before the trial starts (so connection set-up is not
-// part of the run; corral's instances are made Ready). close closes them
+// part of the run). close closes them
 // and their clients. wc, when not nil, counts the commands their clients
 // send, from the systems' construction on (markStart): the harness's PING
 // that connects each client is left out, a system's start-up commands are

@@ -273,9 +273,10 @@ func (h *Handler) Close() error {
 	return h.cache.Close()
 }
 
-// Ready waits until the Handler's Cache has made its start-up round trips
-// (corral.Cache.Ready): call it before taking traffic. It returns what
-// Cache.Ready returns; a Handler that is not ready serves all the same.
+// Ready waits until the Handler's Cache has made its start-up
+// (corral.Cache.Ready): a readiness check that Redis answers. It returns
+// what Cache.Ready returns; a Handler that is not ready serves all the
+// same.
 func (h *Handler) Ready(ctx context.Context) error {
 	return h.cache.Ready(ctx)
 }

@@ -181,9 +181,11 @@ func pingAtStart(ctx context.Context, health redis.UniversalClient, limit time.D
 }
 
 // readyAtStart gives the Handler's Cache up to limit to make its start-up
-// round trips (Cache.Ready) before the first request: a stampede at once
-// on a sidecar just started would otherwise wait for them. pingAtStart has
-// warned already when Redis does not answer; the sidecar serves either way.
+// (Cache.Ready) before the first request: on a Cluster, the round trips a
+// stampede at once on a sidecar just started would otherwise wait for; on
+// one server, the start-up script its first peek would otherwise carry.
+// pingAtStart has warned already when Redis does not answer; the sidecar
+// serves either way.
 func readyAtStart(ctx context.Context, h *corralhttp.Handler, limit time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

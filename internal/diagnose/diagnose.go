@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/errprefix"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 // (see corral.Check). It returns an error when Redis could not be checked:
 // a command that got no reply, or ctx's end.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	k := &checker{rdb: cfg.Client, cfg: cfg, probe: cfg.Prefix + ":probe", r: &Report{Missing: []string{}}}
+	k := &checker{rdb: cfg.Client, cfg: cfg, probe: wire.ProbeName(cfg.Prefix), r: &Report{Missing: []string{}}}
 	for _, step := range []func(context.Context) error{
 		k.nodes, k.server, k.pubsub, k.eviction, k.rights, k.tracking, k.rtt,
 	} {

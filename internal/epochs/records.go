@@ -216,7 +216,7 @@ func (r Records) ReadBeside(ctx context.Context, tags []string, done func(clear 
 	keys, fields := append(r.readKeys(tags), entry), o.Read[2:]
 	if r.Start != nil {
 		if sharded, policy, ok := r.Start.Claim(); ok {
-			keys = append(keys, r.Prefix+":probe")
+			keys = append(keys, wire.ProbeName(r.Prefix))
 			fields = append([]any{sharded, policy}, fields...)
 			f.sc, f.told = peekStart, r.Start.Told
 		}

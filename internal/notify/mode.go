@@ -85,62 +85,72 @@ func NewLearner(detect Detector) *Learner { return &Learner{detect: detect} }
 // 7+), it is not disabled and the ACL user may use it; plain pub/sub
 // otherwise; none when the user has no right to publish on the probe's
 // channels. Concurrent first callers share one detection, and get its
-// error when it fails; one that gets no answer is tried again next time. A
-// caller that waits for another's detection stops waiting when ctx ends.
+// error when Redis failed; one that gets no answer is tried again next
+// time. A caller that waits for another's detection stops waiting when ctx
+// ends; a detection its own caller's ctx cut short is none, and a waiter
+// then detects on its own.
 func (l *Learner) Learn(ctx context.Context) (Mode, error) {
 	for {
-		if m := l.mode.Load(); m != nil {
+		m, wait := l.begin()
+		switch {
+		case m != nil:
 			return *m, nil
-		}
-		l.mu.Lock()
-		if m := l.mode.Load(); m != nil {
-			l.mu.Unlock()
-			return *m, nil
-		}
-		if wait := l.pending; wait != nil {
-			l.mu.Unlock()
-			l.waiting.Add(1)
-			select {
-			case <-wait:
-				l.waiting.Add(-1)
-			case <-ctx.Done():
-				l.waiting.Add(-1)
-				return Mode{}, ctx.Err()
+		case wait == nil: // the detection is this caller's
+			m, err := l.detect(ctx)
+			switch {
+			case err == nil:
+				l.Told(&m, nil)
+				return m, nil
+			case ctx.Err() != nil:
+				l.Told(nil, nil) // this caller's context, not Redis: others try theirs
+			default:
+				l.Told(nil, err)
 			}
-			l.mu.Lock()
-			err := l.failed
-			l.mu.Unlock()
-			if err != nil {
-				return Mode{}, err
-			}
-			continue // learnt; or a claim that carried no detection after all: detect here
-		}
-		l.pending = make(chan struct{})
-		l.mu.Unlock()
-		m, err := l.detect(ctx)
-		if err != nil {
-			l.Told(nil, err)
 			return Mode{}, err
 		}
-		l.Told(&m, nil)
+		l.waiting.Add(1)
+		select {
+		case <-wait:
+			l.waiting.Add(-1)
+		case <-ctx.Done():
+			l.waiting.Add(-1)
+			return Mode{}, ctx.Err()
+		}
+		l.mu.Lock()
+		err := l.failed
+		l.mu.Unlock()
+		if err != nil {
+			return Mode{}, err
+		}
+		// Learnt; or a detection that came to nothing: try again.
+	}
+}
+
+// begin returns the mode, when it is known; otherwise the channel of the
+// detection under way, or, when none is, nil for both: the detection is
+// the caller's from now on, and it must call Told once.
+func (l *Learner) begin() (*Mode, chan struct{}) {
+	if m := l.mode.Load(); m != nil {
 		return m, nil
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.mode.Load(); m != nil {
+		return m, nil
+	}
+	if l.pending != nil {
+		return nil, l.pending
+	}
+	l.pending = make(chan struct{})
+	return nil, nil
 }
 
 // Claim lets a command sent anyway carry the detection: true when the mode
 // is not known and no detection is under way. The caller must then call
 // Told once, and Learn's callers wait for it meanwhile.
 func (l *Learner) Claim() bool {
-	if l.mode.Load() != nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mode.Load() != nil || l.pending != nil {
-		return false
-	}
-	l.pending = make(chan struct{})
-	return true
+	m, wait := l.begin()
+	return m == nil && wait == nil
 }
 
 // Told ends the detection under way (Learn's, or a Claim's): m is the mode

@@ -160,3 +160,49 @@ func TestLearnerClaim(t *testing.T) {
 		}
 	}
 }
+
+// A detection its caller's context cut short is no failure of Redis: a
+// caller that waited for it detects on its own.
+func TestLearnerCallerContext(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	l := NewLearner(func(ctx context.Context) (Mode, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			<-release
+			return Mode{}, ctx.Err()
+		}
+		return Mode{Publish: "SPUBLISH", Mark: wire.AnnounceSharded}, nil
+	})
+	short, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Learn(short)
+		first <- err
+	}()
+	<-started
+	second := make(chan error, 1)
+	go func() {
+		m, err := l.Learn(context.Background())
+		if err == nil && m.Mark != wire.AnnounceSharded {
+			err = errors.New("no mode")
+		}
+		second <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.waiting.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	if l.waiting.Load() != 1 {
+		t.Fatal("the second caller is not waiting for the first's detection")
+	}
+	cancel()
+	close(release)
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first caller's Learn = %v; want its context's error", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the waiting caller's Learn = %v; want the mode, by a detection of its own", err)
+	}
+}

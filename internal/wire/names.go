@@ -127,6 +127,11 @@ func HashTag(name string) (string, bool) {
 // any of them and one read gets those a hit needs, on one node's clock.
 func ClearName(prefix string) string { return prefix + ":c:{" + prefix + "}" }
 
+// ProbeName is prefix's probe: the key the rights' trials write and delete
+// again, and the channel the pub/sub mode's probe publishes on, which
+// nobody subscribes to (start.lua, rights.lua, corral check).
+func ProbeName(prefix string) string { return prefix + ":probe" }
+
 // TagName is the name of tag's record under prefix (see ClearName).
 func TagName(prefix, tag string) string { return prefix + ":t:{" + prefix + "}:" + tag }
 
