@@ -108,7 +108,7 @@ func (c *Cache) newFlight(ctx context.Context, key string, load loader, h how, p
 // what remains (a background refresh, a commit to send again).
 func (c *Cache) run(f *flight) {
 	defer f.settled()
-	defer c.store.leases.Halt(f.token) // a lease granted and left unused is renewed no more
+	defer func() { c.store.leases.Halt(f.token) }() // a lease granted and left unused is renewed no more (f.token as the flight ends: resolve sets it)
 	a, next := c.resolve(f)
 	c.finish(f, a)
 	if next != nil {
