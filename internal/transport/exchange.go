@@ -182,7 +182,7 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		}
 	}
 	sent := time.Now()
-	if _, err := pipe.Exec(ctx); err != nil && !(Says(err, Reply) && answered(cmds, clock)) {
+	if err := p.run(ctx, g.node.client, pipe, cmds, clock); err != nil {
 		return nil, 0, err
 	}
 	if clock != nil {
@@ -199,6 +199,28 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		} // else 0: the ops needing the clock are sent again (exchange)
 	}
 	return cmds, now, nil
+}
+
+// run sends the commands built in pipe: one command alone (Process), on
+// the client's main pool, where a pipeline of go-redis's (v9.23 on) takes a
+// connection of its own pool, which holds none until a pipeline dials one.
+// A process's first pipeline then waits for a dial and go-redis's
+// handshake, two round trips more, where the main pool's connection, used
+// by the client's other commands (the inline reads), is likely warm: under
+// a burst of callers each costs milliseconds (docs/design.md, section 3.3).
+// err is set only when no reply came, or Exec failed on a reply that is
+// none of the commands' own (answered).
+func (p *Pipeline) run(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, cmds []redis.Cmder, clock *redis.TimeCmd) error {
+	if len(cmds) == 1 && clock == nil {
+		if err := client.Process(ctx, cmds[0]); err != nil && !Says(err, Reply) {
+			return err
+		}
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !(Says(err, Reply) && answered(cmds, clock)) {
+		return err
+	}
+	return nil
 }
 
 // answered reports whether the error reply that failed a pipeline's Exec
