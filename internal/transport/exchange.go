@@ -212,7 +212,10 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 // none of the commands' own (answered).
 func (p *Pipeline) run(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, cmds []redis.Cmder, clock *redis.TimeCmd) error {
 	if len(cmds) == 1 && clock == nil {
-		if err := client.Process(ctx, cmds[0]); err != nil && !Says(err, Reply) {
+		// A reply that refuses the client (WRONGPASS at the connection's
+		// set-up) is the exchange's failure, as it fails a pipeline's Exec
+		// with no command run, not the command's own.
+		if err := client.Process(ctx, cmds[0]); err != nil && (!Says(err, Reply) || Says(err, ClientRefused)) {
 			return err
 		}
 		return nil

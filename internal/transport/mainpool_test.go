@@ -76,3 +76,20 @@ func TestOneCommandOnTheMainPool(t *testing.T) {
 		t.Fatal("a batch of two went as no pipeline")
 	}
 }
+
+// A one-command batch refused at the connection's set-up (WRONGPASS) fails
+// as a batch does, not as the command's reply: Process sets the command's
+// error either way, and only the class tells them apart.
+func TestOneCommandRefusedAtSetUp(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if err := srv.Client().Do(context.Background(), "ACL", "SETUSER", "app", "on", ">right", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.Client(func(o *redis.Options) { o.Username, o.Password = "app", "wrong" })
+	p := newPipeline(t, rdb, Config{})
+	r := p.Do(get(context.Background(), "k"))
+	if r.Err == nil || !Says(r.Err, AuthRefused) {
+		t.Fatalf("Do = %v, %v; want the exchange failed, WRONGPASS", r.Err, r.Cmd)
+	}
+}
