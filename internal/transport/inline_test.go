@@ -185,6 +185,7 @@ func TestInline_EndsByTheCallersDeadline(t *testing.T) {
 	admin := srv.Client()
 	p := newPipeline(t, srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), Config{})
 	ctx := context.Background()
+	p.inliner.bound = time.Minute // only the caller's deadline can end a read (nor a slow set-up read on a loaded machine)
 	for range 2 { // through the pipeline, then inline: the node's clock is synced
 		o := get(ctx, "k")
 		o.Clock = true
@@ -192,7 +193,9 @@ func TestInline_EndsByTheCallersDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.inliner.bound = time.Minute // only the caller's deadline can end the read
+	if p.inliner.restTo.Load() != 0 {
+		t.Fatal("inline reads rest before the read under test")
+	}
 	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
