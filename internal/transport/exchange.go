@@ -182,7 +182,7 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 		}
 	}
 	sent := time.Now()
-	if err := p.run(ctx, g.node.client, pipe, cmds, clock); err != nil {
+	if err := runBatch(ctx, g.node.client, pipe, cmds, clock); err != nil {
 		return nil, 0, err
 	}
 	if clock != nil {
@@ -201,7 +201,7 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 	return cmds, now, nil
 }
 
-// run sends the commands built in pipe: one command alone (Process), on
+// runBatch sends the commands built in pipe: one command alone (Process), on
 // the client's main pool, where a pipeline of go-redis's (v9.23 on) takes a
 // connection of its own pool, which holds none until a pipeline dials one.
 // A process's first pipeline then waits for a dial and go-redis's
@@ -210,7 +210,7 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 // a burst of callers each costs milliseconds (docs/design.md, section 3.3).
 // err is set only when no reply came, or Exec failed on a reply that is
 // none of the commands' own (answered).
-func (p *Pipeline) run(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, cmds []redis.Cmder, clock *redis.TimeCmd) error {
+func runBatch(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, cmds []redis.Cmder, clock *redis.TimeCmd) error {
 	if len(cmds) == 1 && clock == nil {
 		// A reply that refuses the client (WRONGPASS at the connection's
 		// set-up) is the exchange's failure, as it fails a pipeline's Exec
