@@ -185,8 +185,10 @@ func TestInline_EndsByTheCallersDeadline(t *testing.T) {
 	admin := srv.Client()
 	p := newPipeline(t, srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }), Config{})
 	ctx := context.Background()
-	p.inliner.bound = time.Minute // only the caller's deadline can end a read (nor a slow set-up read on a loaded machine)
-	for range 2 {                 // through the pipeline, then inline: the node's clock is synced
+	// Only the caller's deadline can end a read: not a set-up read slowed
+	// on a loaded machine either.
+	p.inliner.bound = time.Minute
+	for range 2 { // through the pipeline, then inline: the node's clock is synced
 		o := get(ctx, "k")
 		o.Clock = true
 		if _, err := value(sendWait(p, o)); !errors.Is(err, redis.Nil) {
