@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,11 +70,10 @@ func gatePeeks(t *testing.T, rdb *redis.Client, key string, fetches *atomic.Int3
 // subscribed polls until channel has a shard subscriber, for up to 10 s.
 func subscribed(admin *redis.Client, channel string) error {
 	ctx := context.Background()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
-		if admin.PubSubShardNumSub(ctx, channel).Val()[channel] > 0 {
-			return nil
-		}
-		time.Sleep(time.Millisecond) // polling a server's state, not synchronisation
+	if testkit.Within(10*time.Second, time.Millisecond, func() bool {
+		return admin.PubSubShardNumSub(ctx, channel).Val()[channel] > 0
+	}) {
+		return nil
 	}
 	return errors.New("not subscribed in 10 s")
 }
@@ -183,12 +183,10 @@ func TestEcho_NotHeardFetchesAgain(t *testing.T) {
 		}
 		once.Do(func() { // the first fetch.lua said WAIT, unheard: the load ends now
 			finish()
-			commitErr = errors.New("the holder did not commit in 10 s")
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
-				if admin.Exists(context.Background(), entry).Val() == 1 {
-					commitErr = nil
-					break
-				}
+			if !testkit.Within(10*time.Second, time.Millisecond, func() bool {
+				return admin.Exists(context.Background(), entry).Val() == 1
+			}) {
+				commitErr = errors.New("the holder did not commit in 10 s")
 			}
 			open()
 		})

@@ -38,20 +38,14 @@ func TestEchoListenOnMovedChannelSendsOldQueue(t *testing.T) {
 	defer s1.Close()
 	defer s2.Close()
 
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	q := 0
+	if !testkit.Within(3*time.Second, 20*time.Millisecond, func() bool {
 		n.mu.Lock()
-		stuck := old.sending || len(old.queue) > 0
-		q := len(old.queue)
-		n.mu.Unlock()
-		if !stuck {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the old node's connection: sending %v with %d (un)subscriptions queued, 3 s on; want its queue sent", true, q)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer n.mu.Unlock()
+		q = len(old.queue)
+		return !old.sending && q == 0
+	}) {
+		t.Errorf("the old node's connection: still sending, with %d (un)subscriptions queued, 3 s on; want its queue sent", q)
 	}
 
 	done := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -139,11 +140,7 @@ func TestLearnerClaim(t *testing.T) {
 				errs <- err
 			}()
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for l.waiting.Load() != n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond) // polling with a deadline
-		}
-		if l.waiting.Load() != n {
+		if !testkit.Within(10*time.Second, time.Millisecond, func() bool { return l.waiting.Load() == n }) {
 			t.Fatalf("%s: %d callers waiting; want %d", tc.name, l.waiting.Load(), n)
 		}
 		l.Told(tc.mode, tc.err)
@@ -190,11 +187,7 @@ func TestLearnerCallerContext(t *testing.T) {
 		}
 		second <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.waiting.Load() != 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
-	if l.waiting.Load() != 1 {
+	if !testkit.Within(10*time.Second, time.Millisecond, func() bool { return l.waiting.Load() == 1 }) {
 		t.Fatal("the second caller is not waiting for the first's detection")
 	}
 	cancel()
