@@ -212,15 +212,20 @@ func (p *Pipeline) exec(g group, ctx context.Context) (cmds []redis.Cmder, now i
 // none of the commands' own (answered).
 func runBatch(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, cmds []redis.Cmder, clock *redis.TimeCmd) error {
 	if len(cmds) == 1 && clock == nil {
-		// A reply that refuses the client (WRONGPASS at the connection's
-		// set-up) is the exchange's failure, as it fails a pipeline's Exec
-		// with no command run, not the command's own.
-		if err := client.Process(ctx, cmds[0]); err != nil && (!Says(err, Reply) || Says(err, ClientRefused)) {
-			return err
-		}
-		return nil
+		return process(ctx, client, cmds[0])
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !(Says(err, Reply) && answered(cmds, clock)) {
+		return err
+	}
+	return nil
+}
+
+// process sends cmd alone (Process). err is set only when no reply came,
+// or the reply refused the client (WRONGPASS at the connection's set-up),
+// which fails a pipeline's Exec with no command run: the exchange's
+// failure, not the command's own reply, though Process sets it on cmd.
+func process(ctx context.Context, client redis.UniversalClient, cmd redis.Cmder) error {
+	if err := client.Process(ctx, cmd); err != nil && (!Says(err, Reply) || Says(err, ClientRefused)) {
 		return err
 	}
 	return nil

@@ -152,7 +152,7 @@ func (p *Pipeline) inlineRead(g group, live *liveness, ctx context.Context, t ti
 		return cmds[0], now, nil
 	}
 	cmd = o.newRead(ctx)
-	if err = g.node.client.Process(ctx, cmd); err != nil && !Says(err, Reply) {
+	if err = process(ctx, g.node.client, cmd); err != nil {
 		return nil, 0, err
 	}
 	t = time.Now()
