@@ -208,3 +208,60 @@ func TestEcho_NotHeardFetchesAgain(t *testing.T) {
 		t.Fatalf("%d fetch.lua, stats %+v; want 2 (WAIT, then the value) and %d callers that waited", fetches.Load(), st, n)
 	}
 }
+
+// The echo says the waiter's subscription was on when fetch.lua ran; it
+// does not say the connection that had it lived to deliver what came
+// after. Here the pub/sub connection drops after the server ran the
+// subscription and the script, before the client read the confirmation or
+// the echo, and stays down (its dials refused) while the holder commits:
+// the notice is lost with it, and go-redis's subscription on the new
+// connection looks like the first. The waiter, whose echo never reached
+// it, fetches again within confirmWait (250 ms) and finds the value; it
+// used to wait for the lease to expire (30 s).
+func TestEcho_HeardThenLostFetchesAgain(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	holder := newCache(t, srv.Client(), &corral.Options{LeaseTTL: 30 * time.Second})
+	finish := hold(t, holder, "k", []byte("v"), nil)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := srv.Client()
+	var fetches atomic.Int32
+	var first sync.Once
+	var subErr error
+	peeks := gatePeeks(t, rdb, "k", &fetches, func() {
+		first.Do(func() { subErr = subscribed(admin, wire.NewNames("corral", "k").Notice) }) // heard: the script runs once the subscription has
+	})
+	waiter := newCache(t, rdb, &corral.Options{LeaseTTL: 30 * time.Second})
+	cut := proxy.HoldThenCut([]byte("ssubscribe"), []byte("smessage"))
+	const n = 4
+	got := contend(t, waiter, "k", n, peeks)
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the waiter's confirmation and echo did not come in 10 s (%v)", subErr)
+	}
+	finish() // the notice goes out while the waiter cannot hear it
+	eventually(t, 10*time.Second, "the holder commits", func() bool {
+		return admin.Exists(context.Background(), wire.EntryName("corral", "k")).Val() == 1
+	})
+	if err := proxy.Refuse(false); err != nil { // go-redis dials again, and subscribes again
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	for range n {
+		select {
+		case r := <-got:
+			if r.v != "v" || r.err != nil {
+				t.Fatalf("Fetch = %q, %v; want the holder's value", r.v, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a caller still waits 5 s after the commit (%d fetch.lua): the lost notice was left to the lease's expiry", fetches.Load())
+		}
+	}
+	t.Logf("answered %v after the commit, %d fetch.lua", time.Since(committed).Round(time.Millisecond), fetches.Load())
+	if f := fetches.Load(); f < 2 {
+		t.Fatalf("%d fetch.lua; want the WAIT, then at least one more", f)
+	}
+}

@@ -33,6 +33,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 		// out, which says whether we were listening in time (its echo,
 		// published by the token's mark: the pub/sub mode, known now).
 		w.sub = c.notify.Listen(f.ctx, f.names.Notice, true)
+		w.echoMark = w.sub.EchoMark()
 	}
 	args := c.askArgs(f)
 	token := f.token
@@ -168,6 +169,7 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 			// and the subscription.
 			return answer{}, nil, false
 		}
+		w.echoDue = true // until the echo itself is read (awaitNotice)
 	}
 	a, done = c.awaitNotice(f, w, r.PTTL)
 	return a, nil, done
@@ -182,6 +184,8 @@ type waiting struct {
 	polls     int                  // re-checks made without a notice to wait for
 	began     time.Time            // when the wait began
 	inTime    bool                 // sub was on before the wait began (its echo was heard)
+	echoMark  uint64               // sub's echoes read before the first fetch.lua (notify's EchoMark)
+	echoDue   bool                 // the echo was heard but may not have been read yet
 	ended     bool                 // the Observer was told of its end
 }
 
@@ -278,36 +282,62 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	select {
-	case <-pending:
-		return answer{}, false // subscribed now: fetch again, then wait for the notice
-	case n := <-sub.Notices():
-		switch n.Kind {
-		case wire.NoticeValue:
-			return answer{val: n.Value, out: outWaited}, true
-		case wire.NoticeBorn:
-			c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
-			if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
+	echoed, echoLate := c.echoWait(w)
+	for {
+		select {
+		case <-echoed:
+			echoed, echoLate = nil, nil // the connection that heard the echo delivered it
+			continue
+		case <-echoLate:
+			// Heard, never read: the connection dropped before it was, and
+			// go-redis subscribed again; a notice may be lost with it.
+			return answer{}, false
+		case <-pending:
+			return answer{}, false // subscribed now: fetch again, then wait for the notice
+		case n := <-sub.Notices():
+			switch n.Kind {
+			case wire.NoticeValue:
 				return answer{val: n.Value, out: outWaited}, true
-			} // invalidated since the load began (groups.go): fetch again, which decides
-		case wire.NoticeNotFound:
-			return answer{err: ErrNotFound, out: outWaited}, true
-		case wire.NoticeFailed:
-			return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
-		case wire.NoticeTooLarge:
-			// Loaded elsewhere but not stored (too large, or an Entry's
-			// TTL <= 0): load it here, uncached.
-			c.waitEnded(f, w, nil)
-			val, _, _, err := c.runLoader(f)
-			return answer{val: val, err: err, out: outMiss}, true
+			case wire.NoticeBorn:
+				c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
+				if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
+					return answer{val: n.Value, out: outWaited}, true
+				} // invalidated since the load began (groups.go): fetch again, which decides
+			case wire.NoticeNotFound:
+				return answer{err: ErrNotFound, out: outWaited}, true
+			case wire.NoticeFailed:
+				return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
+			case wire.NoticeTooLarge:
+				// Loaded elsewhere but not stored (too large, or an Entry's
+				// TTL <= 0): load it here, uncached.
+				c.waitEnded(f, w, nil)
+				val, _, _, err := c.runLoader(f)
+				return answer{val: val, err: err, out: outMiss}, true
+			}
+			return answer{}, false // committed out of line, revoked or released: fetch again
+		case <-timer.C:
+			if hears {
+				sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
+			}
+			return answer{}, false
+		case <-f.ctx.Done():
+			return answer{err: c.closedErr(f.ctx.Err())}, true
 		}
-		return answer{}, false // committed out of line, revoked or released: fetch again
-	case <-timer.C:
-		if hears {
-			sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
-		}
-		return answer{}, false
-	case <-f.ctx.Done():
-		return answer{err: c.closedErr(f.ctx.Err())}, true
 	}
+}
+
+// echoWait is what a waiter told it was in time by its echo (w.echoDue)
+// waits for besides: the echo itself, read on its subscription's
+// connection (echoed), before echoLate fires (notify's Echoed). Both nil
+// when there is nothing to wait for.
+func (c *Cache) echoWait(w *waiting) (echoed <-chan struct{}, echoLate <-chan time.Time) {
+	if !w.echoDue {
+		return nil, nil
+	}
+	w.echoDue = false
+	ok, next, within := w.sub.Echoed(w.echoMark)
+	if ok {
+		return nil, nil
+	}
+	return next, time.After(within)
 }

@@ -260,6 +260,8 @@ func (n *Notifier) dispatch(c *pubsubConn, ch <-chan any) {
 					default: // a waiter with notices queued has enough to act on
 					}
 				}
+			} else if cs := n.echoes[m.Channel]; cs != nil && cs.conn == c {
+				n.echoRead(cs)
 			}
 			n.mu.Unlock()
 		}

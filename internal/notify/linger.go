@@ -67,6 +67,7 @@ func (n *Notifier) sweepLocked(now time.Time) {
 		}
 		n.lingering = n.lingering[1:]
 		delete(n.channels, l.channel)
+		delete(n.echoes, cs.echo)
 		if cs.conn != nil {
 			n.unsubscribeOn(cs.conn, l.channel, cs.echo)
 		}

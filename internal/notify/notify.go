@@ -8,8 +8,10 @@
 // subscribed on the node that owns its slot.
 //
 // go-redis re-establishes a dropped connection and re-subscribes its
-// channels; notices published meanwhile are lost, and waiters fall back to
-// their timers. When a slot moves (resharding, failover), the owner's
+// channels; notices published meanwhile are lost. The waiters on it
+// re-check when a channel's confirmation comes a second time, or, for one
+// whose echo was heard but never read, when that echo does not come
+// (Echoed); otherwise they fall back to their timers. When a slot moves (resharding, failover), the owner's
 // server drops its shard channels; the Notifier subscribes them again on
 // the new owner, and each new wait checks that its channel lives on the
 // slot's current master.
@@ -87,21 +89,24 @@ type Notifier struct {
 	conns        map[string]*pubsubConn
 	channels     map[string]*channelSubs
 	closed       bool
-	lingering    []lingering    // channels without listeners, still subscribed (linger.go), oldest first
-	sweep        *time.Timer    // unsubscribes the lingering channels in their time; nil when none
-	revalidating bool           // a revalidate goroutine runs
-	watching     bool           // the watch goroutine runs
-	inline       bool           // enqueue leaves the sending to the caller (Listen): drain
-	drain        *pubsubConn    // the connection whose queue the caller is to send (sendQueued)
-	echoGen      uint64         // echo channels named so far (newEcho)
-	stop         chan struct{}  // closed by Close
-	wg           sync.WaitGroup // dispatch goroutines, re-subscriptions, revalidation, watch
+	lingering    []lingering             // channels without listeners, still subscribed (linger.go), oldest first
+	sweep        *time.Timer             // unsubscribes the lingering channels in their time; nil when none
+	revalidating bool                    // a revalidate goroutine runs
+	watching     bool                    // the watch goroutine runs
+	inline       bool                    // enqueue leaves the sending to the caller (Listen): drain
+	drain        *pubsubConn             // the connection whose queue the caller is to send (sendQueued)
+	echoGen      uint64                  // echo channels named so far (setEcho)
+	echoes       map[string]*channelSubs // the channel each echo channel is named for (setEcho)
+	stop         chan struct{}           // closed by Close
+	wg           sync.WaitGroup          // dispatch goroutines, re-subscriptions, revalidation, watch
 }
 
 // channelSubs is one subscribed notice channel and its local listeners.
 type channelSubs struct {
 	conn      *pubsubConn
 	echo      string        // its echo channel, subscribed with it (Listen); "" for none
+	echoed    uint64        // messages read on its echo channel (Echoed)
+	echoWait  chan struct{} // closed by the next one; nil while nobody waits for it
 	confirmed chan struct{} // closed when the server confirms the subscription
 	listeners map[*Subscription]struct{}
 	idleAt    time.Time // when its last listener left (it lingers: linger.go); zero while it has one
@@ -155,7 +160,7 @@ func (s *Subscription) Hears(holder byte, inTime bool) (ok bool, pending <-chan 
 func New(cfg Config) *Notifier {
 	return &Notifier{
 		rdb: cfg.Client, mode: cfg.Mode, echo: cfg.Echo, nodeFailed: cfg.NodeFailed, stats: cfg.Stats, timeout: cfg.Timeout, log: cfg.Logger,
-		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs),
+		conns: make(map[string]*pubsubConn), channels: make(map[string]*channelSubs), echoes: make(map[string]*channelSubs),
 		stop: make(chan struct{}),
 	}
 }
@@ -260,22 +265,25 @@ func (n *Notifier) attach(ctx context.Context, cs *channelSubs, channel string, 
 			cs.conn = nil
 		}
 		if echo {
-			cs.echo = n.newEcho(channel)
+			n.setEcho(cs, channel)
 		}
 		n.bind(ctx, cs, channel, at)
 	case echo && cs.echo == "":
-		cs.echo = n.newEcho(channel) // behind channel's own subscription, on its connection
+		n.setEcho(cs, channel) // behind channel's own subscription, on its connection
 		n.enqueue(cs.conn, false, cs.echo, "")
 	}
 }
 
-// newEcho returns an echo channel for channel that no subscription had
-// before: heard, it was subscribed by the command that named it, after
-// every command queued before it on its connection (an UNSUBSCRIBE of the
-// channel among them) had run. Called with n.mu held.
-func (n *Notifier) newEcho(channel string) string {
+// setEcho names cs's echo channel anew (channel's): one that no
+// subscription had before, so that, heard, it was subscribed by the
+// command that named it, after every command queued before it on its
+// connection (an UNSUBSCRIBE of the channel among them) had run. Called
+// with n.mu held.
+func (n *Notifier) setEcho(cs *channelSubs, channel string) {
+	delete(n.echoes, cs.echo)
 	n.echoGen++
-	return n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
+	cs.echo = n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
+	n.echoes[cs.echo] = cs
 }
 
 // confirmation is closed once s is confirmed; nil if s's channel is not subscribed.
@@ -293,15 +301,66 @@ func (s *Subscription) confirmation() chan struct{} {
 func (s *Subscription) Echo() string { return s.echo }
 
 // InTime reports whether s was listening when the fetch.lua that told its
-// waiter to WAIT ran: its echo was heard (heard, from the reply). If not,
-// it waits for the server's confirmation (Confirm), after which the
-// waiter fetches again: the notice may have gone out in between.
+// waiter to WAIT ran: its echo was heard (heard, from the reply); the
+// waiter then makes sure the echo is read too (Echoed). If not, it waits
+// for the server's confirmation (Confirm), after which the waiter fetches
+// again: the notice may have gone out in between.
 func (s *Subscription) InTime(ctx context.Context, heard bool) bool {
 	if heard && s.echo != "" {
 		return true
 	}
 	s.Confirm(ctx)
 	return false
+}
+
+// EchoMark is how many messages s's echo channel has brought so far: a
+// waiter takes it before the fetch.lua that may publish its echo, for
+// Echoed.
+func (s *Subscription) EchoMark() uint64 {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.channels[s.channel]; cs != nil {
+		return cs.echoed
+	}
+	return 0
+}
+
+// Echoed reports whether the echo a fetch.lua published after mark
+// (EchoMark) has reached this process. fetch.lua's count says a
+// connection of this process had the subscription when the script ran; it
+// does not say that connection lived to deliver what came after. One that
+// dropped before its confirmation and the echo were read is dialled again
+// and re-subscribed by go-redis, and that confirmation looks like the
+// first: a notice published meanwhile is lost, and nothing says so. Once
+// the echo is read, every later notice is read after it on the same
+// connection, or the connection drops and its channels are confirmed a
+// second time (a NoticeRecheck). Until then, next is closed when an echo
+// comes, and within is how long to wait for it before the waiter fetches
+// again. ok is true, with nothing to wait for, when s has no echo or its
+// channel was subscribed again under another echo (which rechecks).
+func (s *Subscription) Echoed(mark uint64) (ok bool, next <-chan struct{}, within time.Duration) {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[s.channel]
+	if cs == nil || s.echo == "" || cs.echo != s.echo || cs.echoed > mark {
+		return true, nil, 0
+	}
+	if cs.echoWait == nil {
+		cs.echoWait = make(chan struct{})
+	}
+	return false, cs.echoWait, min(n.timeout, confirmWait)
+}
+
+// echoRead counts a message read on cs's echo channel, and wakes those
+// waiting for one. Called with n.mu held.
+func (n *Notifier) echoRead(cs *channelSubs) {
+	cs.echoed++
+	if cs.echoWait != nil {
+		close(cs.echoWait)
+		cs.echoWait = nil
+	}
 }
 
 // Confirm waits until the server has confirmed s's subscription, or
@@ -331,7 +390,7 @@ func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 	if cs.conn != nil {
 		n.unsubscribeOn(cs.conn, channel, cs.echo)
 		if cs.echo != "" {
-			cs.echo = n.newEcho(channel) // the old name may still be on at the old node (newEcho)
+			n.setEcho(cs, channel) // the old name may still be on at the old node (setEcho)
 		}
 	}
 	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, cs.echo, at), make(chan struct{})

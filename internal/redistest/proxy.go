@@ -19,11 +19,12 @@ type Proxy struct {
 	Addr string // where clients connect
 
 	target string
-	lnMu   sync.Mutex             // guards ln
-	ln     net.Listener           // nil while refusing
-	cut    atomic.Pointer[[]byte] // cut the first connection whose reply contains this
-	hole   atomic.Bool            // drop all data both ways
-	delay  atomic.Int64           // added to every chunk of replies, ns
+	lnMu   sync.Mutex              // guards ln
+	ln     net.Listener            // nil while refusing
+	cut    atomic.Pointer[[]byte]  // cut the first connection whose reply contains this
+	held   atomic.Pointer[holdCut] // HoldThenCut's, until it cut
+	hole   atomic.Bool             // drop all data both ways
+	delay  atomic.Int64            // added to every chunk of replies, ns
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex // guards conns
@@ -72,6 +73,58 @@ func (p *Proxy) Refuse(on bool) error {
 // CutOnReply makes the proxy drop, once, the connection on which the server
 // sends a reply containing pattern: the reply never reaches the client.
 func (p *Proxy) CutOnReply(pattern []byte) { p.cut.Store(&pattern) }
+
+// holdCut is HoldThenCut's: the connection it holds, once one is.
+type holdCut struct {
+	from, until []byte
+	mu          sync.Mutex
+	conn        net.Conn      // the client side of the connection held; nil before from
+	cut         chan struct{} // closed once it cut
+}
+
+// HoldThenCut makes the proxy keep back, from the first reply containing
+// from on, every reply of that one connection, until its held replies
+// contain until; it then stops listening (new connections are refused;
+// others stay) and drops that connection with what it held, none of it
+// ever read by the client. The returned channel is closed then. Listen
+// again with Refuse(false). A connection that the server answered and that
+// dropped before the client read the answer, while the client's dials
+// fail: a subscription's confirmation and the messages behind it, lost.
+func (p *Proxy) HoldThenCut(from, until []byte) <-chan struct{} {
+	h := &holdCut{from: from, until: until, cut: make(chan struct{})}
+	p.held.Store(h)
+	return h.cut
+}
+
+// holding reports whether the reply data of the connection whose client
+// side is c is to be held back, from this chunk on: it is HoldThenCut's.
+// cut reports that the held replies now contain its until.
+func (p *Proxy) holding(c net.Conn, data, held []byte) (hold, cut bool) {
+	h := p.held.Load()
+	if h == nil {
+		return false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.conn == nil && bytes.Contains(data, h.from):
+		h.conn = c
+	case h.conn != c:
+		return false, false
+	}
+	if !bytes.Contains(append(held, data...), h.until) {
+		return true, false
+	}
+	p.held.CompareAndSwap(h, nil)
+	p.lnMu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	p.lnMu.Unlock()
+	close(h.cut)
+	return true, true
+}
 
 // Latency delays every reply by d (0 for none), as a slow network or a
 // busy server would.
@@ -134,11 +187,20 @@ func (p *Proxy) track(conns ...net.Conn) {
 func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
 	defer p.untrack(dst, src)
 	buf := make([]byte, 64<<10)
+	var held []byte // HoldThenCut's
 	for {
 		n, err := src.Read(buf)
 		data := buf[:n]
+		var hold, cut bool
+		if replies && n > 0 {
+			hold, cut = p.holding(dst, data, held)
+		}
 		switch {
 		case n == 0 || p.hole.Load():
+		case cut:
+			return // what it held is lost with the connection
+		case hold:
+			held = append(held, data...)
 		case replies && p.cutNow(data):
 			return // the reply is lost with the connection
 		default:
