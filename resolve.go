@@ -33,7 +33,6 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 		// out, which says whether we were listening in time (its echo,
 		// published by the token's mark: the pub/sub mode, known now).
 		w.sub = c.notify.Listen(f.ctx, f.names.Notice, true)
-		w.echoMark = w.sub.EchoMark()
 	}
 	args := c.askArgs(f)
 	token := f.token
@@ -53,6 +52,9 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			// The peek found Redis failing: no script ran, fail open at once.
 			c.stats.RedisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
+		}
+		if w.sub != nil {
+			w.mark = w.sub.Mark() // what its WAIT will be judged by
 		}
 		f.asked.CompareAndSwap(0, time.Now().UnixNano())
 		f.asking.Store(true)
@@ -184,7 +186,7 @@ type waiting struct {
 	polls     int                  // re-checks made without a notice to wait for
 	began     time.Time            // when the wait began
 	inTime    bool                 // sub was on before the wait began (its echo was heard)
-	echoMark  uint64               // sub's echoes read before the first fetch.lua (notify's EchoMark)
+	mark      notify.Mark          // what sub had proven when the last fetch.lua was sent
 	echoDue   bool                 // the echo was heard but may not have been read yet
 	ended     bool                 // the Observer was told of its end
 }
@@ -272,7 +274,7 @@ func (c *Cache) loadHere(f *flight, l *lease) (answer, followUp) {
 func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer, done bool) {
 	sub := w.sub
 	delay := recheck.After(pttl, c.opts.LeaseTTL, c.opts.Rand())
-	hears, pending := sub.Hears(w.holder, w.inTime)
+	hears, pending := sub.Hears(w.holder, w.inTime, w.mark)
 	w.inTime = false // the echo vouches for the wait its fetch.lua began, not for later ones
 	if !hears {
 		delay = min(delay, recheck.Poll(w.polls, c.opts.Rand()))
@@ -335,7 +337,7 @@ func (c *Cache) echoWait(w *waiting) (echoed <-chan struct{}, echoLate <-chan ti
 		return nil, nil
 	}
 	w.echoDue = false
-	ok, next, within := w.sub.Echoed(w.echoMark)
+	ok, next, within := w.sub.Echoed(w.mark)
 	if ok {
 		return nil, nil
 	}

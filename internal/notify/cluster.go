@@ -181,7 +181,7 @@ func (n *Notifier) watch() {
 	}
 }
 
-// moveIfStale binds channel to at if it lives elsewhere, and tells its
+// moveIfStale binds channel to at if it lives elsewhere, which tells its
 // waiters to fetch again.
 func (n *Notifier) moveIfStale(ctx context.Context, channel string, at node) {
 	n.mu.Lock()
@@ -191,5 +191,4 @@ func (n *Notifier) moveIfStale(ctx context.Context, channel string, at node) {
 		return
 	}
 	n.bind(ctx, cs, channel, at)
-	n.recheck(cs)
 }

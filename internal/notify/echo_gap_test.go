@@ -170,7 +170,7 @@ func TestEchoHeardThenUnsubscribedMissesNotice(t *testing.T) {
 
 	s1 := n.Listen(ctx, ch, true)
 	testkit.Eventually(t, 5*time.Second, "the first waiter's subscription confirmed", func() bool {
-		ok, _ := s1.Hears(0, false)
+		ok, _ := s1.Hears(0, false, s1.Mark())
 		return ok
 	})
 	s1.Close() // the channel lingers
@@ -203,7 +203,7 @@ func TestEchoHeardThenUnsubscribedMissesNotice(t *testing.T) {
 	if !inTime {
 		return // the waiter fetches again: it sees the commit
 	}
-	if ok, _ := s2.Hears(0, inTime); !ok {
+	if ok, _ := s2.Hears(0, inTime, s2.Mark()); !ok {
 		return // it polls
 	}
 	select {

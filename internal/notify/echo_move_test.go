@@ -29,7 +29,7 @@ func TestEchoListenOnMovedChannelSendsOldQueue(t *testing.T) {
 	const ch = "q:n:{k}:k"
 	s1 := n.Listen(ctx, ch, true)
 	testkit.Eventually(t, 5*time.Second, "the first subscription confirmed", func() bool {
-		ok, _ := s1.Hears(0, false)
+		ok, _ := s1.Hears(0, false, s1.Mark())
 		return ok
 	})
 	old := n.moveConn() // the slot moves: the connection ch is bound to is now another node's

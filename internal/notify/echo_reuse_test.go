@@ -19,7 +19,7 @@ func TestEchoNameNotReusedAfterAMove(t *testing.T) {
 	const ch = "q:n:{k}:k"
 	s1 := n.Listen(ctx, ch, true)
 	defer s1.Close()
-	testkit.Eventually(t, 5*time.Second, "confirmed", func() bool { ok, _ := s1.Hears(0, false); return ok })
+	testkit.Eventually(t, 5*time.Second, "confirmed", func() bool { ok, _ := s1.Hears(0, false, s1.Mark()); return ok })
 	n.moveConn()
 	s2 := n.Listen(ctx, ch, false) // moves ch, echo kept
 	defer s2.Close()

@@ -133,13 +133,41 @@ func (s *Subscription) Notices() <-chan wire.Notice { return s.notices }
 // SUBSCRIBE) must not hold waiters up.
 const confirmWait = 250 * time.Millisecond
 
+// A Mark is what s had proven when its waiter sent a fetch.lua
+// (Subscription.Mark): Hears and Echoed judge the script's WAIT by it, not
+// by what came since, as a confirmation read after the script ran may be of
+// a subscription the server ran after it.
+type Mark struct {
+	echoes    uint64        // messages read on its echo channel by then
+	confirmed chan struct{} // its channel's confirmation, if read by then; nil if not
+}
+
+// Mark is what s has proven now, for a waiter about to send a fetch.lua.
+func (s *Subscription) Mark() Mark {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.channels[s.channel]
+	if cs == nil {
+		return Mark{}
+	}
+	m := Mark{echoes: cs.echoed}
+	select {
+	case <-cs.confirmed:
+		m.confirmed = cs.confirmed
+	default:
+	}
+	return m
+}
+
 // Hears reports whether s can hear the notice of a lease holder that
-// announces as holder (wire.Announces; 0 when unknown): it is subscribed,
-// the server confirmed it (or its echo was heard: inTime, see InTime),
-// and the holder publishes on the same kind of pub/sub. When the
-// subscription is not confirmed yet, pending is closed on its
-// confirmation.
-func (s *Subscription) Hears(holder byte, inTime bool) (ok bool, pending <-chan struct{}) {
+// announces as holder (wire.Announces; 0 when unknown), whose WAIT came
+// from a fetch.lua sent at m: it is subscribed, the server had confirmed it
+// by m on the connection it is on now (or the script's echo was heard:
+// inTime, see InTime), and the holder publishes on the same kind of
+// pub/sub. When it was not confirmed by m, pending is closed on its
+// confirmation (closed already if that came since: fetch again).
+func (s *Subscription) Hears(holder byte, inTime bool, m Mark) (ok bool, pending <-chan struct{}) {
 	if s.mode == 0 || inTime {
 		return s.mode != 0 && (holder == 0 || holder == s.mode), nil
 	}
@@ -147,9 +175,7 @@ func (s *Subscription) Hears(holder byte, inTime bool) (ok bool, pending <-chan 
 	if confirmed == nil {
 		return false, nil
 	}
-	select {
-	case <-confirmed:
-	default:
+	if m.confirmed != confirmed {
 		return false, confirmed
 	}
 	return holder == 0 || holder == s.mode, nil
@@ -313,21 +339,8 @@ func (s *Subscription) InTime(ctx context.Context, heard bool) bool {
 	return false
 }
 
-// EchoMark is how many messages s's echo channel has brought so far: a
-// waiter takes it before the fetch.lua that may publish its echo, for
-// Echoed.
-func (s *Subscription) EchoMark() uint64 {
-	n := s.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if cs := n.channels[s.channel]; cs != nil {
-		return cs.echoed
-	}
-	return 0
-}
-
-// Echoed reports whether the echo a fetch.lua published after mark
-// (EchoMark) has reached this process. fetch.lua's count says a
+// Echoed reports whether the echo a fetch.lua sent at m published has
+// reached this process, or need not. fetch.lua's count says a
 // connection of this process had the subscription when the script ran; it
 // does not say that connection lived to deliver what came after. One that
 // dropped before its confirmation and the echo were read is dialled again
@@ -335,16 +348,18 @@ func (s *Subscription) EchoMark() uint64 {
 // first: a notice published meanwhile is lost, and nothing says so. Once
 // the echo is read, every later notice is read after it on the same
 // connection, or the connection drops and its channels are confirmed a
-// second time (a NoticeRecheck). Until then, next is closed when an echo
-// comes, and within is how long to wait for it before the waiter fetches
-// again. ok is true, with nothing to wait for, when s has no echo or its
-// channel was subscribed again under another echo (which rechecks).
-func (s *Subscription) Echoed(mark uint64) (ok bool, next <-chan struct{}, within time.Duration) {
+// second time (a NoticeRecheck). A channel whose confirmation was read by
+// m has that second confirmation to come, echo or not. Until then, next is
+// closed when an echo comes, and within is how long to wait for it before
+// the waiter fetches again. ok is true, with nothing to wait for, when s
+// has no echo or its channel was subscribed again elsewhere (bind: a
+// NoticeRecheck).
+func (s *Subscription) Echoed(m Mark) (ok bool, next <-chan struct{}, within time.Duration) {
 	n := s.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.channels[s.channel]
-	if cs == nil || s.echo == "" || cs.echo != s.echo || cs.echoed > mark {
+	if cs == nil || s.echo == "" || cs.echo != s.echo || cs.echoed > m.echoes || m.confirmed != nil && m.confirmed == cs.confirmed {
 		return true, nil, 0
 	}
 	if cs.echoWait == nil {
@@ -385,7 +400,9 @@ func (s *Subscription) Confirm(ctx context.Context) {
 }
 
 // bind subscribes cs's channel on the connection to at, leaving the one it
-// was on, if any. Called with n.mu held.
+// was on, if any, and tells its listeners to fetch again: a notice sent
+// before the new subscription runs is not theirs to hear. Called with n.mu
+// held.
 func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at node) {
 	if cs.conn != nil {
 		n.unsubscribeOn(cs.conn, channel, cs.echo)
@@ -394,6 +411,7 @@ func (n *Notifier) bind(ctx context.Context, cs *channelSubs, channel string, at
 		}
 	}
 	cs.conn, cs.confirmed = n.subscribeOn(ctx, channel, cs.echo, at), make(chan struct{})
+	n.recheck(cs) // its listeners waited on a subscription that is gone, or never was
 }
 
 // Refresh is for a waiter whose timer fired without a notice: the notice may

@@ -43,7 +43,7 @@ func TestManySubscriptionsShareCommands(t *testing.T) {
 			wg.Wait()
 			for i, s := range subs {
 				testkit.Eventually(t, 10*time.Second, fmt.Sprintf("waiter %d's subscription confirmed", i), func() bool {
-					ok, _ := s.Hears(0, false)
+					ok, _ := s.Hears(0, false, s.Mark())
 					return ok
 				})
 			}
@@ -131,7 +131,7 @@ func TestChannelsLinger(t *testing.T) {
 	}
 	subs := st.subs.Load()
 	s := n.Subscribe(ctx, "l:n:{0}") // again, while it lingers
-	if ok, _ := s.Hears(wire.AnnounceSharded, false); !ok || st.subs.Load() != subs {
+	if ok, _ := s.Hears(wire.AnnounceSharded, false, s.Mark()); !ok || st.subs.Load() != subs {
 		t.Fatalf("a lingering channel waited on again: hears %v, %d subscribe commands more; want heard at once, none", ok, st.subs.Load()-subs)
 	}
 	rdb.SPublish(ctx, "l:n:{0}", "d")
