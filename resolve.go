@@ -53,9 +53,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			c.stats.RedisErrors.Add(1)
 			return c.failOpen(f, "", f.peekErr)
 		}
-		if w.sub != nil {
-			w.mark = w.sub.Mark() // what its WAIT will be judged by
-		}
+		w.mark = w.sub.Mark() // what its WAIT will be judged by (nothing before it listens)
 		f.asked.CompareAndSwap(0, time.Now().UnixNano())
 		f.asking.Store(true)
 		r, err := c.store.fetch(fctx, f.names, args)
@@ -171,7 +169,7 @@ func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, s
 			// and the subscription.
 			return answer{}, nil, false
 		}
-		w.echoDue = true // until the echo itself is read (awaitNotice)
+		w.sub.ExpectEcho(w.mark) // heard, and lost if never read: a NoticeRecheck
 	}
 	a, done = c.awaitNotice(f, w, r.PTTL)
 	return a, nil, done
@@ -187,7 +185,6 @@ type waiting struct {
 	began     time.Time            // when the wait began
 	inTime    bool                 // sub was on before the wait began (its echo was heard)
 	mark      notify.Mark          // what sub had proven when the last fetch.lua was sent
-	echoDue   bool                 // the echo was heard but may not have been read yet
 	ended     bool                 // the Observer was told of its end
 }
 
@@ -284,62 +281,36 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	echoed, echoLate := c.echoWait(w)
-	for {
-		select {
-		case <-echoed:
-			echoed, echoLate = nil, nil // the connection that heard the echo delivered it
-			continue
-		case <-echoLate:
-			// Heard, never read: the connection dropped before it was, and
-			// go-redis subscribed again; a notice may be lost with it.
-			return answer{}, false
-		case <-pending:
-			return answer{}, false // subscribed now: fetch again, then wait for the notice
-		case n := <-sub.Notices():
-			switch n.Kind {
-			case wire.NoticeValue:
+	select {
+	case <-pending:
+		return answer{}, false // subscribed now: fetch again, then wait for the notice
+	case n := <-sub.Notices():
+		switch n.Kind {
+		case wire.NoticeValue:
+			return answer{val: n.Value, out: outWaited}, true
+		case wire.NoticeBorn:
+			c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
+			if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
 				return answer{val: n.Value, out: outWaited}, true
-			case wire.NoticeBorn:
-				c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
-				if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
-					return answer{val: n.Value, out: outWaited}, true
-				} // invalidated since the load began (groups.go): fetch again, which decides
-			case wire.NoticeNotFound:
-				return answer{err: ErrNotFound, out: outWaited}, true
-			case wire.NoticeFailed:
-				return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
-			case wire.NoticeTooLarge:
-				// Loaded elsewhere but not stored (too large, or an Entry's
-				// TTL <= 0): load it here, uncached.
-				c.waitEnded(f, w, nil)
-				val, _, _, err := c.runLoader(f)
-				return answer{val: val, err: err, out: outMiss}, true
-			}
-			return answer{}, false // committed out of line, revoked or released: fetch again
-		case <-timer.C:
-			if hears {
-				sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
-			}
-			return answer{}, false
-		case <-f.ctx.Done():
-			return answer{err: c.closedErr(f.ctx.Err())}, true
+			} // invalidated since the load began (groups.go): fetch again, which decides
+		case wire.NoticeNotFound:
+			return answer{err: ErrNotFound, out: outWaited}, true
+		case wire.NoticeFailed:
+			return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
+		case wire.NoticeTooLarge:
+			// Loaded elsewhere but not stored (too large, or an Entry's
+			// TTL <= 0): load it here, uncached.
+			c.waitEnded(f, w, nil)
+			val, _, _, err := c.runLoader(f)
+			return answer{val: val, err: err, out: outMiss}, true
 		}
+		return answer{}, false // committed out of line, revoked or released: fetch again
+	case <-timer.C:
+		if hears {
+			sub.Refresh(f.ctx) // no notice in time: make sure we can still hear one
+		}
+		return answer{}, false
+	case <-f.ctx.Done():
+		return answer{err: c.closedErr(f.ctx.Err())}, true
 	}
-}
-
-// echoWait is what a waiter told it was in time by its echo (w.echoDue)
-// waits for besides: the echo itself, read on its subscription's
-// connection (echoed), before echoLate fires (notify's Echoed). Both nil
-// when there is nothing to wait for.
-func (c *Cache) echoWait(w *waiting) (echoed <-chan struct{}, echoLate <-chan time.Time) {
-	if !w.echoDue {
-		return nil, nil
-	}
-	w.echoDue = false
-	ok, next, within := w.sub.Echoed(w.mark)
-	if ok {
-		return nil, nil
-	}
-	return next, time.After(within)
 }

@@ -11,10 +11,10 @@
 // channels; notices published meanwhile are lost. The waiters on it
 // re-check when a channel's confirmation comes a second time, or, for one
 // whose echo was heard but never read, when that echo does not come
-// (Echoed); otherwise they fall back to their timers. When a slot moves (resharding, failover), the owner's
-// server drops its shard channels; the Notifier subscribes them again on
-// the new owner, and each new wait checks that its channel lives on the
-// slot's current master.
+// (ExpectEcho, echo.go); otherwise they fall back to their timers. When a
+// slot moves (resharding, failover), the owner's server drops its shard
+// channels; the Notifier subscribes them again on the new owner, and each
+// new wait checks that its channel lives on the slot's current master.
 //
 // A Notifier sends no command but pub/sub ones. What it needs of the cache
 // it serves is in Config: how that cache publishes (its pub/sub mode), whom
@@ -30,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,8 +104,7 @@ type Notifier struct {
 type channelSubs struct {
 	conn      *pubsubConn
 	echo      string        // its echo channel, subscribed with it (Listen); "" for none
-	echoed    uint64        // messages read on its echo channel (Echoed)
-	echoWait  chan struct{} // closed by the next one; nil while nobody waits for it
+	echoed    uint64        // messages read on its echo channel (ExpectEcho)
 	confirmed chan struct{} // closed when the server confirms the subscription
 	listeners map[*Subscription]struct{}
 	idleAt    time.Time // when its last listener left (it lingers: linger.go); zero while it has one
@@ -132,33 +130,6 @@ func (s *Subscription) Notices() <-chan wire.Notice { return s.notices }
 // confirmation comes): a server that never confirms (an ACL denying
 // SUBSCRIBE) must not hold waiters up.
 const confirmWait = 250 * time.Millisecond
-
-// A Mark is what s had proven when its waiter sent a fetch.lua
-// (Subscription.Mark): Hears and Echoed judge the script's WAIT by it, not
-// by what came since, as a confirmation read after the script ran may be of
-// a subscription the server ran after it.
-type Mark struct {
-	echoes    uint64        // messages read on its echo channel by then
-	confirmed chan struct{} // its channel's confirmation, if read by then; nil if not
-}
-
-// Mark is what s has proven now, for a waiter about to send a fetch.lua.
-func (s *Subscription) Mark() Mark {
-	n := s.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cs := n.channels[s.channel]
-	if cs == nil {
-		return Mark{}
-	}
-	m := Mark{echoes: cs.echoed}
-	select {
-	case <-cs.confirmed:
-		m.confirmed = cs.confirmed
-	default:
-	}
-	return m
-}
 
 // Hears reports whether s can hear the notice of a lease holder that
 // announces as holder (wire.Announces; 0 when unknown), whose WAIT came
@@ -300,18 +271,6 @@ func (n *Notifier) attach(ctx context.Context, cs *channelSubs, channel string, 
 	}
 }
 
-// setEcho names cs's echo channel anew (channel's): one that no
-// subscription had before, so that, heard, it was subscribed by the
-// command that named it, after every command queued before it on its
-// connection (an UNSUBSCRIBE of the channel among them) had run. Called
-// with n.mu held.
-func (n *Notifier) setEcho(cs *channelSubs, channel string) {
-	delete(n.echoes, cs.echo)
-	n.echoGen++
-	cs.echo = n.echo(channel) + ":" + strconv.FormatUint(n.echoGen, 36)
-	n.echoes[cs.echo] = cs
-}
-
 // confirmation is closed once s is confirmed; nil if s's channel is not subscribed.
 func (s *Subscription) confirmation() chan struct{} {
 	s.n.mu.Lock()
@@ -320,62 +279,6 @@ func (s *Subscription) confirmation() chan struct{} {
 		return cs.confirmed
 	}
 	return nil
-}
-
-// Echo is the echo channel of s (Listen), for fetch.lua to publish on;
-// "" for none.
-func (s *Subscription) Echo() string { return s.echo }
-
-// InTime reports whether s was listening when the fetch.lua that told its
-// waiter to WAIT ran: its echo was heard (heard, from the reply); the
-// waiter then makes sure the echo is read too (Echoed). If not, it waits
-// for the server's confirmation (Confirm), after which the waiter fetches
-// again: the notice may have gone out in between.
-func (s *Subscription) InTime(ctx context.Context, heard bool) bool {
-	if heard && s.echo != "" {
-		return true
-	}
-	s.Confirm(ctx)
-	return false
-}
-
-// Echoed reports whether the echo a fetch.lua sent at m published has
-// reached this process, or need not. fetch.lua's count says a
-// connection of this process had the subscription when the script ran; it
-// does not say that connection lived to deliver what came after. One that
-// dropped before its confirmation and the echo were read is dialled again
-// and re-subscribed by go-redis, and that confirmation looks like the
-// first: a notice published meanwhile is lost, and nothing says so. Once
-// the echo is read, every later notice is read after it on the same
-// connection, or the connection drops and its channels are confirmed a
-// second time (a NoticeRecheck). A channel whose confirmation was read by
-// m has that second confirmation to come, echo or not. Until then, next is
-// closed when an echo comes, and within is how long to wait for it before
-// the waiter fetches again. ok is true, with nothing to wait for, when s
-// has no echo or its channel was subscribed again elsewhere (bind: a
-// NoticeRecheck).
-func (s *Subscription) Echoed(m Mark) (ok bool, next <-chan struct{}, within time.Duration) {
-	n := s.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cs := n.channels[s.channel]
-	if cs == nil || s.echo == "" || cs.echo != s.echo || cs.echoed > m.echoes || m.confirmed != nil && m.confirmed == cs.confirmed {
-		return true, nil, 0
-	}
-	if cs.echoWait == nil {
-		cs.echoWait = make(chan struct{})
-	}
-	return false, cs.echoWait, min(n.timeout, confirmWait)
-}
-
-// echoRead counts a message read on cs's echo channel, and wakes those
-// waiting for one. Called with n.mu held.
-func (n *Notifier) echoRead(cs *channelSubs) {
-	cs.echoed++
-	if cs.echoWait != nil {
-		close(cs.echoWait)
-		cs.echoWait = nil
-	}
 }
 
 // Confirm waits until the server has confirmed s's subscription, or

@@ -11,13 +11,12 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// Echoed tells a waiter whether the echo its fetch.lua published has been
-// read on its subscription's connection: not before the message comes (its
-// channel is closed when it does, and the wait is bounded by confirmWait),
-// and only for an echo read after its mark. A channel whose confirmation
-// was read by the mark needs no echo (a drop would bring a second one), nor
-// does a subscription without an echo.
-func TestEchoedOnlyOnceRead(t *testing.T) {
+// ExpectEcho rechecks a waiter whose heard echo is not read within
+// confirmWait: not when the echo comes in time, nor for a channel whose
+// confirmation was read by the mark (a drop would bring a second one), nor
+// for a subscription without an echo; and an echo read before the mark
+// does not count for a later fetch.lua.
+func TestExpectEcho(t *testing.T) {
 	srv := redistest.Start(t)
 	direct := srv.Client()
 	ctx := context.Background()
@@ -26,42 +25,54 @@ func TestEchoedOnlyOnceRead(t *testing.T) {
 		Mode: func(context.Context) (byte, error) { return wire.AnnouncePlain, nil },
 		Echo: wire.Echoes("q")})
 	t.Cleanup(func() { n.Close() })
-	const ch = "q:n:{k}:k"
-
-	s := n.Listen(ctx, ch, true)
+	s := n.Listen(ctx, "q:n:{k}:k", true)
 	defer s.Close()
 	testkit.Eventually(t, 5*time.Second, "the subscription confirmed", func() bool {
 		ok, _ := s.Hears(0, false, s.Mark())
 		return ok
 	})
-	if ok, next, _ := s.Echoed(s.Mark()); !ok || next != nil {
-		t.Fatalf("Echoed of a channel confirmed by the mark = %v, %v; want nothing to wait for", ok, next)
-	}
 	unconfirmed := func() Mark { m := s.Mark(); m.confirmed = nil; return m } // as marked before the confirmation was read
-	mark := unconfirmed()
-	ok, next, within := s.Echoed(mark)
-	if ok || next == nil || within != confirmWait {
-		t.Fatalf("Echoed before any echo = %v, %v, %v; want a channel to wait on, within %v", ok, next, within, confirmWait)
+	recheck := func(within time.Duration) bool {
+		select {
+		case nt := <-s.Notices():
+			if nt.Kind != wire.NoticeRecheck {
+				t.Fatalf("notice %+v; want a recheck", nt)
+			}
+			return true
+		case <-time.After(within): // past confirmWait: the recheck would have come
+			return false
+		}
 	}
+
+	s.ExpectEcho(unconfirmed()) // the echo never comes
+	if !recheck(5 * time.Second) {
+		t.Fatal("no recheck 5 s after a heard echo that was never read")
+	}
+	m := unconfirmed()
+	s.ExpectEcho(m)
 	if heard := direct.Publish(ctx, s.Echo(), "").Val(); heard != 1 {
 		t.Fatalf("echo heard by %d; want 1", heard)
 	}
-	select {
-	case <-next:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the echo was read, and the waiter's channel never closed")
+	if recheck(3 * confirmWait) {
+		t.Fatal("a recheck though the echo was read")
 	}
-	if ok, _, _ := s.Echoed(mark); !ok {
-		t.Fatal("Echoed after the echo was read = false")
+	testkit.Eventually(t, 5*time.Second, "the echo counted", func() bool { return s.Mark().echoes > m.echoes })
+	s.ExpectEcho(unconfirmed()) // the echo read before this mark is not this fetch.lua's
+	if !recheck(5 * time.Second) {
+		t.Fatal("an echo read before the mark counted for a later fetch.lua")
 	}
-	if ok, next, _ := s.Echoed(unconfirmed()); ok || next == nil {
-		t.Fatal("an echo read before the mark counts for a later fetch.lua")
+	s.ExpectEcho(s.Mark()) // confirmed by the mark
+	if recheck(3 * confirmWait) {
+		t.Fatal("a recheck for a channel confirmed before the script ran")
 	}
 
 	plain := n.Listen(ctx, "q:n:{j}:j", false)
 	defer plain.Close()
-	if ok, next, _ := plain.Echoed(Mark{}); !ok || next != nil {
-		t.Fatalf("Echoed of a subscription without an echo = %v, %v; want nothing to wait for", ok, next)
+	plain.ExpectEcho(Mark{})
+	select {
+	case <-plain.Notices():
+		t.Fatal("a recheck for a subscription without an echo")
+	case <-time.After(3 * confirmWait):
 	}
 }
 
