@@ -784,37 +784,55 @@ func TestNotice_RecordsAsOfTheLastCaller(t *testing.T) {
 		}
 	})
 	for round, late := range []bool{false, true} {
-		key := fmt.Sprint("k", round)
-		finish := hold(t, e.c, key, []byte("v"), nil)
-		before := waiter.Stats()
-		got := make(chan string, 2)
-		fetch := func() {
-			v, err := waiter.Fetch(context.Background(), key, time.Minute, value("mine"))
-			got <- fmt.Sprintf("%s %v", v, err)
-		}
-		go fetch()
-		for ch := range parked {
-			if strings.HasSuffix(ch, key) {
+		// The premise, that the records the wait began with were fresh, holds
+		// if the peek that read them was answered within Coherence (it
+		// counts from the read's sending). A loaded machine (make test's
+		// parallel -race packages) once took longer: a round without a late
+		// caller that read them is tried again on a new key, twice at most.
+		for try := 0; ; try++ {
+			n, retry := noticeRound(t, e, waiter, parked, &reads, fmt.Sprint("k", round, "-", try), late)
+			if !retry || try == 2 {
+				if want := int32(btoi(late)); n != want {
+					t.Fatalf("round %d (a caller joined late: %v): %d reads of the records after the notice; want %d", round, late, n, want)
+				}
 				break
 			}
-		}
-		eventually(t, 10*time.Second, "the waiter waits", func() bool { return waiter.Stats().Waits-before.Waits == 1 })
-		reads.Store(0)
-		time.Sleep(corral.Coherence + 50*time.Millisecond) // the records the wait began with grow stale (not synchronisation)
-		if late {
-			go fetch() // joins the wait now
-			eventually(t, 10*time.Second, "the late caller joins", func() bool { return waiter.Stats().Joined-before.Joined == 1 })
-		}
-		finish()
-		for range 1 + btoi(late) {
-			if r := <-got; r != "v <nil>" {
-				t.Fatalf("round %d: Fetch = %s; want the holder's value", round, r)
-			}
-		}
-		if want := int32(btoi(late)); reads.Load() != want {
-			t.Fatalf("round %d (a caller joined late: %v): %d reads of the records after the notice; want %d", round, late, reads.Load(), want)
+			t.Logf("round %d, try %d: %d reads of the records after the notice; trying again", round, try, n)
 		}
 	}
+}
+
+// noticeRound is a round of TestNotice_RecordsAsOfTheLastCaller on key:
+// the records read after the notice, and whether to try again (a round
+// without a late caller that read them).
+func noticeRound(t *testing.T, e *env, waiter *corral.Cache, parked chan string, reads *atomic.Int32, key string, late bool) (int32, bool) {
+	finish := hold(t, e.c, key, []byte("v"), nil)
+	before := waiter.Stats()
+	got := make(chan string, 2)
+	fetch := func() {
+		v, err := waiter.Fetch(context.Background(), key, time.Minute, value("mine"))
+		got <- fmt.Sprintf("%s %v", v, err)
+	}
+	go fetch()
+	for ch := range parked {
+		if strings.HasSuffix(ch, key) {
+			break
+		}
+	}
+	eventually(t, 10*time.Second, "the waiter waits", func() bool { return waiter.Stats().Waits-before.Waits == 1 })
+	reads.Store(0)
+	time.Sleep(corral.Coherence + 50*time.Millisecond) // the records the wait began with grow stale (not synchronisation)
+	if late {
+		go fetch() // joins the wait now
+		eventually(t, 10*time.Second, "the late caller joins", func() bool { return waiter.Stats().Joined-before.Joined == 1 })
+	}
+	finish()
+	for range 1 + btoi(late) {
+		if r := <-got; r != "v <nil>" {
+			t.Fatalf("%s: Fetch = %s; want the holder's value", key, r)
+		}
+	}
+	return reads.Load(), !late && reads.Load() != 0
 }
 
 func btoi(b bool) int {
