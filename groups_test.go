@@ -426,6 +426,18 @@ func TestInvalidateTags_LongTailReadsNoRecord(t *testing.T) {
 	a := newCache(t, srv.Client(), nil)
 	rdb := srv.Client()
 	sent := &faults{}
+	var mu sync.Mutex
+	tagsRead := map[string]bool{} // the tags whose records b read, in a read of its own or beside a peek
+	sent.setBefore(func(cmd redis.Cmder) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, arg := range cmd.Args() {
+			if k, ok := arg.(string); ok && strings.HasPrefix(k, wire.TagName("corral", "url:")) {
+				tagsRead[k] = true
+			}
+		}
+		return nil
+	})
 	rdb.AddHook(sent)
 	b := newCache(t, rdb, nil)
 	ctx := context.Background()
@@ -465,8 +477,18 @@ func TestInvalidateTags_LongTailReadsNoRecord(t *testing.T) {
 	if err := b.InvalidateTags(ctx, "unrelated-2"); err != nil { // b: known there at once
 		t.Fatal(err)
 	}
-	if got := pass(); got < n*one+n/2 {
-		t.Fatalf("%d hits on entries born before the last tag invalidation sent %d commands; want their tags' records read too (one hit: %d)", n, got, one)
+	// Each hit now reads its tag's record: on its own (a command more), or
+	// beside a peek with the other tags in use, which a slow machine, whose
+	// first pass outlived Coherence, has many of. Counted by the tags read,
+	// not by the commands.
+	mu.Lock()
+	clear(tagsRead)
+	mu.Unlock()
+	pass()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tagsRead) < n*9/10 {
+		t.Fatalf("%d hits on entries born before the last tag invalidation read %d of their tags' records; want them read", n, len(tagsRead))
 	}
 }
 
