@@ -255,13 +255,10 @@ func (n *Notifier) dispatch(c *pubsubConn, ch <-chan any) {
 			n.mu.Lock()
 			if cs := n.channels[m.Channel]; cs != nil && cs.conn == c {
 				for s := range cs.listeners {
-					select {
-					case s.notices <- nt:
-					default: // a waiter with notices queued has enough to act on
-					}
+					s.tell(nt)
 				}
 			} else if cs := n.echoes[m.Channel]; cs != nil && cs.conn == c {
-				n.echoRead(cs)
+				cs.echoed++ // ExpectEcho's
 			}
 			n.mu.Unlock()
 		}
@@ -308,9 +305,15 @@ func (n *Notifier) subscriptionEvent(c *pubsubConn, m *redis.Subscription) {
 // recheck tells cs's waiters to fetch again. Called with n.mu held.
 func (n *Notifier) recheck(cs *channelSubs) {
 	for s := range cs.listeners {
-		select {
-		case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
-		default: // a waiter with notices queued has enough to act on
-		}
+		s.tell(wire.Notice{Kind: wire.NoticeRecheck})
+	}
+}
+
+// tell queues nt for s's waiter, unless notices are queued already: it has
+// enough to act on.
+func (s *Subscription) tell(nt wire.Notice) {
+	select {
+	case s.notices <- nt:
+	default:
 	}
 }

@@ -95,10 +95,7 @@ func (s *Subscription) ExpectEcho(m Mark) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if !s.echoed(m) {
-			select {
-			case s.notices <- wire.Notice{Kind: wire.NoticeRecheck}:
-			default: // a waiter with notices queued has enough to act on
-			}
+			s.tell(wire.Notice{Kind: wire.NoticeRecheck})
 		}
 	})
 }
@@ -111,7 +108,3 @@ func (s *Subscription) echoed(m Mark) bool {
 	return cs == nil || s.echo == "" || cs.echo != s.echo || cs.echoed > m.echoes ||
 		m.confirmed != nil && m.confirmed == cs.confirmed
 }
-
-// echoRead counts a message read on cs's echo channel. Called with n.mu
-// held.
-func (n *Notifier) echoRead(cs *channelSubs) { cs.echoed++ }

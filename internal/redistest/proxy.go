@@ -55,8 +55,7 @@ func (p *Proxy) Refuse(on bool) error {
 	defer p.lnMu.Unlock()
 	switch {
 	case on && p.ln != nil:
-		p.ln.Close()
-		p.ln = nil
+		p.stopListening()
 		p.Reset()
 	case !on && p.ln == nil:
 		ln, err := net.Listen("tcp", p.Addr)
@@ -117,10 +116,7 @@ func (p *Proxy) holding(c net.Conn, data, held []byte) (hold, cut bool) {
 	}
 	p.held.CompareAndSwap(h, nil)
 	p.lnMu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
+	p.stopListening()
 	p.lnMu.Unlock()
 	close(h.cut)
 	return true, true
@@ -143,6 +139,15 @@ func (p *Proxy) Reset() {
 	defer p.mu.Unlock()
 	for c := range p.conns {
 		c.Close()
+	}
+}
+
+// stopListening closes the listener, if any: dials are refused. Called
+// with p.lnMu held.
+func (p *Proxy) stopListening() {
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
 	}
 }
 
@@ -235,10 +240,7 @@ func (p *Proxy) untrack(conns ...net.Conn) {
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() {
 	p.lnMu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
+	p.stopListening()
 	p.lnMu.Unlock()
 	p.mu.Lock()
 	for c := range p.conns {
