@@ -155,11 +155,16 @@ func redisUnreachable(t *testing.T, variant string, client func(*redis.Options))
 		proxy.Reset()
 	}
 	entry := wire.NewNames("corral", "{K}").Entry
-	eventually(t, 10*time.Second, "caching resumes", func() bool {
+	// Caching resumes, and the breaker closes. A connection the client kept
+	// from before the outage may fail the first exchange after it (reset by
+	// the proxy) and trip the breaker once more, for its cooldown, while a
+	// commit through another connection already stored the entry: both are
+	// waited for.
+	eventually(t, 10*time.Second, "caching resumes and the breaker closes", func() bool {
 		c.Fetch(ctx, "{K}", time.Minute, value("v"))
-		return srv.Client().Exists(ctx, entry).Val() == 1 // in Redis, not only in memory
+		return srv.Client().Exists(ctx, entry).Val() == 1 && !c.Stats().BreakerOpen // in Redis, not only in memory
 	})
-	if st := c.Stats(); st.BreakerOpen || st.BreakerOpens == 0 || st.FailOpens == 0 {
+	if st := c.Stats(); st.BreakerOpens == 0 || st.FailOpens == 0 {
 		t.Fatalf("stats after recovery %+v", st)
 	}
 }
