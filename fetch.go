@@ -51,9 +51,23 @@ import (
 // ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
 func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	if c.tracer != nil {
-		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchBytes(ctx, key, ttl, load) })
+		return c.fetchTraced(ctx, key, ttl, load)
 	}
-	return c.fetchBytes(ctx, key, ttl, load)
+	w := underWay{ttl: ttl}
+	if !c.joinUnderWay(ctx, key, load == nil, &w) {
+		return c.fetchBytes(ctx, key, ttl, load)
+	}
+	select { // here, not in a function of its own: see joinwait.go
+	case <-w.done:
+		w.ended = true
+	case <-ctx.Done():
+	}
+	return c.joinedAnswer(ctx, key, load, &w)
+}
+
+// fetchTraced is Cache.Fetch in a Tracer's scope.
+func (c *Cache) fetchTraced(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchBytes(ctx, key, ttl, load) })
 }
 
 // fetchBytes is Cache.Fetch, without a Tracer's scope.
@@ -141,6 +155,12 @@ func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (
 			return a, nil
 		}
 	}
+	return c.afterPeekFor(ctx, key, load, h, pc, perr)
+}
+
+// afterPeekFor is fromRedis once the call's peek (pc, or its error perr)
+// is known.
+func (c *Cache) afterPeekFor(ctx context.Context, key string, load loader, h how, pc *peekCall, perr error) (answer, *peekCopy) {
 	a, keep, done, perr := c.afterPeek(ctx, key, pc, perr, h)
 	if done {
 		return a, keep

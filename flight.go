@@ -131,6 +131,12 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
 	if !c.flights.Await(ctx, f.key, f, f.done, f.stop) { // ctx ended first: the caller left f
 		return answer{err: ctx.Err()}
 	}
+	return f.answerFor(joined)
+}
+
+// answerFor is f's answer, once given, for a caller that joined it or
+// not (the caller that began it).
+func (f *flight) answerFor(joined bool) answer {
 	a := f.answer
 	if joined && a.out == outMiss {
 		a.out = outCoalesced

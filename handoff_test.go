@@ -142,3 +142,44 @@ func TestPeek_HandedCallerRescued(t *testing.T) {
 		t.Fatalf("Fetch = %q, %v; want the loader's value, rescued before the deadline", v, err)
 	}
 }
+
+// Callers that find a peek under way join it and wait in Fetch's own
+// frame (joinwait.go); when the peek finds the entry fresh, each is served
+// it as a hit, as a caller that waited down in peekFor is, with or without
+// a deadline.
+func TestPeek_JoinersServedItsHit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	if _, err := e.c.Fetch(context.Background(), "k", time.Minute, value("v")); err != nil {
+		t.Fatal(err)
+	}
+	c := slowPeeks(t, e.srv, 50*time.Millisecond)
+	before := c.Stats()
+	const n = 50
+	var wg sync.WaitGroup
+	vals, errs := make([][]byte, n), make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%2 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Minute) // beyond any rescue
+				defer cancel()
+			}
+			vals[i], errs[i] = c.Fetch(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
+				return nil, errors.New("loaded: the entry was fresh")
+			})
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || string(vals[i]) != "v" {
+			t.Fatalf("caller %d: %q, %v; want the entry's value", i, vals[i], errs[i])
+		}
+	}
+	if st := c.Stats(); st.Hits-before.Hits != n || st.Misses != before.Misses || st.Joined != before.Joined {
+		t.Fatalf("stats %+v (before %+v); want %d hits, no miss, none joined to a flight", st, before, n)
+	}
+}

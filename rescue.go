@@ -28,6 +28,16 @@ func (c *Cache) planRescue(ctx context.Context, key string) rescue {
 	return r
 }
 
+// rescuable reports whether a call with ctx may need a rescue
+// (planRescue's is not none).
+func (c *Cache) rescuable(ctx context.Context) bool {
+	if c.opts.DisableFailOpen {
+		return false
+	}
+	deadline, ok := ctx.Deadline()
+	return failopen.Needed(deadline, ok, c.opts.RedisTimeout+transport.MonitorTick)
+}
+
 // rescueOf is the rescue of a call with ctx of n keys (key(i) the i-th),
 // beginning now: planned with the longest last load of the keys, or
 // half-way to the deadline when any is unknown.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,7 +25,9 @@ import (
 // caller entered Fetch (last-in-µs: the burst itself, which the harness's
 // goroutines take turns to run), the callers' p50 and p99 from the release,
 // the p99 after the last load returned, and the process's CPU per caller.
-// Medians over the stampedes, in µs.
+// Medians over the stampedes, in µs; and the goroutines' stacks per caller
+// as the last load ends (stack-KiB/caller: 2 when the waiting callers kept
+// their first stack, about 4 when each outgrew it).
 //
 // corral runs twice: on instances made just before each stampede, as make
 // bench makes them (New alone, its first peek carrying its start-up), and
@@ -54,6 +57,9 @@ func stampedePeers(b *testing.B, addr, name string) {
 		b.Fatalf("no system %q", name)
 	}
 	var began, loaded atomic.Int64 // the first load's start, the last load's end (UnixNano)
+	var stacks atomic.Uint64       // the goroutines' stacks as the last load ended, bytes
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+	var sampling sync.Mutex
 	load := func(ctx context.Context, key string) ([]byte, error) {
 		began.CompareAndSwap(0, time.Now().UnixNano())
 		t := time.NewTimer(20 * time.Millisecond) // the origin's latency
@@ -63,6 +69,10 @@ func stampedePeers(b *testing.B, addr, name string) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		sampling.Lock()
+		metrics.Read(sample) // every caller waits by now (the harness holds the rest of the 2 KiB stacks counted)
+		stacks.Store(sample[0].Value.Uint64())
+		sampling.Unlock()
 		loaded.Store(time.Now().UnixNano())
 		return make([]byte, 1<<10), nil
 	}
@@ -74,7 +84,7 @@ func stampedePeers(b *testing.B, addr, name string) {
 		insts = nil
 	}
 	defer closeAll()
-	var loadStart, lastIn, p50, p99, afterLoad, cpu []float64
+	var loadStart, lastIn, p50, p99, afterLoad, cpu, stackKiB []float64
 	for i := range b.N {
 		if insts == nil || !running {
 			closeAll()
@@ -85,6 +95,7 @@ func stampedePeers(b *testing.B, addr, name string) {
 		loaded.Store(0)
 		released, last, answered, cpuUsed := burstOnce(b, insts, goroutines, key)
 		cpu = append(cpu, cpuUsed.Seconds()*1e6/(instances*goroutines))
+		stackKiB = append(stackKiB, float64(stacks.Load())/1024/(instances*goroutines))
 		loadStart = append(loadStart, float64(began.Load()-released)/1e3)
 		lastIn = append(lastIn, float64(last-released)/1e3)
 		slices.Sort(answered)
@@ -100,6 +111,7 @@ func stampedePeers(b *testing.B, addr, name string) {
 	b.ReportMetric(median(p99), "p99-µs")
 	b.ReportMetric(median(afterLoad), "p99-after-load-µs")
 	b.ReportMetric(median(cpu), "cpu-µs/caller")
+	b.ReportMetric(median(stackKiB), "stack-KiB/caller")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -52,14 +52,11 @@ func (r *Rescue) Again() (<-chan time.Time, func() bool) {
 // keys' last loads (last(i), the i-th key's, when known) less a margin,
 // or half-way to the deadline when any is unknown.
 func Plan(deadline time.Time, ok bool, verdict time.Duration, n int, last func(i int) (time.Duration, bool)) Rescue {
-	if !ok || n == 0 {
+	if n == 0 || !Needed(deadline, ok, verdict) {
 		return Rescue{}
 	}
 	now := time.Now()
 	left := deadline.Sub(now)
-	if left >= verdict || left <= 2*rescueMin {
-		return Rescue{}
-	}
 	at := deadline.Add(-left / 2)
 	var longest time.Duration
 	for i := range n {
@@ -77,6 +74,16 @@ func Plan(deadline time.Time, ok bool, verdict time.Duration, n int, last func(i
 		at = earliest
 	}
 	return Rescue{At: at, Began: now, deadline: deadline}
+}
+
+// Needed reports whether a call with deadline (ok false: none) may need
+// a rescue: Plan's is not none, at least not for the next instant.
+func Needed(deadline time.Time, ok bool, verdict time.Duration) bool {
+	if !ok {
+		return false
+	}
+	left := time.Until(deadline)
+	return left < verdict && left > 2*rescueMin
 }
 
 // Timer returns a channel that fires at r's time, and its stop; nil (never)
