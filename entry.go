@@ -69,15 +69,36 @@ type Entry struct {
 // Redis errors.
 func (c *Cache) FetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
 	if c.tracer != nil {
-		return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchEntry(ctx, key, load) })
+		return c.fetchEntryTraced(ctx, key, load)
 	}
-	return c.fetchEntry(ctx, key, load)
+	w := underWay{noTTL: true}
+	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil {
+		return nil, err // refused (counted)
+	} else if !joined {
+		return c.serveEntry(ctx, key, load)
+	}
+	select { // as Fetch: joinwait.go
+	case <-w.done:
+		w.ended = true
+	case <-ctx.Done():
+	}
+	return c.joinedEntry(ctx, key, load, &w)
 }
 
-// fetchEntry is Cache.FetchEntry, without a Tracer's scope.
-func (c *Cache) fetchEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
-	if err := c.validate(ctx, key, nil, load == nil); err != nil {
-		return nil, c.refused(ctx, key, err)
-	}
+// fetchEntryTraced is Cache.FetchEntry in a Tracer's scope.
+func (c *Cache) fetchEntryTraced(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
+	return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) {
+		if err := c.validate(ctx, key, nil, load == nil); err != nil {
+			return nil, c.refused(ctx, key, err)
+		}
+		return c.serveEntry(ctx, key, load)
+	})
+}
+
+// serveEntry is serve for Cache.FetchEntry's arguments, validated; not
+// inlined, as serveBytes.
+//
+//go:noinline
+func (c *Cache) serveEntry(ctx context.Context, key string, load func(ctx context.Context) (Entry, error)) ([]byte, error) {
 	return c.serve(ctx, key, loader{entry: load})
 }

@@ -54,27 +54,36 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 		return c.fetchTraced(ctx, key, ttl, load)
 	}
 	w := underWay{ttl: ttl}
-	if !c.joinUnderWay(ctx, key, load == nil, &w) {
-		return c.fetchBytes(ctx, key, ttl, load)
+	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil {
+		return nil, err // refused (counted)
+	} else if !joined {
+		return c.serveBytes(ctx, key, ttl, load)
 	}
-	select { // here, not in a function of its own: see joinwait.go
+	select { // in this frame, not a function's: joinwait.go
 	case <-w.done:
 		w.ended = true
 	case <-ctx.Done():
 	}
-	return c.joinedAnswer(ctx, key, load, &w)
+	return c.joinedFetch(ctx, key, load, &w)
 }
 
 // fetchTraced is Cache.Fetch in a Tracer's scope.
 func (c *Cache) fetchTraced(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) { return c.fetchBytes(ctx, key, ttl, load) })
+	return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) {
+		if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
+			return nil, c.refused(ctx, key, err)
+		}
+		return c.serveBytes(ctx, key, ttl, load)
+	})
 }
 
-// fetchBytes is Cache.Fetch, without a Tracer's scope.
-func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
-		return nil, c.refused(ctx, key, err)
-	}
+// serveBytes is serve for Cache.Fetch's arguments, validated. Not
+// inlined, nor is joinedFetch: a loader built in Fetch's frame, and
+// serve's arguments, would take what the waiters' stack needs there
+// (joinwait.go).
+//
+//go:noinline
+func (c *Cache) serveBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	return c.serve(ctx, key, loader{ttl: ttl, bytes: load})
 }
 

@@ -3,6 +3,7 @@ package corral_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,5 +182,67 @@ func TestPeek_JoinersServedItsHit(t *testing.T) {
 	}
 	if st := c.Stats(); st.Hits-before.Hits != n || st.Misses != before.Misses || st.Joined != before.Joined {
 		t.Fatalf("stats %+v (before %+v); want %d hits, no miss, none joined to a flight", st, before, n)
+	}
+}
+
+// A stampede of FetchEntry or of Fetch[T] callers, who join the first's
+// peek (and the flight it hands them to) and wait in their own frame as
+// Cache.Fetch's do (joinwait.go): one load, every caller its value, all
+// but one counted as coalesced.
+func TestPeek_StampedeOfEachKind(t *testing.T) {
+	t.Parallel()
+	type record struct{ N int }
+	kinds := map[string]func(c *corral.Cache, ctx context.Context, load func() []byte) (string, error){
+		"FetchEntry": func(c *corral.Cache, ctx context.Context, load func() []byte) (string, error) {
+			v, err := c.FetchEntry(ctx, "k", func(context.Context) (corral.Entry, error) {
+				return corral.Entry{Value: load(), TTL: time.Minute}, nil
+			})
+			return string(v), err
+		},
+		"Fetch[T]": func(c *corral.Cache, ctx context.Context, load func() []byte) (string, error) {
+			r, err := corral.Fetch(ctx, c, "k", time.Minute, func(context.Context) (record, error) {
+				return record{N: len(load())}, nil
+			})
+			return strconv.Itoa(r.N), err
+		},
+	}
+	for name, fetch := range kinds {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			c := slowPeeks(t, e.srv, 50*time.Millisecond)
+			before := c.Stats()
+			gate := make(chan struct{})
+			var loads atomic.Int32
+			load := func() []byte {
+				loads.Add(1)
+				<-gate
+				return []byte("vvv")
+			}
+			const n = 30
+			var wg sync.WaitGroup
+			vals, errs := make([]string, n), make([]error, n)
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					vals[i], errs[i] = fetch(c, ctx, load)
+				}()
+			}
+			eventually(t, 10*time.Second, "every other caller joined the flight", func() bool { return c.Stats().Joined-before.Joined == n-1 })
+			close(gate)
+			wg.Wait()
+			want := map[string]string{"FetchEntry": "vvv", "Fetch[T]": "3"}[name]
+			for i := range n {
+				if errs[i] != nil || vals[i] != want {
+					t.Fatalf("caller %d: %q, %v; want %q", i, vals[i], errs[i], want)
+				}
+			}
+			if st := c.Stats(); loads.Load() != 1 || st.Misses-before.Misses != 1 || st.Coalesced-before.Coalesced != n-1 {
+				t.Fatalf("%d loads, stats %+v; want 1 load, 1 miss and %d coalesced", loads.Load(), st, n-1)
+			}
+		})
 	}
 }

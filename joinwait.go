@@ -8,68 +8,99 @@ import (
 	"github.com/corralhq/corral/internal/near"
 )
 
-// A Fetch that finds its key's peek or flight under way, as most callers
-// of a stampede do, waits for it in Fetch's own frame (joinUnderWay, then
-// a select), not down in serve: the frames down to peekFor's wait, and the
-// runtime's below a select (a sudog to allocate), would make each such
-// goroutine outgrow its first stack (2 KiB) before it parks, a copy into a
-// fresh 4 KiB each, which thousands of callers pay at once and the GC then
-// counts (docs/design.md, 3.3). Keep Fetch's frame and joinUnderWay's
-// small, and the answer's path (joinedAnswer) free of another wait.
+// A Fetch (Cache.Fetch, FetchEntry, Fetch[T]) that finds its key's peek
+// or flight under way, as most callers of a stampede do, waits for it in
+// its own frame (joinUnderWay, then a select there), not down in serve:
+// the frames down to peekFor's wait, and the runtime's below a select (a
+// sudog to allocate per case), would make each such goroutine outgrow its
+// first stack (2 KiB) before it parks, a copy into a fresh 4 KiB each,
+// which thousands of callers pay at once and the GC then counts
+// (docs/design.md, 3.3, "Stacks"). Keep those frames small, and the
+// answer's path (joinedAnswer) free of another wait.
 
 // underWay is a call's place in key's flight (f) or peek (pc, joined at
 // joined, near.Clock) under way, whose answer it waits for (done).
 type underWay struct {
-	ttl    time.Duration // the call's
+	ttl    time.Duration // the call's (Fetch, Fetch[T])
+	noTTL  bool          // the call has none (FetchEntry)
+	ended  bool          // done was closed when the wait ended
 	f      *flight
 	pc     *peekCall
 	joined int64
 	done   <-chan struct{}
-	ended  bool // done was closed when the wait ended
 }
 
-// joinUnderWay joins key's flight, or else its peek, when one is under
-// way and the call can wait for it as serve would (valid arguments, no
-// near cache, no rescue to plan before its deadline, nothing keeping it
-// from Redis): false, having joined nothing, when serve is to answer the
-// call. Fetch then waits for w.done, or for ctx to end.
-func (c *Cache) joinUnderWay(ctx context.Context, key string, nilLoader bool, w *underWay) bool {
-	if c.near != nil || c.validate(ctx, key, refuse.TTL(w.ttl), nilLoader) != nil || c.rescuable(ctx) {
-		return false
+// joinUnderWay validates a call's arguments (err: validate's, of w.ttl
+// unless w.noTTL, the call refused and counted), then joins key's
+// flight, or else its peek, when one is under way and the call can wait
+// for it as serve would (no near cache, no rescue to plan before its
+// deadline, nothing keeping it from Redis). joined is false, nothing
+// joined, when serve is to answer the call; true, and the caller waits for
+// w.done or for ctx to end, in its own frame.
+func (c *Cache) joinUnderWay(ctx context.Context, key string, nilLoader bool, w *underWay) (joined bool, err error) {
+	var ttlErr error
+	if !w.noTTL {
+		ttlErr = refuse.TTL(w.ttl)
+	}
+	if err := c.validate(ctx, key, ttlErr, nilLoader); err != nil {
+		return false, c.refused(ctx, key, err)
+	}
+	if c.near != nil || c.rescuable(ctx) {
+		return false, nil
 	}
 	if f, ok := c.flights.JoinRunning(key); ok {
 		c.joined()
 		w.f, w.done = f, f.done
-		return true
+		return true, nil
 	}
 	if c.pending(key) || c.skipped(key) != nil {
-		return false
+		return false, nil
 	}
 	pc, ok := c.peeks.JoinRunning(key)
 	if ok {
 		w.pc, w.joined, w.done = pc, near.Clock(), pc.done
 	}
-	return ok
+	return ok, nil
 }
 
-// joinedAnswer is the answer of a call with load once Fetch waited for
-// w: as serve would have answered it.
-func (c *Cache) joinedAnswer(ctx context.Context, key string, load func(context.Context) ([]byte, error), w *underWay) ([]byte, error) {
+// joinedFetch and joinedEntry are the answers of a Cache.Fetch and of a
+// Cache.FetchEntry with load once they waited for w (joinedBytes); not
+// inlined, as serveBytes (fetch.go).
+//
+//go:noinline
+func (c *Cache) joinedFetch(ctx context.Context, key string, load func(context.Context) ([]byte, error), w *underWay) ([]byte, error) {
+	return c.joinedBytes(ctx, key, loader{ttl: w.ttl, bytes: load}, w)
+}
+
+//go:noinline
+func (c *Cache) joinedEntry(ctx context.Context, key string, load func(context.Context) (Entry, error), w *underWay) ([]byte, error) {
+	return c.joinedBytes(ctx, key, loader{entry: load}, w)
+}
+
+// joinedBytes is the answer of a call with l once it waited for w, as
+// serve would have answered it, counted.
+func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underWay) ([]byte, error) {
+	a := c.joinedAnswer(ctx, key, l, how{}, w)
+	c.count(ctx, key, a.out)
+	return a.val, a.err
+}
+
+// joinedAnswer is the answer, not counted yet, of a call with l and h
+// once it waited for w: the flight's, taken without another look at done
+// when it was closed (a receive there would go deeper than the first
+// stack), or what the peek leads to.
+func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) answer {
 	f, joined := w.f, true
 	if f == nil && w.ended {
 		f, joined = handedTo(w.pc)
 	}
-	var a answer
 	switch {
 	case f != nil && w.ended:
-		a = f.answerFor(joined) // answered: no second look at done (its receive would go deeper than the first stack)
+		return f.answerFor(joined)
 	case f != nil:
-		a = c.await(ctx, f, joined)
-	default:
-		a = c.afterJoinedPeek(ctx, key, loader{ttl: w.ttl, bytes: load}, w)
+		return c.await(ctx, f, joined)
 	}
-	c.count(ctx, key, a.out)
-	return a.val, a.err
+	return c.afterJoinedPeek(ctx, key, l, h, w)
 }
 
 // handedTo is the flight pc, answered, handed its callers over to
@@ -82,10 +113,10 @@ func handedTo(pc *peekCall) (f *flight, joined bool) {
 	return nil, false
 }
 
-// afterJoinedPeek is fromRedis for a call that waited for w.pc: the
-// flight's answer it was handed over to, or what the peek's reply leads
-// to, as for peekFor's callers.
-func (c *Cache) afterJoinedPeek(ctx context.Context, key string, load loader, w *underWay) answer {
+// afterJoinedPeek is fromRedis for a call with l and h that waited for
+// w.pc: the flight's answer it was handed over to, or what the peek's
+// reply leads to, as for peekFor's callers.
+func (c *Cache) afterJoinedPeek(ctx context.Context, key string, l loader, h how, w *underWay) answer {
 	pc, perr := w.pc, error(nil)
 	select {
 	case <-pc.done:
@@ -100,8 +131,7 @@ func (c *Cache) afterJoinedPeek(ctx context.Context, key string, load loader, w 
 		}
 		pc, perr = nil, ctx.Err()
 	}
-	var h how
 	h.draw(c)
-	a, _ := c.afterPeekFor(ctx, key, load, h, pc, perr) // nothing to keep: no near cache
+	a, _ := c.afterPeekFor(ctx, key, l, h, pc, perr) // nothing to keep: no near cache
 	return a
 }

@@ -25,16 +25,38 @@ import (
 // maps and pointers).
 func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	if c.tracer != nil {
-		return traced(c, ctx, key, func(ctx context.Context) (T, error) { return fetchTyped(ctx, c, key, ttl, load) })
+		return fetchTypedTraced(ctx, c, key, ttl, load)
 	}
-	return fetchTyped(ctx, c, key, ttl, load)
+	w := underWay{ttl: ttl}
+	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil || !joined {
+		return serveTyped(ctx, c, key, ttl, load, err)
+	}
+	select { // as Cache.Fetch: joinwait.go
+	case <-w.done:
+		w.ended = true
+	case <-ctx.Done():
+	}
+	return joinedTyped(ctx, c, key, load, &w)
 }
 
-// fetchTyped is Fetch[T], without a Tracer's scope.
-func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+// fetchTypedTraced is Fetch[T] in a Tracer's scope.
+func fetchTypedTraced[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
+	return traced(c, ctx, key, func(ctx context.Context) (T, error) {
+		var zero T
+		if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
+			return zero, c.refused(ctx, key, err)
+		}
+		return serveTyped(ctx, c, key, ttl, load, nil)
+	})
+}
+
+// serveTyped is Fetch[T] once its arguments were validated (refused: the
+// error of those that were not, counted): from the near cache, or from
+// Redis.
+func serveTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error), refused error) (T, error) {
 	var zero T
-	if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
-		return zero, c.refused(ctx, key, err)
+	if refused != nil {
+		return zero, refused
 	}
 	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
@@ -50,7 +72,25 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	}
 	h.draw(c)
 	encoded := args.Encoded(load, c.opts.Codec.Marshal)
-	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h)
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h, nil)
+	return typedAnswer(ctx, c, key, typ, v, a, keep, err)
+}
+
+// joinedTyped is Fetch[T]'s answer once it waited for w (joinwait.go).
+func joinedTyped[T any](ctx context.Context, c *Cache, key string, load func(ctx context.Context) (T, error), w *underWay) (T, error) {
+	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
+	h.draw(c) // for a fetch again, after an entry that did not decode
+	l := loader{ttl: w.ttl, bytes: args.Encoded(load, c.opts.Codec.Marshal)}
+	first := c.joinedAnswer(ctx, key, l, h, w)
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, l, h, &first)
+	return typedAnswer(ctx, c, key, nil, v, a, keep, err)
+}
+
+// typedAnswer counts a Fetch[T]'s answer a (v, its value decoded; err,
+// the codec's) and keeps a copy of it in the near cache, as typ, when it
+// came from a peek (keep).
+func typedAnswer[T any](ctx context.Context, c *Cache, key string, typ reflect.Type, v T, a answer, keep *peekCopy, err error) (T, error) {
+	var zero T
 	c.count(ctx, key, a.out)
 	if err != nil {
 		return zero, err
@@ -66,10 +106,16 @@ func fetchTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 // fromRedisAs is fromRedis for Fetch[T], the value decoded as T (err: the
 // codec's). An entry that does not decode is asked for again as missing
 // (h.skip), up to 3 times while joined flights answer it again; a fresh
-// load, or another entry, that does not decode is the codec's error.
-func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how) (v T, a answer, keep *peekCopy, err error) {
+// load, or another entry, that does not decode is the codec's error. first,
+// when not nil, is the first answer, a joined call's (joinedTyped).
+func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how, first *answer) (v T, a answer, keep *peekCopy, err error) {
 	for tries := 0; ; tries++ {
-		if a, keep = c.fromRedis(ctx, key, l, h); a.err != nil {
+		if tries == 0 && first != nil {
+			a = *first // a joined call's (joinedTyped)
+		} else {
+			a, keep = c.fromRedis(ctx, key, l, h)
+		}
+		if a.err != nil {
 			return v, a, keep, nil
 		}
 		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
