@@ -246,3 +246,71 @@ func TestPeek_StampedeOfEachKind(t *testing.T) {
 		})
 	}
 }
+
+// A Cache with a near cache (whose callers wait down in serve, the near
+// lookup first: joinwait.go's shallow wait is not theirs): callers that
+// miss it join the key's peek, or the flight it hands them to; a cold key
+// is loaded once, a warm one is served to every caller (from Redis, or
+// from the copy kept once the peek answered), and a later call is a near
+// hit.
+func TestPeek_NearCacheJoiners(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	proxy := redistest.StartProxy(t, e.srv.Addr)
+	c := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true}),
+		&corral.Options{NearCache: corral.NearCacheOptions{Size: 100, TTL: time.Minute}})
+	if _, err := c.Fetch(context.Background(), "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the near cache serves copies", func() bool {
+		before := c.Stats().NearHits
+		_, err := c.Fetch(context.Background(), "warm", time.Minute, value("w"))
+		return err == nil && c.Stats().NearHits > before
+	})
+	if _, err := e.c.Fetch(context.Background(), "hot", time.Minute, value("v")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Latency(30 * time.Millisecond)
+	stampede := func(key string, load func(context.Context) ([]byte, error), joined func()) {
+		t.Helper()
+		const n = 30
+		var wg sync.WaitGroup
+		vals, errs := make([][]byte, n), make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				vals[i], errs[i] = c.Fetch(ctx, key, time.Minute, load)
+			}()
+		}
+		joined()
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil || string(vals[i]) != "v" {
+				t.Fatalf("%s, caller %d: %q, %v; want %q", key, i, vals[i], errs[i], "v")
+			}
+		}
+	}
+	before := c.Stats()
+	stampede("hot", func(context.Context) ([]byte, error) { return nil, errors.New("loaded: the entry was fresh") }, func() {})
+	if st := c.Stats(); st.Misses != before.Misses || st.Hits+st.NearHits-before.Hits-before.NearHits != 30 {
+		t.Fatalf("hot: stats %+v (before %+v); want 30 hits, Redis or near, and no miss", st, before)
+	}
+	var loads atomic.Int32
+	gate := make(chan struct{})
+	before = c.Stats()
+	stampede("cold", func(context.Context) ([]byte, error) { loads.Add(1); <-gate; return []byte("v"), nil }, func() {
+		eventually(t, 10*time.Second, "every other caller joined the flight", func() bool { return c.Stats().Joined-before.Joined == 29 })
+		close(gate)
+	})
+	if st := c.Stats(); loads.Load() != 1 || st.Misses-before.Misses != 1 || st.Coalesced-before.Coalesced != 29 {
+		t.Fatalf("cold: %d loads, stats %+v (before %+v); want 1 load, 1 miss, 29 coalesced", loads.Load(), st, before)
+	}
+	eventually(t, 10*time.Second, "a later call is a near hit", func() bool {
+		before := c.Stats().NearHits
+		v, err := c.Fetch(context.Background(), "hot", time.Minute, value("x"))
+		return err == nil && string(v) == "v" && c.Stats().NearHits > before
+	})
+}
