@@ -8,15 +8,12 @@ import (
 	"github.com/corralhq/corral/internal/near"
 )
 
-// A Fetch (Cache.Fetch, FetchEntry, Fetch[T]) that finds its key's peek
-// or flight under way, as most callers of a stampede do, waits for it in
-// its own frame (joinUnderWay, then a select there), not down in serve:
-// the frames down to peekFor's wait, and the runtime's below a select (a
-// sudog to allocate per case), would make each such goroutine outgrow its
-// first stack (2 KiB) before it parks, a copy into a fresh 4 KiB each,
-// which thousands of callers pay at once and the GC then counts
-// (docs/design.md, 3.3, "Stacks"). Keep those frames small, and the
-// answer's path (joinedAnswer) free of another wait.
+// A Fetch (Cache.Fetch, FetchEntry, Fetch[T]) that finds its key's peek or
+// flight under way, as most callers of a stampede do, waits in its own
+// frame, not down in serve, whose frames, with the runtime's below a
+// select (a sudog per case), made every such goroutine outgrow its first
+// 2 KiB stack before it parked (docs/design.md, 3.3, "Stacks"). Keep
+// those frames small, and joinedAnswer free of another wait.
 
 // underWay is a call's place in key's flight (f) or peek (pc, joined at
 // joined, near.Clock) under way, whose answer it waits for (done).
