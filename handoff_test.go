@@ -157,24 +157,17 @@ func TestPeek_JoinersServedItsHit(t *testing.T) {
 	c := slowPeeks(t, e.srv, 50*time.Millisecond)
 	before := c.Stats()
 	const n = 50
-	var wg sync.WaitGroup
-	vals, errs := make([][]byte, n), make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			if i%2 == 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Minute) // beyond any rescue
-				defer cancel()
-			}
-			vals[i], errs[i] = c.Fetch(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
-				return nil, errors.New("loaded: the entry was fresh")
-			})
-		}()
-	}
-	wg.Wait()
+	vals, errs := concurrently(n, func(i int) ([]byte, error) {
+		ctx := context.Background()
+		if i%2 == 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Minute) // beyond any rescue
+			defer cancel()
+		}
+		return c.Fetch(ctx, "k", time.Minute, func(context.Context) ([]byte, error) {
+			return nil, errors.New("loaded: the entry was fresh")
+		})
+	}, nil)
 	for i := range n {
 		if errs[i] != nil || string(vals[i]) != "v" {
 			t.Fatalf("caller %d: %q, %v; want the entry's value", i, vals[i], errs[i])
@@ -220,20 +213,14 @@ func TestPeek_StampedeOfEachKind(t *testing.T) {
 				return []byte("vvv")
 			}
 			const n = 30
-			var wg sync.WaitGroup
-			vals, errs := make([]string, n), make([]error, n)
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					vals[i], errs[i] = fetch(c, ctx, load)
-				}()
-			}
-			eventually(t, 10*time.Second, "every other caller joined the flight", func() bool { return c.Stats().Joined-before.Joined == n-1 })
-			close(gate)
-			wg.Wait()
+			vals, errs := concurrently(n, func(int) (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				return fetch(c, ctx, load)
+			}, func() {
+				eventually(t, 10*time.Second, "every other caller joined the flight", func() bool { return c.Stats().Joined-before.Joined == n-1 })
+				close(gate)
+			})
 			want := map[string]string{"FetchEntry": "vvv", "Fetch[T]": "3"}[name]
 			for i := range n {
 				if errs[i] != nil || vals[i] != want {
@@ -274,19 +261,11 @@ func TestPeek_NearCacheJoiners(t *testing.T) {
 	stampede := func(key string, load func(context.Context) ([]byte, error), joined func()) {
 		t.Helper()
 		const n = 30
-		var wg sync.WaitGroup
-		vals, errs := make([][]byte, n), make([]error, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				vals[i], errs[i] = c.Fetch(ctx, key, time.Minute, load)
-			}()
-		}
-		joined()
-		wg.Wait()
+		vals, errs := concurrently(n, func(int) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return c.Fetch(ctx, key, time.Minute, load)
+		}, joined)
 		for i := range n {
 			if errs[i] != nil || string(vals[i]) != "v" {
 				t.Fatalf("%s, caller %d: %q, %v; want %q", key, i, vals[i], errs[i], "v")
@@ -294,7 +273,7 @@ func TestPeek_NearCacheJoiners(t *testing.T) {
 		}
 	}
 	before := c.Stats()
-	stampede("hot", func(context.Context) ([]byte, error) { return nil, errors.New("loaded: the entry was fresh") }, func() {})
+	stampede("hot", func(context.Context) ([]byte, error) { return nil, errors.New("loaded: the entry was fresh") }, nil)
 	if st := c.Stats(); st.Misses != before.Misses || st.Hits+st.NearHits-before.Hits-before.NearHits != 30 {
 		t.Fatalf("hot: stats %+v (before %+v); want 30 hits, Redis or near, and no miss", st, before)
 	}
@@ -313,4 +292,20 @@ func TestPeek_NearCacheJoiners(t *testing.T) {
 		v, err := c.Fetch(context.Background(), "hot", time.Minute, value("x"))
 		return err == nil && string(v) == "v" && c.Stats().NearHits > before
 	})
+}
+
+// concurrently calls call(i) in n goroutines, one for each i, runs
+// meanwhile (when not nil) while they are under way, and returns what each
+// call returned once all have.
+func concurrently[V any](n int, call func(i int) (V, error), meanwhile func()) ([]V, []error) {
+	var wg sync.WaitGroup
+	vals, errs := make([]V, n), make([]error, n)
+	for i := range n {
+		wg.Go(func() { vals[i], errs[i] = call(i) })
+	}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	wg.Wait()
+	return vals, errs
 }
