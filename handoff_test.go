@@ -173,8 +173,11 @@ func TestPeek_JoinersServedItsHit(t *testing.T) {
 			t.Fatalf("caller %d: %q, %v; want the entry's value", i, vals[i], errs[i])
 		}
 	}
-	if st := c.Stats(); st.Hits-before.Hits != n || st.Misses != before.Misses || st.Joined != before.Joined {
-		t.Fatalf("stats %+v (before %+v); want %d hits, no miss, none joined to a flight", st, before, n)
+	// Not asserted: that none was handed to a flight. A peek whose group
+	// records went older than Coherence on the way leaves the entry to
+	// fetch.lua (3.10), whose flight serves it as a hit too.
+	if st := c.Stats(); st.Hits-before.Hits != n || st.Misses != before.Misses {
+		t.Fatalf("stats %+v (before %+v); want %d hits and no miss", st, before, n)
 	}
 }
 
