@@ -50,8 +50,8 @@ import (
 // DisableFailOpen the Redis errors, wrapped: ErrRedisTimeout, ErrCircuitOpen,
 // ErrWriteRefused (a miss while Redis refuses writes) and the client's own.
 func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	if c.tracer != nil || c.near != nil {
-		return c.fetchBytes(ctx, key, ttl, load) // a near hit, as short a way as can be
+	if c.tracer != nil {
+		return c.fetchTraced(ctx, key, ttl, load)
 	}
 	w := underWay{ttl: ttl}
 	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil {
@@ -67,18 +67,14 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, load f
 	return c.joinedFetch(ctx, key, load, &w)
 }
 
-// fetchBytes is Cache.Fetch with a Tracer or a near cache: checks, serve.
-func (c *Cache) fetchBytes(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	checked := func(ctx context.Context) ([]byte, error) {
+// fetchTraced is Cache.Fetch in a Tracer's scope.
+func (c *Cache) fetchTraced(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	return traced(c, ctx, key, func(ctx context.Context) ([]byte, error) {
 		if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
 			return nil, c.refused(ctx, key, err)
 		}
-		return c.serve(ctx, key, loader{ttl: ttl, bytes: load})
-	}
-	if c.tracer != nil {
-		return traced(c, ctx, key, checked)
-	}
-	return checked(ctx)
+		return c.serveBytes(ctx, key, ttl, load)
+	})
 }
 
 // serveBytes is serve for Cache.Fetch's arguments, validated. Not

@@ -28,8 +28,11 @@ func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, 
 		return fetchTypedTraced(ctx, c, key, ttl, load)
 	}
 	w := underWay{ttl: ttl}
-	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil || !joined {
-		return serveTyped(ctx, c, key, ttl, load, err)
+	if joined, err := c.joinUnderWay(ctx, key, load == nil, &w); err != nil {
+		var zero T
+		return zero, err // refused (counted)
+	} else if !joined {
+		return serveTyped(ctx, c, key, ttl, load)
 	}
 	select { // as Cache.Fetch: joinwait.go
 	case <-w.done:
@@ -46,18 +49,14 @@ func fetchTypedTraced[T any](ctx context.Context, c *Cache, key string, ttl time
 		if err := c.validate(ctx, key, refuse.TTL(ttl), load == nil); err != nil {
 			return zero, c.refused(ctx, key, err)
 		}
-		return serveTyped(ctx, c, key, ttl, load, nil)
+		return serveTyped(ctx, c, key, ttl, load)
 	})
 }
 
-// serveTyped is Fetch[T] once its arguments were validated (refused: the
-// error of those that were not, counted): from the near cache, or from
-// Redis.
-func serveTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error), refused error) (T, error) {
+// serveTyped is Fetch[T] once its arguments were validated: from the
+// near cache, or from Redis.
+func serveTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
-	if refused != nil {
-		return zero, refused
-	}
 	h := how{version: strconv.Itoa(c.opts.CodecVersion)}
 	var typ reflect.Type
 	if c.near != nil {
