@@ -293,12 +293,7 @@ func TestCheck_Cluster(t *testing.T) {
 // is no report.
 func TestCheck_Unreachable(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := refusingAddr(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
 	r, err := corral.Check(context.Background(), rdb, nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,16 +33,9 @@ func quickStartClient(t *testing.T, addr string) *redis.Client {
 	return rdb
 }
 
-// refusingAddr returns a loopback address where nothing listens.
-func refusingAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// refusingAddr returns a loopback address that refuses connections
+// (testkit.RefusingAddr).
+func refusingAddr(t *testing.T) string { return testkit.RefusingAddr(t) }
 
 // A refused connection fails open at once, whatever the client's retry
 // options: the Quick start's client retries a refused dial for seconds, and

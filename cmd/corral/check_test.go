@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -180,12 +179,7 @@ func TestCheckCluster(t *testing.T) {
 // An unreachable address: exit 1, saying so.
 func TestCheckUnreachable(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := closedAddr(t)
 	out, _, code, err := runCheckCmd(t, "--redis", "redis://"+addr)
 	if code != exitCheckFailed || !strings.Contains(err.Error(), "check: Redis unreachable") {
 		t.Fatalf("exit %d (%v); want %d, unreachable", code, err, exitCheckFailed)

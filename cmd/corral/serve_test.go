@@ -695,11 +695,15 @@ func TestServeRedisTLSPassword(t *testing.T) {
 	}
 }
 
-// freePort returns a free loopback TCP port.
+// freePort returns a loopback TCP port free now, for a server to listen
+// on.
 func freePort(t *testing.T) int {
-	_, p, _ := net.SplitHostPort(closedAddr(t))
-	n, _ := strconv.Atoi(p)
-	return n
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and its key

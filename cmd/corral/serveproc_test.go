@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -289,16 +288,9 @@ func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) {
 	testkit.EventuallyEvery(t, bound, 10*time.Millisecond, what, cond)
 }
 
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// closedAddr returns a loopback address that refuses connections
+// (testkit.RefusingAddr).
+func closedAddr(t *testing.T) string { return testkit.RefusingAddr(t) }
 
 // concurrently GETs url(i) for i in [0, n) at once with c, each request
 // written before the gate g is opened (so all n are under way when the

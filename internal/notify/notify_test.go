@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +21,7 @@ func (noStats) RedisError()   {}
 // While Redis fails, every waiter may fail to subscribe: that is said once
 // as a warning, then at debug level, not once per waiter.
 func TestSubscribeFailuresWarnOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there: Redis refuses
+	addr := testkit.RefusingAddr(t) // Redis refuses
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	var logs testkit.Buffer
