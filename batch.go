@@ -151,21 +151,17 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ml manyLoad,
 		kept = append(kept, calls[i])
 	}
 	calls = kept
-	c.fetchCalls(ctx, calls, ml)
-	var again []keyCall
-	for i := range calls {
-		if !bc.collect(c, &calls[i], out, errs, false) {
-			again = append(again, calls[i])
-			continue
+	for round := 0; len(calls) > 0; round++ {
+		c.fetchCalls(ctx, calls, ml)
+		var again []keyCall // an entry that did not decode (once), or a late answer
+		for i := range calls {
+			if !bc.collect(c, &calls[i], out, errs, round > 0) {
+				again = append(again, calls[i])
+				continue
+			}
+			c.count(ctx, calls[i].key, calls[i].a.out)
 		}
-		c.count(ctx, calls[i].key, calls[i].a.out)
-	}
-	if len(again) > 0 {
-		c.fetchCalls(ctx, again, ml)
-		for i := range again {
-			bc.collect(c, &again[i], out, errs, true)
-			c.count(ctx, again[i].key, again[i].a.out)
-		}
+		calls = again
 	}
 	if len(errs) > 0 {
 		return out, &BatchError{Errs: errs}
@@ -181,6 +177,7 @@ type keyCall struct {
 	pcAt   int64     // when it joined pc, sent by another call (startPeek; 0 for its own)
 	f      *flight   // the flight that answers it, until it does
 	joined bool      // f is another call's (await)
+	at     int64     // when it joined f, if joined (near.Clock)
 	a      answer
 	keep   *peekCopy // as for fetch: what the near cache may keep of a
 }
@@ -220,10 +217,15 @@ func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[
 
 // collect puts k's answer into out or errs (a key not found into neither),
 // and keeps a near copy of it as Fetch would. It reports false, leaving
-// them alone, for a cached entry that does not decode as V, unless last:
-// k is then to be fetched again, as missing.
+// them alone, for a cached entry that does not decode as V, unless last
+// (k is then to be fetched again, as missing), and for an answer k joined
+// too late for (answerFor: k is asked again).
 func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map[string]error, last bool) bool {
 	a := k.a
+	if a.late { // joined a flight too late for its answer (answerFor): ask again
+		k.a, k.at = answer{}, 0
+		return false
+	}
 	var v V
 	if a.err == nil && bc.decode == nil {
 		v, _ = any(a.val).(V)
@@ -276,7 +278,7 @@ func (c *Cache) fetchCalls(ctx context.Context, calls []keyCall, ml manyLoad) {
 	}
 	for i := range calls {
 		if k := &calls[i]; k.f != nil {
-			k.a, k.f = c.await(ctx, k.f, k.joined), nil
+			k.a, k.f = c.await(ctx, k.f, k.joined, k.at), nil
 		}
 	}
 }
@@ -290,7 +292,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 		k := &calls[i]
 		if f, ok := c.flights.JoinRunning(k.key); ok && k.how.skip == 0 {
 			c.joined()
-			k.f, k.joined = f, true
+			k.f, k.joined, k.at = f, true, near.Clock()
 			continue
 		} else if ok {
 			c.flights.Leave(f.key, f, f.stop)
@@ -335,6 +337,9 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *bat
 		b.Decided(k.key) // not b's flight
 	}
 	k.f, k.joined = f, joined
+	if joined {
+		k.at = near.Clock()
+	}
 }
 
 // BatchError is the error of FetchMany when some of its keys got neither a

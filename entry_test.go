@@ -465,3 +465,112 @@ func TestFetchEntry_SharesFetchFlights(t *testing.T) {
 		t.Fatalf("soft TTL %v; want the Entry's 3m", soft)
 	}
 }
+
+// A call that begins after a value's TTL ended is not served that value by
+// a flight it joins, though the flight, under way since before, is still
+// to answer with it: here the load's commit (own load), or the notice of
+// another process's load, is held back (CLIENT PAUSE WRITE) until the
+// joiner has joined. The joiner asks Redis again and loads the next token;
+// the callers that began before the TTL ended get the one they waited for.
+// The late caller is a FetchEntry, or a FetchManyEntries of the key.
+func TestFetchEntry_LateJoinerNotServedExpired(t *testing.T) {
+	t.Parallel()
+	for _, near := range []bool{false, true} {
+		for _, elsewhere := range []bool{false, true} {
+			for _, many := range []bool{false, true} {
+				t.Run(fmt.Sprintf("near=%v/load-elsewhere=%v/many=%v", near, elsewhere, many), func(t *testing.T) {
+					lateJoiner(t, near, elsewhere, many)
+				})
+			}
+		}
+	}
+}
+
+// lateJoiner is TestFetchEntry_LateJoinerNotServedExpired's: with a near
+// cache or not, the joiner in the process that loads or in another, a
+// FetchManyEntries or a FetchEntry.
+func lateJoiner(t *testing.T, near, elsewhere, many bool) {
+	opts := func() *corral.Options {
+		o := &corral.Options{}
+		if near {
+			o.NearCache = corral.NearCacheOptions{Size: 100, TTL: time.Minute}
+		}
+		return o
+	}
+	e := newEnv(t, opts())
+	waiter := e.c
+	if elsewhere {
+		waiter = newCache(t, e.srv.Client(), opts())
+	}
+	ctx := context.Background()
+	const life = 50 * time.Millisecond
+	var issued atomic.Int32
+	var expires atomic.Int64 // token-1's, Unix ns
+	started, proceed := make(chan struct{}), make(chan struct{})
+	issue := func(context.Context) (corral.Entry, error) {
+		n := issued.Add(1)
+		if n == 1 {
+			close(started)
+			<-proceed
+			// Writes wait from now on: this load's commit, and its notice.
+			if err := e.rdb.Do(ctx, "CLIENT", "PAUSE", 20000, "WRITE").Err(); err != nil {
+				t.Errorf("CLIENT PAUSE: %v", err)
+			}
+			expires.Store(time.Now().Add(life).UnixNano())
+		}
+		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(n))), TTL: life, StaleTTL: -1}, nil
+	}
+	unpause := func() { e.rdb.Do(ctx, "CLIENT", "UNPAUSE") }
+	t.Cleanup(unpause)
+	issueMany := func(ctx context.Context, keys []string) (map[string]corral.Entry, error) {
+		e, err := issue(ctx)
+		return map[string]corral.Entry{"token": e}, err
+	}
+	fetch := func(c *corral.Cache, many bool) <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			var v []byte
+			var err error
+			if many {
+				var m map[string][]byte
+				m, err = c.FetchManyEntries(ctx, []string{"token"}, issueMany)
+				v = m["token"]
+			} else {
+				v, err = c.FetchEntry(ctx, "token", issue)
+			}
+			if err != nil {
+				t.Errorf("fetch: %v", err)
+			}
+			got <- string(v)
+		}()
+		return got
+	}
+	holder := fetch(e.c, false)
+	<-started
+	var first <-chan string // a caller in the other process, waiting since before the load ended
+	if elsewhere {
+		first = fetch(waiter, false)
+		eventually(t, 5*time.Second, "the other process waits for the load", func() bool { return waiter.Stats().Waits == 1 })
+	}
+	close(proceed)
+	eventually(t, 5*time.Second, "token-1's TTL ends", func() bool {
+		return expires.Load() != 0 && time.Now().UnixNano() > expires.Load()
+	})
+	joinedBefore := waiter.Stats().Joined
+	late := fetch(waiter, many)
+	eventually(t, 5*time.Second, "the late caller joins the flight under way", func() bool {
+		return waiter.Stats().Joined > joinedBefore
+	})
+	unpause()
+	if v := <-holder; v != "token-1" {
+		t.Errorf("the holder got %q; want token-1, which it loaded", v)
+	}
+	if first != nil {
+		if v := <-first; v != "token-1" {
+			t.Errorf("the caller waiting in the other process got %q; want token-1", v)
+		}
+	}
+	if v := <-late; v != "token-2" {
+		t.Errorf("the caller that began after token-1 expired got %q; want token-2", v)
+	}
+}

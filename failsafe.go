@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/failopen"
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -237,6 +238,9 @@ func (c *Cache) failOpen(f *flight, token string, redisErr error) (answer, follo
 		open.val, open.took, open.fr, open.err = c.runLoad(lctx, f.key, f.load)
 	}
 	a := answer{val: open.val, err: open.err, out: out}
+	if open.err == nil {
+		a.until = open.fr.until(near.Clock(), open.fr.soft)
+	}
 	if !sent {
 		return a, nil // never sent (refused, or skipped by the breaker): the script never ran
 	}

@@ -145,11 +145,21 @@ type how struct {
 // fromRedis answers a call from Redis: from a peek when the entry is fresh,
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it. The caller counts the
-// answer's outcome.
+// answer's outcome. A call that joined a flight too late for its answer
+// (answerFor) asks again.
 func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
+	for {
+		if a, keep := c.askRedis(ctx, key, load, h); !a.late {
+			return a, keep
+		}
+	}
+}
+
+// askRedis is fromRedis, once: its answer may be late.
+func (c *Cache) askRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
 	if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
 		c.joined()
-		return c.awaitFor(ctx, f, load, true), nil
+		return c.awaitFor(ctx, f, load, true, near.Clock()), nil
 	} else if ok {
 		c.flights.Leave(f.key, f, f.stop)
 	}
@@ -178,10 +188,12 @@ func (c *Cache) afterPeekFor(ctx context.Context, key string, load loader, h how
 	if !ok {
 		return answer{err: ErrClosed}, nil
 	}
+	var at int64 // 0: f is the call's own
 	if joined {
 		c.joined()
+		at = near.Clock()
 	}
-	return c.awaitFor(ctx, f, load, joined), nil
+	return c.awaitFor(ctx, f, load, joined, at), nil
 }
 
 // peekFor is the peek of a Fetch of key with load and h. answered is true
@@ -212,7 +224,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc
 			return c.peeked(ctx, pc, joined, o == nil)
 		case <-ctx.Done():
 			if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, key, o != nil); handed {
-				return nil, c.await(ctx, f, o == nil), true, nil
+				return nil, c.await(ctx, f, o == nil, joined), true, nil
 			}
 			return nil, answer{}, false, ctx.Err()
 		case <-opened:
@@ -233,7 +245,7 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc
 // not its sender): the flight's answer if pc handed it over (handOff).
 func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared bool) (*peekCall, answer, bool, error) {
 	if f := pc.handed.To(); f != nil {
-		return nil, c.await(ctx, f, shared && !pc.handed.Claim()), true, nil
+		return nil, c.await(ctx, f, shared && !pc.handed.Claim(), joined), true, nil
 	}
 	return pc.forJoiner(joined), answer{}, false, pc.err
 }
@@ -268,15 +280,15 @@ func (c *Cache) openDone(key string, r *rescue) <-chan struct{} {
 
 // awaitFor is await for a Fetch with load, which may be rescued before its
 // deadline (rescue.go) while the flight waits for Redis's answer.
-func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined bool) answer {
+func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined bool, at int64) answer {
 	select {
 	case <-f.done:
-		return c.await(ctx, f, joined)
+		return c.await(ctx, f, joined, at)
 	default:
 	}
 	r := c.planRescue(ctx, f.key)
 	if r.At.IsZero() {
-		return c.await(ctx, f, joined)
+		return c.await(ctx, f, joined, at)
 	}
 	fire, stop := r.Timer()
 	defer func() { stop() }()
@@ -284,9 +296,9 @@ func (c *Cache) awaitFor(ctx context.Context, f *flight, load loader, joined boo
 	for {
 		select {
 		case <-f.done:
-			return c.await(ctx, f, joined)
+			return c.await(ctx, f, joined, at)
 		case <-ctx.Done():
-			return c.await(ctx, f, joined) // as await does: answered at the same moment, or the context's error
+			return c.await(ctx, f, joined, at) // as await does: answered at the same moment, or the context's error
 		case <-opened:
 			opened = nil
 			if f.asking.Load() && c.due(&r) { // as peekFor

@@ -56,6 +56,12 @@ type answer struct {
 	err  error
 	out  outcome // for Stats
 	soft int64   // the soft expiry of the entry that answered; 0 when no entry did
+	// until is when the answer stops being fresh (near.Clock; 0: no
+	// bound known): a caller that joined the flight at or after it is
+	// not given it (late), since a call that began after a value's TTL
+	// ended must not be served it (answerFor).
+	until int64
+	late  bool // answerFor's: the caller joined after until, and asks again
 }
 
 // outcome is how a call was answered (Stats, and the Observer's outcome
@@ -126,18 +132,26 @@ func (f *flight) settled() {
 // await waits for f's answer or for ctx to end, whichever comes first.
 // joined says the caller joined f rather than started it: an answer by f's
 // load is then coalesced, not a miss, so that a load counts one miss
-// however many calls it answers.
-func (c *Cache) await(ctx context.Context, f *flight, joined bool) answer {
+// however many calls it answers. at is when the caller joined f, or the
+// peek f took over (near.Clock), 0 for the call that began either.
+func (c *Cache) await(ctx context.Context, f *flight, joined bool, at int64) answer {
 	if !c.flights.Await(ctx, f.key, f, f.done, f.stop) { // ctx ended first: the caller left f
 		return answer{err: ctx.Err()}
 	}
-	return f.answerFor(joined)
+	return f.answerFor(joined, at)
 }
 
 // answerFor is f's answer, once given, for a caller that joined it or
-// not (the caller that began it).
-func (f *flight) answerFor(joined bool) answer {
+// not (the caller that began it), at at (as for await). A caller that
+// joined once the answer had gone stale is told to ask again (late): its
+// call began after the value's TTL ended, and f, whose fetch.lua, notice
+// or load came before, was still under way (its reply unread, its commit
+// slow). The caller that began f, or its peek, is never late.
+func (f *flight) answerFor(joined bool, at int64) answer {
 	a := f.answer
+	if at != 0 && a.until != 0 && at >= a.until {
+		return answer{late: true}
+	}
 	if joined && a.out == outMiss {
 		a.out = outCoalesced
 	}

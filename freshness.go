@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -24,6 +25,21 @@ type freshness struct {
 
 // stored reports whether a value with this freshness is stored at all.
 func (fr freshness) stored() bool { return fr.soft > 0 }
+
+// until is when a value loaded with fr, whose loader returned at returned
+// (near.Clock), goes stale, here, for a soft TTL soft (fr's, or the
+// entry's as written): counted from when an Entry's loader returned, or
+// else from returned (the server counts from the commit, later). 0 when
+// the value is not stored.
+func (fr freshness) until(returned int64, soft time.Duration) int64 {
+	switch {
+	case !fr.stored():
+		return 0
+	case fr.exact:
+		return near.At(fr.from) + int64(soft)
+	}
+	return returned + int64(soft)
+}
 
 // freshness is the freshness of a value Fetch, Set or FetchMany writes for
 // ttl: spread by Jitter, with Options.StaleTTL's window.

@@ -15,8 +15,8 @@ import (
 // 2 KiB stack before it parked (docs/design.md, 3.3, "Stacks"). Keep
 // those frames small, and joinedAnswer free of another wait.
 
-// underWay is a call's place in key's flight (f) or peek (pc, joined at
-// joined, near.Clock) under way, whose answer it waits for (done).
+// underWay is a call's place in key's flight (f) or peek (pc) under way,
+// joined at joined (near.Clock), whose answer it waits for (done).
 type underWay struct {
 	ttl    time.Duration // the call's (Fetch, Fetch[T])
 	noTTL  bool          // the call has none (FetchEntry)
@@ -47,7 +47,7 @@ func (c *Cache) joinUnderWay(ctx context.Context, key string, nilLoader bool, w 
 	}
 	if f, ok := c.flights.JoinRunning(key); ok {
 		c.joined()
-		w.f, w.done = f, f.done
+		w.f, w.joined, w.done = f, near.Clock(), f.done
 		return true, nil
 	}
 	if c.pending(key) || c.skipped(key) != nil {
@@ -85,19 +85,27 @@ func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underW
 // joinedAnswer is the answer, not counted yet, of a call with l and h
 // once it waited for w: the flight's, taken without another look at done
 // when it was closed (a receive there would go deeper than the first
-// stack), or what the peek leads to.
+// stack), or what the peek leads to; asked again from Redis when the call
+// joined too late for it (answerFor).
 func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) answer {
 	f, joined := w.f, true
 	if f == nil && w.ended {
 		f, joined = handedTo(w.pc)
 	}
+	var a answer
 	switch {
 	case f != nil && w.ended:
-		return f.answerFor(joined)
+		a = f.answerFor(joined, w.joined)
 	case f != nil:
-		return c.await(ctx, f, joined)
+		a = c.await(ctx, f, joined, w.joined)
+	default:
+		a = c.afterJoinedPeek(ctx, key, l, h, w)
 	}
-	return c.afterJoinedPeek(ctx, key, l, h, w)
+	if a.late {
+		h.draw(c)
+		a, _ = c.fromRedis(ctx, key, l, h) // nothing to keep: no near cache
+	}
+	return a
 }
 
 // handedTo is the flight pc, answered, handed its callers over to
@@ -124,7 +132,7 @@ func (c *Cache) afterJoinedPeek(ctx context.Context, key string, l loader, h how
 		}
 	default: // ctx ended first
 		if f, handed := flights.Leave(&pc.handed, &c.peeks, pc, key, false); handed {
-			return c.await(ctx, f, true)
+			return c.await(ctx, f, true, w.joined)
 		}
 		pc, perr = nil, ctx.Err()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/tasks"
 	"github.com/corralhq/corral/internal/transport"
 	"github.com/corralhq/corral/internal/watchdog"
@@ -77,6 +78,7 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next
 	n := f.names
 	born := c.groups.BornAt(f.ctx, l.micros) // before the load: group invalidations after it reach what it loads
 	out, val, took, fr, err := c.leasedLoad(f)
+	returned := near.Clock()
 	kept, renewed, ends := c.store.leases.Halt(l.token) // no renewal is sent, or can land, after this
 
 	kind := wire.Value
@@ -121,10 +123,11 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next
 	} else {
 		next = c.commit(f, holder{token: l.token, deadline: ends, seen: l.seen, softBy: l.serverAt(e.expires)}, e, renewed)
 	}
+	until := returned + int64(e.soft) // for the callers who join while it commits
 	if kind != wire.Value {
-		return answer{err: err, out: out}, next
+		return answer{err: err, out: out, until: until}, next
 	}
-	return answer{val: val, out: out}, next
+	return answer{val: val, out: out, until: fr.until(returned, e.soft)}, next
 }
 
 // commit stores the result of f's load under its lease (commit.lua).

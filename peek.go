@@ -3,7 +3,6 @@ package corral
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
 	"github.com/corralhq/corral/internal/flights"
@@ -117,7 +116,7 @@ func (pc *peekCall) forJoiner(joined int64) *peekCall {
 	if joined == 0 || pc == nil || pc.err != nil || !pc.r.Found || pc.r.now >= pc.r.Soft {
 		return pc
 	}
-	if left := time.Duration(pc.r.Soft-pc.r.now) * time.Millisecond; joined < pc.sent+int64(left) {
+	if joined < near.Until(pc.sent, pc.r.Soft, pc.r.now) {
 		return pc
 	}
 	stale := &peekCall{r: pc.r, seq: pc.seq, sent: pc.sent}
@@ -146,8 +145,7 @@ type peekCopy struct {
 // (the server's remaining time, counted from before the peek was sent, so
 // never later than the entry: a token is not served past its TTL).
 func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
-	left := time.Duration(p.reply.Soft-p.reply.now) * time.Millisecond
-	return &near.Entry{Val: val, Err: err, Soft: p.reply.sent + int64(left), Took: p.reply.Took, Size: uint32(size),
+	return &near.Entry{Val: val, Err: err, Soft: near.Until(p.reply.sent, p.reply.Soft, p.reply.now), Took: p.reply.Took, Size: uint32(size),
 		Born: p.reply.Born, Tags: p.reply.Tags}
 }
 

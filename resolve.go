@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/epochs"
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/notify"
 	"github.com/corralhq/corral/internal/recheck"
 	"github.com/corralhq/corral/internal/watchdog"
@@ -54,10 +55,7 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			return c.failOpen(f, "", f.peekErr)
 		}
 		w.mark = w.sub.Mark() // what its WAIT will be judged by (nothing before it listens)
-		f.asked.CompareAndSwap(0, time.Now().UnixNano())
-		f.asking.Store(true)
-		r, err := c.store.fetch(fctx, f.names, args)
-		f.asking.Store(false)
+		r, err := c.ask(fctx, f, &w, args)
 		args.x, args.echo = c.earlyFactor(), ""
 		switch {
 		case errors.Is(err, errBadEntry) && args.skip != r.Soft:
@@ -81,6 +79,20 @@ func (c *Cache) resolve(f *flight) (a answer, next followUp) {
 			return a, next
 		}
 	}
+}
+
+// ask sends f's fetch.lua with args; its reply sets w's clock (w.sent,
+// w.now).
+func (c *Cache) ask(ctx context.Context, f *flight, w *waiting, args fetchArgs) (wire.FetchReply, error) {
+	f.asked.CompareAndSwap(0, time.Now().UnixNano())
+	f.asking.Store(true)
+	defer f.asking.Store(false)
+	sent := near.Clock()
+	r, err := c.store.fetch(ctx, f.names, args)
+	if err == nil {
+		w.sent, w.now = sent, r.Now
+	}
+	return r, err
 }
 
 // askArgs returns the arguments of f's first fetch.lua (which decides
@@ -138,7 +150,7 @@ func (c *Cache) regroup(ctx context.Context, r wire.FetchReply, args *fetchArgs)
 func (c *Cache) follow(f *flight, w *waiting, r wire.FetchReply, token string, seen int64) (a answer, next followUp, done bool) {
 	switch r.Kind {
 	case wire.Hit, wire.Stale:
-		a, next = c.served(f, r, token, !w.began.IsZero())
+		a, next = c.served(f, r, token, w)
 		return a, next, true
 	case wire.Newer:
 		// Written by a newer release (its codec version): leave the
@@ -186,6 +198,19 @@ type waiting struct {
 	inTime    bool                 // sub was on before the wait began (its echo was heard)
 	mark      notify.Mark          // what sub had proven when the last fetch.lua was sent
 	ended     bool                 // the Observer was told of its end
+	// The last fetch.lua answered: when it was sent (near.Clock), and the
+	// server's clock when it ran (ms), by which a soft expiry is a time
+	// here (near.Until).
+	sent, now int64
+}
+
+// until is when, here, an entry of soft expiry soft (server ms) goes
+// stale, by w's last fetch.lua: 0 for soft 0 (not known).
+func (w *waiting) until(soft int64) int64 {
+	if soft == 0 {
+		return 0
+	}
+	return near.Until(w.sent, soft, w.now)
 }
 
 // close stops listening, if w ever did.
@@ -221,10 +246,11 @@ func (c *Cache) askFailed(f *flight, w *waiting, token string, err error) (a ans
 	return a, next, true
 }
 
-// served answers f with the entry fetch.lua served (HIT or STALE); waited
-// says that f waited for another process's load first. next is the
-// background refresh this caller took the lease for, or nil.
-func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) (a answer, next followUp) {
+// served answers f with the entry fetch.lua served (HIT or STALE), f's
+// wait w having begun if f waited for another process's load first. next
+// is the background refresh this caller took the lease for, or nil.
+func (c *Cache) served(f *flight, r wire.FetchReply, token string, w *waiting) (a answer, next followUp) {
+	waited := !w.began.IsZero()
 	out := outHit
 	switch {
 	case waited:
@@ -247,7 +273,11 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, waited bool) 
 		out = outFailure
 	}
 	val, err := entryAnswer(r.Payload, r.Flags.Kind)
-	return answer{val: val, err: err, out: out, soft: r.Soft}, next
+	a = answer{val: val, err: err, out: out, soft: r.Soft}
+	if r.Kind == wire.Hit {
+		a.until = w.until(r.Soft) // a stale entry's is its hard expiry, which the reply does not give
+	}
+	return a, next
 }
 
 // loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),
@@ -291,10 +321,10 @@ func (c *Cache) awaitNotice(f *flight, w *waiting, pttl time.Duration) (a answer
 		case wire.NoticeBorn:
 			c.flights.Drop(f.key, f) // joined by nobody from now: judged for its callers (judgeNotice)
 			if v, err := c.judgeNotice(f, n.Born, n.Tags); err == nil && v == epochs.Valid {
-				return answer{val: n.Value, out: outWaited}, true
+				return answer{val: n.Value, out: outWaited, until: w.until(n.Soft)}, true
 			} // invalidated since the load began (groups.go): fetch again, which decides
 		case wire.NoticeNotFound:
-			return answer{err: ErrNotFound, out: outWaited}, true
+			return answer{err: ErrNotFound, out: outWaited, until: w.until(n.Soft)}, true
 		case wire.NoticeFailed:
 			return answer{err: errorf("%w: %s", ErrRemoteLoad, bareText(n.Message)), out: outWaited}, true
 		case wire.NoticeTooLarge:

@@ -80,6 +80,15 @@ var base = time.Now()
 // Clock is monotonic time in ns, cheap to read and compare.
 func Clock() int64 { return int64(time.Since(base)) }
 
+// At is t on Clock.
+func At(t time.Time) int64 { return int64(t.Sub(base)) }
+
+// Until is when, on Clock, an entry whose soft expiry is soft goes stale,
+// read when the server's clock said now (both ms) by a request sent at sent
+// (Clock): the server's time left, counted from before the request went,
+// so never later than on the server.
+func Until(sent, soft, now int64) int64 { return sent + (soft-now)*int64(time.Millisecond) }
+
 // Stamp sets t to Clock's time now, unless a later one is there already.
 func Stamp(t *atomic.Int64) {
 	for now := Clock(); ; {

@@ -159,18 +159,21 @@ else
   redis.pcall('SET', KEYS[2], 'backoff', 'PX', hold)
 end
 
--- Notice: 'n' not found, 'e'..message a failure, 'w'..value inline
--- (after b and g: w<b>:<#g>:<g><value>, checked by waiters against their
--- group invalidations; a release that knows only 'v' fetches again),
--- 'c' committed (read the entry: too large to inline, or compressed), 'l'
--- not stored (refused), and too large to inline: load it yourself.
+-- Notice: 'n'..soft expiry not found, 'e'..message a failure,
+-- 'f'..value inline (after the soft expiry, b and g:
+-- f<s>:<b>:<#g>:<g><value>; a waiter checks b and g against its group
+-- invalidations, and gives the value to no caller that joined it after
+-- s; a release that knows only 'w' or 'v' fetches again), 'c' committed
+-- (read the entry: too large to inline, or compressed), 'l' not stored
+-- (refused), and too large to inline: load it yourself.
+local soft = string.format('%d', expiry)
 local notice = 'c'
 if ARGV[3] == 'n' then
-  notice = 'n'
+  notice = 'n' .. soft
 elseif ARGV[3] == 'e' then
   notice = 'e' .. ARGV[2]
 elseif not compressed and #ARGV[2] <= tonumber(ARGV[8]) then
-  notice = 'w' .. born .. ':' .. #tags .. ':' .. tags .. ARGV[2]
+  notice = 'f' .. soft .. ':' .. born .. ':' .. #tags .. ':' .. tags .. ARGV[2]
 elseif status == -1 then
   notice = 'l'
 end

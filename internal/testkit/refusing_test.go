@@ -7,6 +7,7 @@ import (
 	"testing"
 )
 
+// RefusingAddr's address refuses a dial, and its port cannot be listened on.
 func TestRefusingAddr(t *testing.T) {
 	addr := RefusingAddr(t)
 	_, err := net.Dial("tcp", addr)

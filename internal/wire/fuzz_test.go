@@ -44,7 +44,7 @@ func FuzzNames(f *testing.F) {
 // FuzzParseNotice checks that any payload on a notice channel decodes to a
 // known kind, and a value or failure notice to its payload.
 func FuzzParseNotice(f *testing.F) {
-	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00", "w0:", "w17:3:a bvalue", "w5:9:ab", "wx:0:v", "w-1:0:v"} {
+	for _, p := range []string{"", "v", "vhello", "n", "c", "d", "edb down", "x", "\x00", "w0:", "w17:3:a bvalue", "w5:9:ab", "wx:0:v", "w-1:0:v", "f1700000000000:17:3:a bvalue", "f0:1:0:v", "fx:1:0:", "f5:", "n1700000000000", "nx"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, payload string) {
@@ -65,11 +65,24 @@ func FuzzParseNotice(f *testing.F) {
 			if n.Born < 0 || !strings.HasSuffix(payload, ":"+n.Tags+string(n.Value)) {
 				t.Fatalf("born notice %q decoded to %+v", payload, n)
 			}
-			again := ParseNotice(fmt.Sprintf("w%d:%d:%s%s", n.Born, len(n.Tags), n.Tags, n.Value))
-			if again.Kind != NoticeBorn || again.Born != n.Born || again.Tags != n.Tags || string(again.Value) != string(n.Value) {
+			// f<soft>:, then the same, for a notice that says its soft
+			// expiry.
+			prefix := "w"
+			if n.Soft != 0 {
+				prefix = fmt.Sprintf("f%d:", n.Soft)
+			}
+			if (n.Soft != 0) != (payload[0] == 'f') || n.Soft < 0 {
+				t.Fatalf("notice %q decoded to soft expiry %d", payload, n.Soft)
+			}
+			again := ParseNotice(fmt.Sprintf("%s%d:%d:%s%s", prefix, n.Born, len(n.Tags), n.Tags, n.Value))
+			if again.Kind != NoticeBorn || again.Born != n.Born || again.Tags != n.Tags || string(again.Value) != string(n.Value) || again.Soft != n.Soft {
 				t.Fatalf("born notice %q decoded to %+v, written again to %+v", payload, n, again)
 			}
-		case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
+		case NoticeNotFound:
+			if n.Soft < 0 {
+				t.Fatalf("not-found notice %q decoded to soft expiry %d", payload, n.Soft)
+			}
+		case NoticeCommitted, NoticeRecheck, NoticeTooLarge:
 		default:
 			t.Fatalf("payload %q decoded to unknown kind %q", payload, n.Kind)
 		}

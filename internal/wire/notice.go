@@ -11,8 +11,9 @@ type NoticeKind byte
 
 const (
 	NoticeValue     NoticeKind = 'v' // committed; the value follows inline (an earlier release's)
-	NoticeBorn      NoticeKind = 'w' // committed; when its load began, its tags, then the value inline (NoticeBornValue)
-	NoticeNotFound  NoticeKind = 'n' // committed a negative entry
+	NoticeBorn      NoticeKind = 'w' // committed; when its load began, its tags, then the value inline (an earlier release's)
+	NoticeFresh     NoticeKind = 'f' // committed; its soft expiry, then as NoticeBorn (ParseNotice reads it as NoticeBorn with Soft)
+	NoticeNotFound  NoticeKind = 'n' // committed a negative entry; its soft expiry may follow
 	NoticeCommitted NoticeKind = 'c' // committed; the value was too large to inline: fetch it
 	NoticeFailed    NoticeKind = 'e' // the load failed; its message follows
 	NoticeRecheck   NoticeKind = 'd' // deleted, revoked, or a lease handed back unused: fetch again
@@ -26,6 +27,9 @@ type Notice struct {
 	Message string // NoticeFailed
 	Born    int64  // NoticeBorn: FieldBorn
 	Tags    string // NoticeBorn: FieldTags
+	// Soft is the entry's soft expiry, server ms, for NoticeBorn and
+	// NoticeNotFound; 0 when the notice does not say (an earlier release's).
+	Soft int64
 }
 
 // ParseNotice decodes a notice. An empty or unknown one reads as
@@ -38,24 +42,45 @@ func ParseNotice(payload string) Notice {
 	switch n.Kind {
 	case NoticeValue:
 		n.Value = []byte(payload[1:])
-	case NoticeBorn:
-		// w<born>:<length of the tags>:<tags><value>
-		b, rest, ok1 := strings.Cut(payload[1:], ":")
-		l, rest, ok2 := strings.Cut(rest, ":")
-		size, err1 := strconv.Atoi(l)
-		born, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok1 || !ok2 || err1 != nil || err2 != nil || size < 0 || size > len(rest) || born < 0 {
+	case NoticeFresh:
+		// f<soft>:<born>:<length of the tags>:<tags><value>
+		s, rest, ok := strings.Cut(payload[1:], ":")
+		soft, err := strconv.ParseInt(s, 10, 64)
+		if !ok || err != nil || soft <= 0 {
 			return Notice{Kind: NoticeRecheck}
 		}
-		n.Born = born
-		n.Tags, n.Value = rest[:size], []byte(rest[size:])
+		if n = parseBorn(rest); n.Kind == NoticeBorn {
+			n.Soft = soft
+		}
+	case NoticeBorn:
+		n = parseBorn(payload[1:])
 	case NoticeFailed:
 		n.Message = payload[1:]
-	case NoticeNotFound, NoticeCommitted, NoticeRecheck, NoticeTooLarge:
+	case NoticeNotFound:
+		// n, or n<soft>: an earlier release sends no soft expiry, and reads
+		// the rest as nothing.
+		if soft, err := strconv.ParseInt(payload[1:], 10, 64); err == nil && soft > 0 {
+			n.Soft = soft
+		}
+	case NoticeCommitted, NoticeRecheck, NoticeTooLarge:
 	default:
 		n.Kind = NoticeRecheck
 	}
 	return n
+}
+
+// parseBorn decodes what follows a NoticeBorn's kind:
+// <born>:<length of the tags>:<tags><value>. A malformed one reads as
+// NoticeRecheck.
+func parseBorn(p string) Notice {
+	b, rest, ok1 := strings.Cut(p, ":")
+	l, rest, ok2 := strings.Cut(rest, ":")
+	size, err1 := strconv.Atoi(l)
+	born, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || size < 0 || size > len(rest) || born < 0 {
+		return Notice{Kind: NoticeRecheck}
+	}
+	return Notice{Kind: NoticeBorn, Born: born, Tags: rest[:size], Value: []byte(rest[size:])}
 }
 
 // Recheck is the notice that tells waiters to fetch again.

@@ -89,7 +89,8 @@ func TestParseWritten(t *testing.T) {
 	}
 }
 
-// TestParseNoticeBorn checks commit.lua's w notice, and that a malformed
+// TestParseNoticeBorn checks commit.lua's f notice, an earlier release's w
+// (f without the soft expiry) and n notices, and that a malformed
 // one reads as "fetch again".
 func TestParseNoticeBorn(t *testing.T) {
 	n := ParseNotice("w1700:3:a\x00bvalue:with:colons")
@@ -99,7 +100,17 @@ func TestParseNoticeBorn(t *testing.T) {
 	if n := ParseNotice("w1700:0:"); n.Kind != NoticeBorn || n.Tags != "" || len(n.Value) != 0 {
 		t.Errorf("ParseNotice of an empty untagged value = %+v", n)
 	}
-	for _, bad := range []string{"w", "w1700", "w1700:", "w1700:9:ab", "w1700:-1:ab", "w1700:x:ab"} {
+	n = ParseNotice("f1733380000123:1700:3:a\x00bvalue:with:colons")
+	if n.Kind != NoticeBorn || n.Soft != 1733380000123 || n.Born != 1700 || n.Tags != "a\x00b" || string(n.Value) != "value:with:colons" {
+		t.Errorf("ParseNotice of an f notice = %+v", n)
+	}
+	if n := ParseNotice("n1733380000123"); n.Kind != NoticeNotFound || n.Soft != 1733380000123 {
+		t.Errorf("ParseNotice of an n notice with its soft expiry = %+v", n)
+	}
+	if n := ParseNotice("n"); n.Kind != NoticeNotFound || n.Soft != 0 {
+		t.Errorf("ParseNotice of an earlier release's n notice = %+v", n)
+	}
+	for _, bad := range []string{"w", "w1700", "w1700:", "w1700:9:ab", "w1700:-1:ab", "w1700:x:ab", "f", "f1:", "f0:1700:0:", "fx:1700:0:", "f1:1700:9:ab"} {
 		if n := ParseNotice(bad); n.Kind != NoticeRecheck {
 			t.Errorf("ParseNotice(%q) = %+v; want NoticeRecheck", bad, n)
 		}
