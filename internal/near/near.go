@@ -11,6 +11,7 @@
 package near
 
 import (
+	"math"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -86,8 +87,20 @@ func At(t time.Time) int64 { return int64(t.Sub(base)) }
 // Until is when, on Clock, an entry whose soft expiry is soft goes stale,
 // read when the server's clock said now (both ms) by a request sent at sent
 // (Clock): the server's time left, counted from before the request went,
-// so never later than on the server.
-func Until(sent, soft, now int64) int64 { return sent + (soft-now)*int64(time.Millisecond) }
+// so never later than on the server. It saturates, at half the int64
+// range either way, so that a time it returns can still be subtracted
+// from: an expiry more than 70 years away (a foreign entry's, MaxTTL's) is
+// never, one as far behind long past.
+func Until(sent, soft, now int64) int64 {
+	const limit = math.MaxInt64 / 4 / int64(time.Millisecond) // ms, about 73 years
+	switch {
+	case soft > now+limit:
+		return math.MaxInt64 / 2
+	case soft < now-limit:
+		return -math.MaxInt64 / 2
+	}
+	return sent + (soft-now)*int64(time.Millisecond)
+}
 
 // Stamp sets t to Clock's time now, unless a later one is there already.
 func Stamp(t *atomic.Int64) {

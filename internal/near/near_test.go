@@ -2,6 +2,7 @@ package near
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -329,5 +330,28 @@ func TestCoarseClockStopsWithLastCache(t *testing.T) {
 	b.Close(time.Now())
 	if err := goleak.Find(before); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Until counts the server's time left from when the request was sent, and
+// saturates for expiries too far either way to count in nanoseconds.
+func TestUntil(t *testing.T) {
+	const now = 1_733_380_000_000 // server ms
+	sent := int64(5 * time.Second)
+	if got := Until(sent, now+1500, now); got != sent+int64(1500*time.Millisecond) {
+		t.Errorf("Until 1.5 s ahead = %d", got)
+	}
+	if got := Until(sent, now-20, now); got != sent-int64(20*time.Millisecond) {
+		t.Errorf("Until 20 ms behind = %d", got)
+	}
+	for _, soft := range []int64{math.MaxInt64, now + 200*365*24*3600*1000} {
+		if got := Until(sent, soft, now); got != math.MaxInt64/2 {
+			t.Errorf("Until(%d) = %d; want never (MaxInt64/2)", soft, got)
+		}
+	}
+	for _, soft := range []int64{math.MinInt64, -now} {
+		if got := Until(sent, soft, now); got != -math.MaxInt64/2 {
+			t.Errorf("Until(%d) = %d; want long past (-MaxInt64/2)", soft, got)
+		}
 	}
 }
