@@ -222,7 +222,7 @@ func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[
 // too late for (answerFor: k is asked again).
 func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map[string]error, last bool) bool {
 	a := k.a
-	if a.late { // joined a flight too late for its answer (answerFor): ask again
+	if a.out == outLate { // joined a flight too late for its answer (answerFor): ask again
 		k.a, k.at = answer{}, 0
 		return false
 	}

@@ -146,35 +146,31 @@ type how struct {
 // otherwise from a flight. keep is non-nil when the answer came from a peek
 // and the near cache (when on) may keep a copy of it. The caller counts the
 // answer's outcome. A call that joined a flight too late for its answer
-// (answerFor) asks again.
-func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
-	for {
-		if a, keep := c.askRedis(ctx, key, load, h); !a.late {
-			return a, keep
+// (answerFor) asks again (a loop, not a call: this frame is on every
+// waiter's stack).
+func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (a answer, keep *peekCopy) {
+	for a.out = outLate; a.out == outLate; {
+		if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
+			c.joined()
+			a, keep = c.awaitFor(ctx, f, load, true, near.Clock()), nil
+			continue
+		} else if ok {
+			c.flights.Leave(f.key, f, f.stop)
 		}
-	}
-}
-
-// askRedis is fromRedis, once: its answer may be late.
-func (c *Cache) askRedis(ctx context.Context, key string, load loader, h how) (answer, *peekCopy) {
-	if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
-		c.joined()
-		return c.awaitFor(ctx, f, load, true, near.Clock()), nil
-	} else if ok {
-		c.flights.Leave(f.key, f, f.stop)
-	}
-	var pc *peekCall
-	var perr error
-	if c.pending(key) {
-		perr = errPending // not from Redis until its invalidation lands there (queue.go)
-	} else if perr = c.skipped(key); perr == nil {
-		var a answer
-		var answered bool
-		if pc, a, answered, perr = c.peekFor(ctx, key, load, h); answered {
-			return a, nil
+		var pc *peekCall
+		var perr error
+		if c.pending(key) {
+			perr = errPending // not from Redis until its invalidation lands there (queue.go)
+		} else if perr = c.skipped(key); perr == nil {
+			var answered bool
+			if pc, a, answered, perr = c.peekFor(ctx, key, load, h); answered {
+				keep = nil
+				continue
+			}
 		}
+		a, keep = c.afterPeekFor(ctx, key, load, h, pc, perr)
 	}
-	return c.afterPeekFor(ctx, key, load, h, pc, perr)
+	return a, keep
 }
 
 // afterPeekFor is fromRedis once the call's peek (pc, or its error perr)

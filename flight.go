@@ -58,10 +58,9 @@ type answer struct {
 	soft int64   // the soft expiry of the entry that answered; 0 when no entry did
 	// until is when the answer stops being fresh (near.Clock; 0: no
 	// bound known): a caller that joined the flight at or after it is
-	// not given it (late), since a call that began after a value's TTL
+	// not given it (outLate), since a call that began after a value's TTL
 	// ended must not be served it (answerFor).
 	until int64
-	late  bool // answerFor's: the caller joined after until, and asks again
 }
 
 // outcome is how a call was answered (Stats, and the Observer's outcome
@@ -82,6 +81,8 @@ const (
 	outCoalesced                   // a load another call in this process ran (see await)
 	outWaited                      // another process's load, waited for
 	nOutcomes
+
+	outLate outcome = -1 // no answer: the caller joined after the flight's answer went stale, and asks again (answerFor); never counted
 )
 
 // join returns the key's flight, starting one if there is none, with
@@ -143,14 +144,14 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool, at int64) ans
 
 // answerFor is f's answer, once given, for a caller that joined it or
 // not (the caller that began it), at at (as for await). A caller that
-// joined once the answer had gone stale is told to ask again (late): its
+// joined once the answer had gone stale is told to ask again (outLate): its
 // call began after the value's TTL ended, and f, whose fetch.lua, notice
 // or load came before, was still under way (its reply unread, its commit
 // slow). The caller that began f, or its peek, is never late.
 func (f *flight) answerFor(joined bool, at int64) answer {
 	a := f.answer
 	if at != 0 && a.until != 0 && at >= a.until {
-		return answer{late: true}
+		return answer{out: outLate}
 	}
 	if joined && a.out == outMiss {
 		a.out = outCoalesced

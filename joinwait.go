@@ -85,14 +85,13 @@ func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underW
 // joinedAnswer is the answer, not counted yet, of a call with l and h
 // once it waited for w: the flight's, taken without another look at done
 // when it was closed (a receive there would go deeper than the first
-// stack), or what the peek leads to; asked again from Redis when the call
-// joined too late for it (answerFor).
-func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) answer {
+// stack), or what the peek leads to; asked again from Redis (askAgain)
+// when the call joined too late for it (answerFor).
+func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) (a answer) {
 	f, joined := w.f, true
 	if f == nil && w.ended {
 		f, joined = handedTo(w.pc)
 	}
-	var a answer
 	switch {
 	case f != nil && w.ended:
 		a = f.answerFor(joined, w.joined)
@@ -101,10 +100,20 @@ func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w
 	default:
 		a = c.afterJoinedPeek(ctx, key, l, h, w)
 	}
-	if a.late {
-		h.draw(c)
-		a, _ = c.fromRedis(ctx, key, l, h) // nothing to keep: no near cache
+	if a.out == outLate {
+		a = c.askAgain(ctx, key, l, h)
 	}
+	return a
+}
+
+// askAgain is fromRedis for a joined call with l and h whose flight's
+// answer came too late for it; not inlined, so that its frame is on no
+// other caller's stack.
+//
+//go:noinline
+func (c *Cache) askAgain(ctx context.Context, key string, l loader, h how) answer {
+	h.draw(c)
+	a, _ := c.fromRedis(ctx, key, l, h) // nothing to keep: no near cache
 	return a
 }
 
