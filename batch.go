@@ -151,11 +151,11 @@ func fetchMany[V any](ctx context.Context, c *Cache, keys []string, ml manyLoad,
 		kept = append(kept, calls[i])
 	}
 	calls = kept
-	for round := 0; len(calls) > 0; round++ {
+	for len(calls) > 0 {
 		c.fetchCalls(ctx, calls, ml)
-		var again []keyCall // an entry that did not decode (once), or a late answer
+		var again []keyCall // an entry that did not decode (once a key), or a late answer
 		for i := range calls {
-			if !bc.collect(c, &calls[i], out, errs, round > 0) {
+			if !bc.collect(c, &calls[i], out, errs) {
 				again = append(again, calls[i])
 				continue
 			}
@@ -217,10 +217,11 @@ func (bc batchCodec[V]) near(ctx context.Context, c *Cache, k *keyCall, out map[
 
 // collect puts k's answer into out or errs (a key not found into neither),
 // and keeps a near copy of it as Fetch would. It reports false, leaving
-// them alone, for a cached entry that does not decode as V, unless last
-// (k is then to be fetched again, as missing), and for an answer k joined
-// too late for (answerFor: k is asked again).
-func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map[string]error, last bool) bool {
+// them alone, for a cached entry that does not decode as V, unless k was
+// fetched again for one already (k is then to be fetched again, as
+// missing), and for an answer k joined too late for (answerFor: k is asked
+// again).
+func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map[string]error) bool {
 	a := k.a
 	if a.out == outLate { // joined a flight too late for its answer (answerFor): ask again
 		k.a, k.at = answer{}, 0
@@ -231,7 +232,7 @@ func (bc batchCodec[V]) collect(c *Cache, k *keyCall, out map[string]V, errs map
 		v, _ = any(a.val).(V)
 	} else if a.err == nil {
 		var err error
-		if v, err = bc.decode(a.val); err != nil && a.soft != 0 && !last {
+		if v, err = bc.decode(a.val); err != nil && a.soft != 0 && k.how.skip == 0 {
 			c.warn.DecodeFailed(k.key, fmt.Sprintf("%T", v))
 			k.how.skip, k.a, k.keep = a.soft, answer{}, nil
 			return false

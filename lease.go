@@ -89,11 +89,11 @@ func (c *Cache) loadAndCommit(f *flight, l *lease, refresh bool) (a answer, next
 		}
 		if len(val) > c.opts.MaxValueBytes {
 			c.tooLarge(n, l.token, len(val))
-			return answer{val: val, out: out}, nil
+			return answer{val: val, out: out, until: fr.until(returned, fr.soft)}, nil
 		}
 		if !fr.stored() {
 			c.uncached(n, l.token)
-			return answer{val: val, out: out}, nil
+			return answer{val: val, out: out, until: returned}, nil // its TTL ended as it returned: not for the callers who join after
 		}
 	case isNotFound(err):
 		kind, val = wire.NotFound, []byte{}

@@ -60,7 +60,7 @@ type Stats struct {
 	// answers its calls (Misses, Coalesced, Waited, FailOpens).
 	Errors uint64
 
-	Joined uint64 // calls that joined a flight another call in this process started, whatever answered them (those its load answered are Coalesced)
+	Joined uint64 // calls that joined a flight another call in this process started, whatever answered them (those its load answered are Coalesced); a call that joined too late for a flight's answer, and joins another, counts again
 
 	Loads           uint64 // loader runs, including background refreshes and fail-open loads
 	LoadErrors      uint64 // loader runs that failed: an error other than ErrNotFound, a panic, or LoadTimeout

@@ -87,7 +87,9 @@ func At(t time.Time) int64 { return int64(t.Sub(base)) }
 // Until is when, on Clock, an entry whose soft expiry is soft goes stale,
 // read when the server's clock said now (both ms) by a request sent at sent
 // (Clock): the server's time left, counted from before the request went,
-// so never later than on the server. It saturates, at half the int64
+// so never later than on the server (less 1 ms: now is the server's
+// millisecond, rounded down, and the time may have been up to 1 ms later).
+// It saturates, at half the int64
 // range either way, so that a time it returns can still be subtracted
 // from: an expiry more than 70 years away (a foreign entry's, MaxTTL's) is
 // never, one as far behind long past.
@@ -99,7 +101,7 @@ func Until(sent, soft, now int64) int64 {
 	case soft < now-limit:
 		return -math.MaxInt64 / 2
 	}
-	return sent + (soft-now)*int64(time.Millisecond)
+	return sent + (soft-now-1)*int64(time.Millisecond)
 }
 
 // Stamp sets t to Clock's time now, unless a later one is there already.

@@ -333,15 +333,16 @@ func TestCoarseClockStopsWithLastCache(t *testing.T) {
 	}
 }
 
-// Until counts the server's time left from when the request was sent, and
-// saturates for expiries too far either way to count in nanoseconds.
+// Until counts the server's time left, less the millisecond the server's
+// clock was rounded down by, from when the request was sent, and saturates
+// for expiries too far either way to count in nanoseconds.
 func TestUntil(t *testing.T) {
 	const now = 1_733_380_000_000 // server ms
 	sent := int64(5 * time.Second)
-	if got := Until(sent, now+1500, now); got != sent+int64(1500*time.Millisecond) {
+	if got := Until(sent, now+1500, now); got != sent+int64(1499*time.Millisecond) {
 		t.Errorf("Until 1.5 s ahead = %d", got)
 	}
-	if got := Until(sent, now-20, now); got != sent-int64(20*time.Millisecond) {
+	if got := Until(sent, now-20, now); got != sent-int64(21*time.Millisecond) {
 		t.Errorf("Until 20 ms behind = %d", got)
 	}
 	for _, soft := range []int64{math.MaxInt64, now + 200*365*24*3600*1000} {
