@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -584,5 +585,69 @@ func lateJoiner(t *testing.T, near, elsewhere, many bool) {
 	}
 	if v := <-late; v != "token-2" {
 		t.Errorf("the caller that began after token-1 expired got %q; want token-2", v)
+	}
+}
+
+// A flight's fetch.lua that found the entry fresh (a HIT) answers no caller
+// that joined after the entry's TTL ended while the reply was on its way:
+// the first caller's peek picks the token for an early refresh (XFetch,
+// Beta huge), its flight's fetch.lua finds it fresh, and a proxy holds the
+// HIT back until the TTL has ended and a late caller has joined.
+func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	x := newCache(t, srv.Client(), nil)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	y := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}),
+		&corral.Options{Beta: 1e6, Rand: func() float64 { return 0.5 }})
+	ctx := context.Background()
+	if _, err := y.Fetch(ctx, "warm", time.Minute, value("w")); err != nil { // connections and scripts ready
+		t.Fatal(err)
+	}
+	const life = 300 * time.Millisecond
+	var expires time.Time
+	if _, err := x.FetchEntry(ctx, "token", func(context.Context) (corral.Entry, error) {
+		time.Sleep(5 * time.Millisecond) // the origin's time: stored, so that XFetch can pick the entry
+		expires = time.Now().Add(life)
+		return corral.Entry{Value: []byte("token-1"), TTL: life, StaleTTL: -1}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var issued atomic.Int32
+	issue := func(context.Context) (corral.Entry, error) {
+		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(issued.Add(1))+1)), TTL: time.Minute, StaleTTL: -1}, nil
+	}
+	fetch := func() <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			v, err := y.FetchEntry(ctx, "token", issue)
+			if err != nil {
+				t.Errorf("FetchEntry: %v", err)
+			}
+			got <- string(v)
+		}()
+		return got
+	}
+	held, release := proxy.HoldReply([]byte("HIT"))
+	t.Cleanup(release)
+	first := fetch()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no HIT from fetch.lua within 5s")
+	}
+	const margin = 100 * time.Millisecond // expires is read before the loader returns, from which the TTL counts
+	eventually(t, 5*time.Second, "token-1's TTL ends", func() bool { return time.Now().After(expires.Add(margin)) })
+	joinedBefore := y.Stats().Joined
+	late := fetch()
+	eventually(t, 5*time.Second, "the late caller joins the flight under way", func() bool {
+		return y.Stats().Joined > joinedBefore
+	})
+	release()
+	if v := <-first; v != "token-1" {
+		t.Errorf("the first caller got %q; want token-1, fresh when its fetch.lua ran", v)
+	}
+	if v := <-late; v == "token-1" {
+		t.Errorf("the caller that began %v after token-1 expired got it", margin)
 	}
 }

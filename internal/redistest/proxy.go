@@ -23,6 +23,8 @@ type Proxy struct {
 	ln     net.Listener            // nil while refusing
 	cut    atomic.Pointer[[]byte]  // cut the first connection whose reply contains this
 	held   atomic.Pointer[holdCut] // HoldThenCut's, until it cut
+	hold   atomic.Pointer[holdOne] // HoldReply's, until it matched
+	last   atomic.Pointer[holdOne] // HoldReply's latest, released by Close
 	hole   atomic.Bool             // drop all data both ways
 	delay  atomic.Int64            // added to every chunk of replies, ns
 	wg     sync.WaitGroup
@@ -122,6 +124,37 @@ func (p *Proxy) holding(c net.Conn, data, held []byte) (hold, cut bool) {
 	return true, true
 }
 
+// holdOne is HoldReply's.
+type holdOne struct {
+	pattern []byte
+	held    chan struct{} // closed once a reply matched
+	release chan struct{} // closed to let it through
+	once    sync.Once     // closes release
+}
+
+func (h *holdOne) let() { h.once.Do(func() { close(h.release) }) }
+
+// HoldReply makes the proxy keep back, once, the first reply chunk that
+// contains pattern (and what follows it on that connection) until release
+// is called or the proxy closes: a reply on its way while the server has
+// already run the command. held is closed once a reply matched.
+func (p *Proxy) HoldReply(pattern []byte) (held <-chan struct{}, release func()) {
+	h := &holdOne{pattern: pattern, held: make(chan struct{}), release: make(chan struct{})}
+	p.hold.Store(h)
+	p.last.Store(h)
+	return h.held, h.let
+}
+
+// holdReply holds data back, if it is HoldReply's, until it is released.
+func (p *Proxy) holdReply(data []byte) {
+	h := p.hold.Load()
+	if h == nil || !bytes.Contains(data, h.pattern) || !p.hold.CompareAndSwap(h, nil) {
+		return
+	}
+	close(h.held)
+	<-h.release
+}
+
 // Latency delays every reply by d (0 for none), as a slow network or a
 // busy server would.
 func (p *Proxy) Latency(d time.Duration) { p.delay.Store(int64(d)) }
@@ -212,6 +245,9 @@ func (p *Proxy) pipe(dst, src net.Conn, replies bool) {
 			if d := p.delay.Load(); replies && d > 0 {
 				time.Sleep(time.Duration(d)) // the injected latency itself
 			}
+			if replies {
+				p.holdReply(data)
+			}
 			if _, werr := dst.Write(data); werr != nil {
 				return
 			}
@@ -247,5 +283,8 @@ func (p *Proxy) Close() {
 		c.Close()
 	}
 	p.mu.Unlock()
+	if h := p.last.Load(); h != nil {
+		h.let() // before waiting for the pipes: one may hold a reply
+	}
 	p.wg.Wait()
 }

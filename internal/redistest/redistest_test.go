@@ -53,6 +53,20 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("after the cut, Get = %q (the cut is once only)", v)
 	}
 
+	held, release := p.HoldReply([]byte("hello"))
+	got := make(chan string, 1)
+	go func() { got <- c.Get(ctx, "k").Val() }()
+	<-held
+	select {
+	case v := <-got:
+		t.Fatalf("the held reply arrived: %q", v)
+	default:
+	}
+	release()
+	if v := <-got; v != "hello" {
+		t.Fatalf("once released, Get = %q", v)
+	}
+
 	p.Blackhole(true)
 	start := time.Now()
 	if err := c.Get(ctx, "k").Err(); err == nil || time.Since(start) < 150*time.Millisecond {
