@@ -651,3 +651,77 @@ func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
 		t.Errorf("the caller that began %v after token-1 expired got it", margin)
 	}
 }
+
+// A flight's fetch.lua that served the entry stale (stale-while-revalidate)
+// answers no caller that joined after the entry's stale window ended while
+// the reply was on its way: the window bounds a stale answer as the TTL
+// bounds a fresh one.
+func TestFetchEntry_LateJoinerOfAStaleAnswer(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	x := newCache(t, srv.Client(), nil)
+	proxy := redistest.StartProxy(t, srv.Addr)
+	y := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}), nil)
+	ctx := context.Background()
+	if _, err := y.Fetch(ctx, "warm", time.Minute, value("w")); err != nil { // connections and scripts ready
+		t.Fatal(err)
+	}
+	const life, window = 100 * time.Millisecond, time.Second
+	var soft time.Time
+	if _, err := x.FetchEntry(ctx, "token", func(context.Context) (corral.Entry, error) {
+		soft = time.Now().Add(life)
+		return corral.Entry{Value: []byte("token-1"), TTL: life, StaleTTL: window}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var issued atomic.Int32
+	issue := func(context.Context) (corral.Entry, error) {
+		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(issued.Add(1))+1)), TTL: time.Minute, StaleTTL: -1}, nil
+	}
+	fetch := func() <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			v, err := y.FetchEntry(ctx, "token", issue)
+			if err != nil {
+				t.Errorf("FetchEntry: %v", err)
+			}
+			got <- string(v)
+		}()
+		return got
+	}
+	eventually(t, 5*time.Second, "token-1 goes stale", func() bool { return time.Now().After(soft.Add(20 * time.Millisecond)) })
+	held, release := proxy.HoldReply([]byte("STALE"))
+	t.Cleanup(release)
+	first := fetch()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no STALE from fetch.lua within 5s")
+	}
+	// A caller that joins within the window is served stale, as the first.
+	joinedBefore := y.Stats().Joined
+	within := fetch()
+	eventually(t, 5*time.Second, "a caller joins within the stale window", func() bool { return y.Stats().Joined > joinedBefore })
+	if time.Now().After(soft.Add(window)) {
+		t.Fatalf("the caller within the window joined %v after it ended (the machine is too slow for this test)", time.Since(soft.Add(window)))
+	}
+	const margin = 100 * time.Millisecond
+	eventually(t, 5*time.Second, "token-1's stale window ends", func() bool {
+		return time.Now().After(soft.Add(window + margin))
+	})
+	joinedBefore = y.Stats().Joined
+	late := fetch()
+	eventually(t, 5*time.Second, "the late caller joins the flight under way", func() bool {
+		return y.Stats().Joined > joinedBefore
+	})
+	release()
+	if v := <-first; v != "token-1" {
+		t.Errorf("the first caller got %q; want token-1, stale when its fetch.lua ran", v)
+	}
+	if v := <-within; v != "token-1" {
+		t.Errorf("the caller that joined within the stale window got %q; want token-1", v)
+	}
+	if v := <-late; v == "token-1" {
+		t.Errorf("the caller that began %v after token-1's stale window ended got it", margin)
+	}
+}

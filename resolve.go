@@ -274,8 +274,9 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, w *waiting) (
 	}
 	val, err := entryAnswer(r.Payload, r.Flags.Kind)
 	a = answer{val: val, err: err, out: out, soft: r.Soft}
-	if r.Kind == wire.Hit {
-		a.until = w.until(r.Soft) // a stale entry's is its hard expiry, which the reply does not give
+	a.until = w.until(r.Soft)
+	if r.Kind == wire.Stale {
+		a.until = w.until(r.Hard) // stale-while-revalidate: served stale until its window ends
 	}
 	return a, next
 }

@@ -37,18 +37,19 @@
 -- absent, which the caller checks against its group invalidations, and us.
 --
 -- Replies ("now" is the server clock in ms; every decision uses it):
---   {'HIT', v, f, refresh, now, s, b, g, us}   fresh entry; refresh = 1 when XFetch
+--   {'HIT', v, f, refresh, now, s, b, g, us, 0} fresh entry; refresh = 1 when XFetch
 --                                    fired and this caller took the lease,
 --                                    -1 when Redis refused to write it (OOM),
 --                                    -2 (READONLY: a replica);
 --                                    v is the payload, or its size (an
 --                                    integer) when it is over ARGV[4]; s its
 --                                    soft expiry (server ms)
---   {'STALE', v, f, refresh, now, s, b, g, us} past the soft expiry, more than 1 ms
+--   {'STALE', v, f, refresh, now, s, b, g, us, h} past the soft expiry, more than 1 ms
 --                                    inside the hard TTL (an entry without a
 --                                    stale window is missing once past its
 --                                    soft expiry); refresh = 1 when this caller took
---                                    the lease, -1 or -2 when Redis refused it
+--                                    the lease, -1 or -2 when Redis refused it; h
+--                                    the hard expiry (server ms)
 --   {'NEWER', now, s}                the entry was written with a newer codec
 --                                    version: load, and leave it alone
 --   {'REFUSED', now, why}          no entry, and Redis refused to write the
@@ -188,8 +189,9 @@ end
 local b, g = e[5] or false, e[6] or false
 if v and soft and ARGV[7] ~= '' and e[1] == ARGV[7] and now < soft then
   -- Soft-invalidated: stale now, if the entry has a stale window.
-  if redis.call('PTTL', KEYS[1]) > soft - now + 1 then
-    return {'STALE', v, f, take(), now, soft, b, g, us}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl > soft - now + 1 then
+    return {'STALE', v, f, take(), now, soft, b, g, us, now + pttl}
   end
   v = false
 end
@@ -198,16 +200,17 @@ if v then
     local x = tonumber(ARGV[3])
     local d = tonumber(e[2]) or 0
     if x > 0 and d > 0 and now + d * x >= soft then
-      return {'HIT', v, f, take(), now, soft, b, g, us}
+      return {'HIT', v, f, take(), now, soft, b, g, us, 0}
     end
-    return {'HIT', v, f, 0, now, soft, b, g, us}
+    return {'HIT', v, f, 0, now, soft, b, g, us, 0}
   end
   -- Past the soft expiry: stale, while the hard TTL lasts. Redis expires a
   -- key only once its clock has passed the expiry, so an entry without a
   -- stale window (hard = soft) outlives its soft expiry by up to a
   -- millisecond: it is not served as stale then.
-  if redis.call('PTTL', KEYS[1]) > 1 then
-    return {'STALE', v, f, take(), now, soft, b, g, us}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl > 1 then
+    return {'STALE', v, f, take(), now, soft, b, g, us, now + pttl}
   end
 end
 

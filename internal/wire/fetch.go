@@ -10,8 +10,8 @@ import (
 type Reply int
 
 const (
-	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s, b, g, us}; v is the payload's size when it is large
-	Stale                // {'STALE', v, f, refresh, now, s, b, g, us}; likewise
+	Hit     Reply = iota // {'HIT',   v, f, refresh, now, s, b, g, us, 0}; v is the payload's size when it is large
+	Stale                // {'STALE', v, f, refresh, now, s, b, g, us, h}; likewise; h the hard expiry
 	Load                 // {'LOAD',  now, us}
 	Wait                 // {'WAIT',  pttl, now, lease, heard}: lease is the holder's token
 	Refused              // {'REFUSED', now, why}: no entry, and Redis refuses writes (no lease)
@@ -22,7 +22,7 @@ const (
 var replyWords = [...]string{Hit: "HIT", Stale: "STALE", Load: "LOAD", Wait: "WAIT", Refused: "REFUSED", Newer: "NEWER"}
 
 // replyLens are the lengths of fetch.lua's replies, by Reply.
-var replyLens = [...]int{Hit: 9, Stale: 9, Load: 3, Wait: 5, Refused: 3, Newer: 3}
+var replyLens = [...]int{Hit: 10, Stale: 10, Load: 3, Wait: 5, Refused: 3, Newer: 3}
 
 // FetchReply is a decoded fetch.lua reply.
 type FetchReply struct {
@@ -34,6 +34,7 @@ type FetchReply struct {
 	Refused   bool          // Hit, Stale, Refused: Redis refused to write the lease
 	RefusedBy string        // with Refused: "OOM" (out of memory) or "READONLY" (a replica)
 	Soft      int64         // Hit, Stale, Newer: the entry's soft expiry, server ms (names it)
+	Hard      int64         // Stale: the entry's hard expiry, server ms (0 for a Hit)
 	PTTL      time.Duration // Wait: the lease's remaining time
 	Holder    byte          // Wait: how the holder announces (Announces of its token)
 	Heard     bool          // Wait: the caller's echo channel heard the script (EchoName)
@@ -76,6 +77,7 @@ func ParseFetch(res any) (FetchReply, error) {
 		}
 		r.Tags, _ = a[7].(string)
 		r.Micros = micros(a[8])
+		r.Hard = d.int(9)
 	case Load:
 		r.Now, r.Micros = d.int(1), micros(a[2])
 	case Newer:
