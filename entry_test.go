@@ -595,15 +595,8 @@ func lateJoiner(t *testing.T, near, elsewhere, many bool) {
 // HIT back until the TTL has ended and a late caller has joined.
 func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	x := newCache(t, srv.Client(), nil)
-	proxy := redistest.StartProxy(t, srv.Addr)
-	y := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}),
-		&corral.Options{Beta: 1e6, Rand: func() float64 { return 0.5 }})
+	x, y, proxy, fetch := transit(t, &corral.Options{Beta: 1e6, Rand: func() float64 { return 0.5 }})
 	ctx := context.Background()
-	if _, err := y.Fetch(ctx, "warm", time.Minute, value("w")); err != nil { // connections and scripts ready
-		t.Fatal(err)
-	}
 	const life = 300 * time.Millisecond
 	var expires time.Time
 	if _, err := x.FetchEntry(ctx, "token", func(context.Context) (corral.Entry, error) {
@@ -613,29 +606,10 @@ func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var issued atomic.Int32
-	issue := func(context.Context) (corral.Entry, error) {
-		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(issued.Add(1))+1)), TTL: time.Minute, StaleTTL: -1}, nil
-	}
-	fetch := func() <-chan string {
-		got := make(chan string, 1)
-		go func() {
-			v, err := y.FetchEntry(ctx, "token", issue)
-			if err != nil {
-				t.Errorf("FetchEntry: %v", err)
-			}
-			got <- string(v)
-		}()
-		return got
-	}
 	held, release := proxy.HoldReply([]byte("HIT"))
 	t.Cleanup(release)
 	first := fetch()
-	select {
-	case <-held:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no HIT from fetch.lua within 5s")
-	}
+	heldBack(t, held, "HIT")
 	const margin = 100 * time.Millisecond // expires is read before the loader returns, from which the TTL counts
 	eventually(t, 5*time.Second, "token-1's TTL ends", func() bool { return time.Now().After(expires.Add(margin)) })
 	joinedBefore := y.Stats().Joined
@@ -658,14 +632,8 @@ func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
 // bounds a fresh one.
 func TestFetchEntry_LateJoinerOfAStaleAnswer(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	x := newCache(t, srv.Client(), nil)
-	proxy := redistest.StartProxy(t, srv.Addr)
-	y := newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}), nil)
+	x, y, proxy, fetch := transit(t, nil)
 	ctx := context.Background()
-	if _, err := y.Fetch(ctx, "warm", time.Minute, value("w")); err != nil { // connections and scripts ready
-		t.Fatal(err)
-	}
 	const life, window = 100 * time.Millisecond, time.Second
 	var soft time.Time
 	if _, err := x.FetchEntry(ctx, "token", func(context.Context) (corral.Entry, error) {
@@ -674,30 +642,11 @@ func TestFetchEntry_LateJoinerOfAStaleAnswer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var issued atomic.Int32
-	issue := func(context.Context) (corral.Entry, error) {
-		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(issued.Add(1))+1)), TTL: time.Minute, StaleTTL: -1}, nil
-	}
-	fetch := func() <-chan string {
-		got := make(chan string, 1)
-		go func() {
-			v, err := y.FetchEntry(ctx, "token", issue)
-			if err != nil {
-				t.Errorf("FetchEntry: %v", err)
-			}
-			got <- string(v)
-		}()
-		return got
-	}
 	eventually(t, 5*time.Second, "token-1 goes stale", func() bool { return time.Now().After(soft.Add(20 * time.Millisecond)) })
 	held, release := proxy.HoldReply([]byte("STALE"))
 	t.Cleanup(release)
 	first := fetch()
-	select {
-	case <-held:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no STALE from fetch.lua within 5s")
-	}
+	heldBack(t, held, "STALE")
 	// A caller that joins within the window is served stale, as the first.
 	joinedBefore := y.Stats().Joined
 	within := fetch()
@@ -723,5 +672,46 @@ func TestFetchEntry_LateJoinerOfAStaleAnswer(t *testing.T) {
 	}
 	if v := <-late; v == "token-1" {
 		t.Errorf("the caller that began %v after token-1's stale window ended got it", margin)
+	}
+}
+
+// transit starts a test's two Caches on one Redis: x direct, y behind
+// proxy, with y's opts, its connections and scripts ready. fetch starts a
+// FetchEntry of "token" on y, whose loads issue token-2, token-3... fresh
+// for a minute, and returns the value it gets.
+func transit(t *testing.T, opts *corral.Options) (x, y *corral.Cache, proxy *redistest.Proxy, fetch func() <-chan string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	x, proxy = newCache(t, srv.Client(), nil), redistest.StartProxy(t, srv.Addr)
+	y = newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}), opts)
+	ctx := context.Background()
+	if _, err := y.Fetch(ctx, "warm", time.Minute, value("w")); err != nil {
+		t.Fatal(err)
+	}
+	var issued atomic.Int32
+	issue := func(context.Context) (corral.Entry, error) {
+		return corral.Entry{Value: []byte("token-" + strconv.Itoa(int(issued.Add(1))+1)), TTL: time.Minute, StaleTTL: -1}, nil
+	}
+	fetch = func() <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			v, err := y.FetchEntry(ctx, "token", issue)
+			if err != nil {
+				t.Errorf("FetchEntry: %v", err)
+			}
+			got <- string(v)
+		}()
+		return got
+	}
+	return x, y, proxy, fetch
+}
+
+// heldBack waits, 5 s at most, for proxy to hold back the reply held says.
+func heldBack(t *testing.T, held <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s from fetch.lua within 5s", what)
 	}
 }
