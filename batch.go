@@ -292,8 +292,7 @@ func (c *Cache) peekAll(ctx context.Context, calls []keyCall) {
 	for i := range calls {
 		k := &calls[i]
 		if f, ok := c.flights.JoinRunning(k.key); ok && k.how.skip == 0 {
-			c.joined()
-			k.f, k.joined, k.at = f, true, near.Clock()
+			k.f, k.joined, k.at = f, true, c.joined()
 			continue
 		} else if ok {
 			c.flights.Leave(f.key, f, f.stop)
@@ -332,15 +331,12 @@ func (c *Cache) startFlight(ctx context.Context, k *keyCall, ml manyLoad, b *bat
 	case !ok:
 		k.a = answer{err: ErrClosed}
 	case joined:
-		c.joined()
+		k.at = c.joined()
 	}
 	if !ok || joined {
 		b.Decided(k.key) // not b's flight
 	}
 	k.f, k.joined = f, joined
-	if joined {
-		k.at = near.Clock()
-	}
 }
 
 // BatchError is the error of FetchMany when some of its keys got neither a

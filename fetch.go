@@ -151,8 +151,7 @@ type how struct {
 func (c *Cache) fromRedis(ctx context.Context, key string, load loader, h how) (a answer, keep *peekCopy) {
 	for a.out = outLate; a.out == outLate; {
 		if f, ok := c.flights.JoinRunning(key); ok && h.skip == 0 {
-			c.joined()
-			a, keep = c.awaitFor(ctx, f, load, true, near.Clock()), nil
+			a, keep = c.awaitFor(ctx, f, load, true, c.joined()), nil
 			continue
 		} else if ok {
 			c.flights.Leave(f.key, f, f.stop)
@@ -186,8 +185,7 @@ func (c *Cache) afterPeekFor(ctx context.Context, key string, load loader, h how
 	}
 	var at int64 // 0: f is the call's own
 	if joined {
-		c.joined()
-		at = near.Clock()
+		at = c.joined()
 	}
 	return c.awaitFor(ctx, f, load, joined, at), nil
 }

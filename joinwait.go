@@ -46,8 +46,7 @@ func (c *Cache) joinUnderWay(ctx context.Context, key string, nilLoader bool, w 
 		return false, nil
 	}
 	if f, ok := c.flights.JoinRunning(key); ok {
-		c.joined()
-		w.f, w.joined, w.done = f, near.Clock(), f.done
+		w.f, w.joined, w.done = f, c.joined(), f.done
 		return true, nil
 	}
 	if c.pending(key) || c.skipped(key) != nil {

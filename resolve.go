@@ -273,12 +273,11 @@ func (c *Cache) served(f *flight, r wire.FetchReply, token string, w *waiting) (
 		out = outFailure
 	}
 	val, err := entryAnswer(r.Payload, r.Flags.Kind)
-	a = answer{val: val, err: err, out: out, soft: r.Soft}
-	a.until = w.until(r.Soft)
+	until := r.Soft
 	if r.Kind == wire.Stale {
-		a.until = w.until(r.Hard) // stale-while-revalidate: served stale until its window ends
+		until = r.Hard // stale-while-revalidate: served stale until its window ends
 	}
-	return a, next
+	return answer{val: val, err: err, out: out, soft: r.Soft, until: w.until(until)}, next
 }
 
 // loadHere loads f's key under l, the lease fetch.lua just granted (LOAD),

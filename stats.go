@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/batch"
+	"github.com/corralhq/corral/internal/near"
 	"github.com/corralhq/corral/internal/stats"
 )
 
@@ -131,8 +132,12 @@ func (c *Cache) count(ctx context.Context, key string, out outcome) {
 }
 
 // joined counts a call that joined a flight another call started
-// (Stats.Joined).
-func (c *Cache) joined() { c.stats.Joined.Add(1) }
+// (Stats.Joined), and returns when it joined (near.Clock), by which the
+// flight's answer is judged for it (answerFor).
+func (c *Cache) joined() int64 {
+	c.stats.Joined.Add(1)
+	return near.Clock()
+}
 
 // refused counts a call of key refused before it began (its arguments,
 // its context, Close): an error of its own. It returns err.
