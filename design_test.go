@@ -61,7 +61,7 @@ func TestDesignNamesEveryFile(t *testing.T) {
 // maxFileLines lines, no function (its doc comment aside) over
 // maxFuncLines, and the root package, the API and the protocol, within
 // maxRootLines in all. A change that breaks one fails here, naming it.
-const maxFileLines, maxFuncLines, maxRootLines = 400, 60, 5550
+const maxFileLines, maxFuncLines, maxRootLines = 400, 60, 5650
 
 func TestLibraryLimits(t *testing.T) {
 	t.Parallel()

@@ -317,8 +317,10 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 	switch {
 	case perr == nil:
 		c.firstUse()
-		if a, ok := c.fromPeek(pc.r, h); ok {
-			if c.near != nil && (a.out == outHit || a.out == outNegative) {
+		if out, ok := c.servable(&pc.r, &h); ok {
+			val, err := entryAnswer(pc.r.payload, pc.r.Flags.Kind)
+			a := answer{val: val, err: err, out: out, soft: pc.r.Soft}
+			if c.near != nil && (out == outHit || out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}, true, nil
 			}
 			return a, nil, true, nil

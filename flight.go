@@ -150,16 +150,27 @@ func (c *Cache) await(ctx context.Context, f *flight, joined bool, at int64) ans
 // slow). The caller that began f, or its peek, is never late.
 func (f *flight) answerFor(joined bool, at int64) answer {
 	a := f.answer
-	if at != 0 && a.until != 0 && at >= a.until {
+	if a.val, a.err, a.out = f.answer.taken(joined, at); a.out == outLate {
 		return answer{out: outLate}
 	}
-	if joined && a.out == outMiss {
-		a.out = outCoalesced
+	return a
+}
+
+// taken is what a caller that joined at at (joined: one that did not
+// begin the flight) takes of a, as answerFor says: its value (nil with an
+// error), its error and its outcome, or outLate.
+func (a *answer) taken(joined bool, at int64) (val []byte, err error, out outcome) {
+	if at != 0 && a.until != 0 && at >= a.until {
+		return nil, nil, outLate
+	}
+	out = a.out
+	if joined && out == outMiss {
+		out = outCoalesced
 	}
 	if a.err != nil {
-		a.val = nil
+		return nil, a.err, out
 	}
-	return a
+	return a.val, nil, out
 }
 
 // finish answers f's callers and removes f, so later calls start afresh.

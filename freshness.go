@@ -12,7 +12,7 @@ import (
 // ±Jitter, then a stale window: RFC 5861's stale-while-revalidate), and when
 // it is refreshed early instead (XFetch: Vattani, Chierichetti and
 // Lowenstein, VLDB 2015), decided alike on every path that reads an entry
-// (fetch.lua, fromPeek, nearGet): docs/design.md, section 3.4.
+// (fetch.lua, servable, nearGet): docs/design.md, section 3.4.
 
 // freshness is how long a loaded value lives.
 type freshness struct {

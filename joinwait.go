@@ -21,6 +21,9 @@ type underWay struct {
 	ttl    time.Duration // the call's (Fetch, Fetch[T])
 	noTTL  bool          // the call has none (FetchEntry)
 	ended  bool          // done was closed when the wait ended
+	first  bool          // f is the flight pc handed over to, and the call took its answer first (handedTo)
+	drawn  bool          // x is the call's XFetch draw (how)
+	x      float32       // a float32 fits beside the flags: Fetch's frame stays as small
 	f      *flight
 	pc     *peekCall
 	joined int64
@@ -65,18 +68,82 @@ func (c *Cache) joinUnderWay(ctx context.Context, key string, nilLoader bool, w 
 //
 //go:noinline
 func (c *Cache) joinedFetch(ctx context.Context, key string, load func(context.Context) ([]byte, error), w *underWay) ([]byte, error) {
+	if val, err, ok := c.answered(ctx, key, w); ok {
+		return val, err
+	}
 	return c.joinedBytes(ctx, key, loader{ttl: w.ttl, bytes: load}, w)
 }
 
 //go:noinline
 func (c *Cache) joinedEntry(ctx context.Context, key string, load func(context.Context) (Entry, error), w *underWay) ([]byte, error) {
+	if val, err, ok := c.answered(ctx, key, w); ok {
+		return val, err
+	}
 	return c.joinedBytes(ctx, key, loader{entry: load}, w)
+}
+
+// answered is the answer, counted, of a call whose wait for w ended with
+// an answer it came in time for: its flight's, the one its peek was
+// handed over to, or its peek's own (a fresh entry). ok is false
+// otherwise, and joinedBytes answers. Almost every caller of a stampede
+// runs this once woken, so it must go no deeper than the wait did, where
+// joinedBytes made each of them outgrow its first stack (docs/design.md,
+// 3.3, "Stacks"): its own frame is small, and the two it calls do not
+// nest.
+func (c *Cache) answered(ctx context.Context, key string, w *underWay) (val []byte, err error, ok bool) {
+	switch {
+	case !w.ended:
+		return nil, nil, false
+	case w.handed():
+		return c.answeredByFlight(ctx, key, w)
+	}
+	return c.answeredByPeek(ctx, key, w)
+}
+
+// handed reports whether the call waited for a flight (w.f): one it
+// joined, or the one its peek was handed over to, then set with w.first.
+func (w *underWay) handed() bool {
+	if w.f == nil {
+		f, joined := handedTo(w.pc)
+		if f == nil {
+			return false
+		}
+		w.f, w.first = f, !joined
+	}
+	return true
+}
+
+func (c *Cache) answeredByFlight(ctx context.Context, key string, w *underWay) (val []byte, err error, ok bool) {
+	val, err, out := w.f.answer.taken(!w.first, w.joined)
+	if out == outLate {
+		return nil, nil, false
+	}
+	c.count(ctx, key, out)
+	return val, err, true
+}
+
+// answeredByPeek takes a fresh entry as afterPeek would. The XFetch draw
+// it makes stays in w for joinedBytes.
+func (c *Cache) answeredByPeek(ctx context.Context, key string, w *underWay) (val []byte, err error, ok bool) {
+	if w.pc.err != nil {
+		return nil, nil, false
+	}
+	w.x, w.drawn = float32(c.earlyFactor()), true
+	r := &w.pc.forJoiner(w.joined).r
+	out, ok := c.servable(r, &how{x: float64(w.x), drawn: true})
+	if !ok {
+		return nil, nil, false
+	}
+	c.firstUse()
+	c.count(ctx, key, out)
+	val, err = entryAnswer(r.payload, r.Flags.Kind)
+	return val, err, true
 }
 
 // joinedBytes is the answer of a call with l once it waited for w, as
 // serve would have answered it, counted.
 func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underWay) ([]byte, error) {
-	a := c.joinedAnswer(ctx, key, l, how{}, w)
+	a := c.joinedAnswer(ctx, key, l, how{x: float64(w.x), drawn: w.drawn}, w)
 	c.count(ctx, key, a.out)
 	return a.val, a.err
 }
@@ -87,7 +154,7 @@ func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underW
 // stack), or what the peek leads to; asked again from Redis (askAgain)
 // when the call joined too late for it (answerFor).
 func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) (a answer) {
-	f, joined := w.f, true
+	f, joined := w.f, !w.first
 	if f == nil && w.ended {
 		f, joined = handedTo(w.pc)
 	}

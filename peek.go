@@ -149,32 +149,30 @@ func (p *peekCopy) entry(val any, err error, size int) *near.Entry {
 		Born: p.reply.Born, Tags: p.reply.Tags}
 }
 
-// fromPeek answers a call from a peek when the entry is fresh and XFetch
-// does not pick it for an early refresh (x is the caller's XFetch draw):
-// ok is false when a flight must decide.
-func (c *Cache) fromPeek(r peekReply, h how) (a answer, ok bool) {
-	x := h.x
+// servable reports whether the entry a peek found (r) answers a call with
+// h, and as what: fresh, of the call's codec version and not one it skips,
+// not picked for early refresh by its XFetch draw, and valid for the
+// groups. Otherwise a flight must decide.
+func (c *Cache) servable(r *peekReply, h *how) (outcome, bool) {
 	if !r.Found || r.now >= r.Soft {
-		return answer{}, false // missing or stale: fetch.lua decides
+		return 0, false // missing or stale: fetch.lua decides
 	}
 	if h.version != "" && strconv.Itoa(r.Version) != h.version || h.skip == r.Soft {
-		return answer{}, false // another codec version, or one that did not decode
+		return 0, false // another codec version, or one that did not decode
 	}
-	if x > 0 && r.Took > 0 && float64(r.now)+r.Took*x >= float64(r.Soft) {
-		return answer{}, false // picked for early refresh: fetch.lua takes the lease
+	if x := h.x; x > 0 && r.Took > 0 && float64(r.now)+r.Took*x >= float64(r.Soft) {
+		return 0, false // picked for early refresh: fetch.lua takes the lease
 	}
 	if c.groups.Check(r.Born, r.Tags) != epochs.Valid {
-		return answer{}, false // invalidated (groups.go), or records to read first: the flight decides
+		return 0, false // invalidated (groups.go), or records to read first: the flight decides
 	}
-	out := outHit
 	switch r.Flags.Kind {
 	case wire.NotFound:
-		out = outNegative
+		return outNegative, true
 	case wire.Failure:
-		out = outFailure
+		return outFailure, true
 	}
-	val, err := entryAnswer(r.payload, r.Flags.Kind)
-	return answer{val: val, err: err, out: out, soft: r.Soft}, true
+	return outHit, true
 }
 
 // peekReply is an entry read without a script (peek): what it holds, as
