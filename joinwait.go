@@ -21,7 +21,7 @@ type underWay struct {
 	ttl    time.Duration // the call's (Fetch, Fetch[T])
 	noTTL  bool          // the call has none (FetchEntry)
 	ended  bool          // done was closed when the wait ended
-	first  bool          // f is the flight pc handed over to, and the call took its answer first (handedTo)
+	first  bool          // f is the flight pc was handed over to, the call in its sender's place (handedTo): not a joiner
 	drawn  bool          // x is the call's XFetch draw (how)
 	x      float32       // a float32 fits beside the flags: Fetch's frame stays as small
 	f      *flight
@@ -113,6 +113,7 @@ func (w *underWay) handed() bool {
 	return true
 }
 
+// answeredByFlight takes w.f's answer as answerFor would.
 func (c *Cache) answeredByFlight(ctx context.Context, key string, w *underWay) (val []byte, err error, ok bool) {
 	val, err, out := w.f.answer.taken(!w.first, w.joined)
 	if out == outLate {
