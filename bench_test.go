@@ -250,6 +250,40 @@ func BenchmarkFetchTypedHit(b *testing.B) {
 	})
 }
 
+// BenchmarkHotKeyRequests is a hot key's hits as a server sees them: each
+// request on a goroutine of its own (as net/http gives each), 512 at once
+// on one warm key, so that most join the peek another request sent and
+// are answered when it is read. ns/op is per request. A request that took
+// its answer in frames deeper than its wait outgrew its first stack
+// (docs/design.md, 3.3, "Stacks, once woken").
+func BenchmarkHotKeyRequests(b *testing.B) {
+	c, err := corral.New(benchClient(b), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return benchValue, nil }
+	if _, err := c.Fetch(ctx, "hot", time.Hour, load); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += 512 {
+		var wg sync.WaitGroup
+		for range 512 {
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if _, err := c.Fetch(rctx, "hot", time.Hour, load); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
 // BenchmarkStampede runs a cold-key stampede per iteration: 8 instances
 // (each its own client and Cache) x 50 goroutines, a 10 ms origin, and
 // reports origin loads and Redis commands per stampede.
