@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/corralhq/corral/internal/flights"
@@ -23,7 +24,7 @@ type underWay struct {
 	ended  bool          // done was closed when the wait ended
 	first  bool          // f is the flight pc was handed over to, the call in its sender's place (handedTo): not a joiner
 	drawn  bool          // x is the call's XFetch draw (how)
-	x      float32       // a float32 fits beside the flags: Fetch's frame stays as small
+	x      float32       // rounded to a float32 (at most its largest) to fit beside the flags: Fetch's frame stays as small
 	f      *flight
 	pc     *peekCall
 	joined int64
@@ -129,7 +130,7 @@ func (c *Cache) answeredByPeek(ctx context.Context, key string, w *underWay) (va
 	if w.pc.err != nil {
 		return nil, nil, false
 	}
-	w.x, w.drawn = float32(c.earlyFactor()), true
+	w.x, w.drawn = float32(min(c.earlyFactor(), math.MaxFloat32)), true
 	r := &w.pc.forJoiner(w.joined).r
 	out, ok := c.servable(r, &how{x: float64(w.x), drawn: true})
 	if !ok {
