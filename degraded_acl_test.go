@@ -340,6 +340,17 @@ func TestDegraded_D2_ReadmeACLRule(t *testing.T) {
 		_, err := srv.Client().Get(ctx, "corral:e:{"+wire.SlotTag("warm")+"}:warm").Result()
 		return err != nil
 	})
+	// A FetchEntry stores its entry with its TTL under the rule: commit.lua
+	// sets every expiry with PEXPIRE (a commit capped by the loader's TTL
+	// used PEXPIREAT, which the rule does not grant).
+	if v, err := holder.FetchEntry(ctx, "entry", func(context.Context) (corral.Entry, error) {
+		return corral.Entry{Value: []byte("e"), TTL: time.Minute}, nil
+	}); err != nil || string(v) != "e" {
+		t.Fatalf("FetchEntry = %q, %v", v, err)
+	}
+	if ttl, err := srv.Client().PTTL(ctx, "corral:e:{"+wire.SlotTag("entry")+"}:entry").Result(); err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("the entry FetchEntry stored has PTTL %v, %v; want at most its TTL, a minute", ttl, err)
+	}
 	for _, c := range []*corral.Cache{holder, waiter} {
 		if st := c.Stats(); st.NoticesFailed != 0 || st.RedisErrors != 0 || st.FailOpens != 0 {
 			t.Fatalf("stats %+v; want no failed notice, Redis error or fail-open", st)

@@ -142,12 +142,16 @@ else
   else
     redis.call('HDEL', KEYS[1], 'g')
   end
-  if capped then
-    -- The stale window follows the capped soft expiry.
-    redis.call('PEXPIREAT', KEYS[1], expiry + tonumber(ARGV[5]) - tonumber(ARGV[4]))
-  else
-    redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  end
+  -- The hard expiry: the soft one (capped or not) plus the stale window.
+  -- PEXPIRE counts from when it runs, which may be well after the TIME the
+  -- soft expiry came from (a foreign key's DEL above, a server held up):
+  -- counted from ARGV[5] alone, an entry without a stale window would get
+  -- one that long, and be served stale past its TTL. So it counts from
+  -- TIME read again. (PEXPIREAT would need a right the README's ACL rule
+  -- does not give.)
+  local t2 = redis.call('TIME')
+  local now2 = tonumber(t2[1]) * 1000 + math.floor(tonumber(t2[2]) / 1000)
+  redis.call('PEXPIRE', KEYS[1], expiry + tonumber(ARGV[5]) - tonumber(ARGV[4]) - now2)
 end
 -- The lease: handed back, or for a Set revoked by a marker. pcall: a
 -- replica refuses even a DEL (READONLY), and the reply must still come.
