@@ -609,7 +609,7 @@ func TestFetchEntry_LateJoinerOfAHitInTransit(t *testing.T) {
 	held, release := proxy.HoldReply([]byte("HIT"))
 	t.Cleanup(release)
 	first := fetch()
-	heldBack(t, held, "HIT")
+	heldBack(t, held, "HIT from fetch.lua")
 	const margin = 100 * time.Millisecond // expires is read before the loader returns, from which the TTL counts
 	eventually(t, 5*time.Second, "token-1's TTL ends", func() bool { return time.Now().After(expires.Add(margin)) })
 	joinedBefore := y.Stats().Joined
@@ -646,7 +646,7 @@ func TestFetchEntry_LateJoinerOfAStaleAnswer(t *testing.T) {
 	held, release := proxy.HoldReply([]byte("STALE"))
 	t.Cleanup(release)
 	first := fetch()
-	heldBack(t, held, "STALE")
+	heldBack(t, held, "STALE from fetch.lua")
 	// A caller that joins within the window is served stale, as the first.
 	joinedBefore := y.Stats().Joined
 	within := fetch()
@@ -712,6 +712,6 @@ func heldBack(t *testing.T, held <-chan struct{}, what string) {
 	select {
 	case <-held:
 	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s from fetch.lua within 5s", what)
+		t.Fatalf("no %s held back within 5s", what)
 	}
 }

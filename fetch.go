@@ -238,8 +238,8 @@ func (c *Cache) peekFor(ctx context.Context, key string, load loader, h how) (pc
 // peeked is pc's outcome for a caller that joined it at joined (shared:
 // not its sender): the flight's answer if pc handed it over (handOff).
 func (c *Cache) peeked(ctx context.Context, pc *peekCall, joined int64, shared bool) (*peekCall, answer, bool, error) {
-	if f := pc.handed.To(); f != nil {
-		return nil, c.await(ctx, f, shared && !pc.handed.Claim(), joined), true, nil
+	if f, other := handedTo(pc); f != nil {
+		return nil, c.await(ctx, f, shared && other, joined), true, nil
 	}
 	return pc.forJoiner(joined), answer{}, false, pc.err
 }

@@ -186,8 +186,10 @@ func (c *Cache) askAgain(ctx context.Context, key string, l loader, h how) answe
 }
 
 // handedTo is the flight pc, answered, handed its callers over to
-// (handOff), and whether a caller of pc other than its sender joined it
-// (as peeked says): nil when pc answered itself.
+// (handOff), nil when pc answered itself, and whether a caller of pc, not
+// its sender (which callers mask: peeked), is one of pc's joiners there:
+// false for the first to claim the place of a sender that left before the
+// hand-over (Claim).
 func handedTo(pc *peekCall) (f *flight, joined bool) {
 	if f = pc.handed.To(); f != nil {
 		return f, !pc.handed.Claim()

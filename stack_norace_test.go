@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // Callers of a stampede that find their key's flight or peek under way
@@ -65,14 +63,8 @@ func stampedeStacks(t *testing.T, warm bool, call func(c *corral.Cache, ctx cont
 	var c *corral.Cache
 	var release func()
 	if warm { // the key is there; its peek's reply waits at a proxy until every caller joined
-		srv := redistest.Start(t)
-		proxy := redistest.StartProxy(t, srv.Addr)
-		c = newCache(t, redis.NewClient(&redis.Options{Addr: proxy.Addr}), nil)
-		if _, err := newCache(t, srv.Client(), nil).Fetch(context.Background(), "k", time.Minute, value("warm-value")); err != nil {
-			t.Fatal(err)
-		}
 		var held <-chan struct{}
-		held, release = proxy.HoldReply([]byte("warm-value"))
+		c, held, release = heldPeek(t, nil, "k", value("warm-value"), "warm-value")
 		defer func() {
 			select {
 			case <-held:
