@@ -54,3 +54,42 @@ func TestCommit_HardExpiryIsSoftPlusWindow(t *testing.T) {
 		})
 	}
 }
+
+// Expire keeps an entry's stale window as it was, to the millisecond, however
+// long expire.lua is held up on the server: the new soft expiry is the
+// script's clock, and the hard one that clock plus the window. Here the
+// entry's soft expiry is written with 5 MB of leading spaces (which Lua's
+// tonumber skips), so that reading it holds the script up for tens of
+// milliseconds after its TIME. PEXPIRE counts from when it runs and PTTL to
+// when it ran, so the script must read one just before the other; a
+// version that read TIME again before its PEXPIRE (as commit.lua does, where
+// the window comes from arguments) shortened the window by the hold-up.
+func TestExpire_KeepsStaleWindowExactly(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	name := wire.EntryName("corral", "slow-expire")
+	const window = 60_000 // ms
+	err := e.rdb.Eval(ctx, `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 's', string.rep(" ", 5000000) .. string.format('%d', now + 10000))
+redis.call('PEXPIREAT', KEYS[1], now + 10000 + tonumber(ARGV[1]))
+return 1`, []string{name}, window).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Expire(ctx, "slow-expire"); err != nil {
+		t.Fatal(err)
+	}
+	soft, err := e.rdb.HGet(ctx, name, "s").Int64()
+	if err != nil {
+		t.Fatalf("the entry, stale now, should be kept with its new soft expiry: %v", err)
+	}
+	hard, err := e.rdb.Do(ctx, "PEXPIRETIME", name).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := hard - soft; d < window || d > window+1 {
+		t.Fatalf("hard expiry %d ms after the new soft one; want %d (or 1 ms more, the clock's rounding)", d, window)
+	}
+}

@@ -26,8 +26,11 @@ if soft and pttl > 0 then
   if soft <= now then
     stale = 1 -- stale already
   elseif window > 1 then
-    redis.call('HSET', KEYS[1], 's', string.format('%d', now))
+    -- PEXPIRE counts from when it runs, PTTL to when it ran: with nothing
+    -- between them, a hold-up anywhere in the script leaves the window as
+    -- it was (one before PTTL shortens pttl as much as it delays PEXPIRE).
     redis.call('PEXPIRE', KEYS[1], window)
+    redis.call('HSET', KEYS[1], 's', string.format('%d', now))
     stale = 1
   end
 end
