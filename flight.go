@@ -48,6 +48,7 @@ type flight struct {
 	done     chan struct{} // closed once answer is set
 	peekDone chan struct{} // closed with done: the peek whose callers it answers too (handOff), or nil
 	answer   answer        // read only after done is closed
+	decoded  near.Decoded  // answer.val decoded by a Fetch[T] caller (typed.go)
 }
 
 // answer is what a flight tells its callers.

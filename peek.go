@@ -32,6 +32,8 @@ type peekCall struct {
 	r    peekReply
 	err  error
 
+	decoded near.Decoded // the entry's value decoded by a Fetch[T] caller (typed.go)
+
 	// The sender's, for the flight a Fetch's peek hands its callers to
 	// (handOff); first is nil for others' (Cache.batchPeeks).
 	first  context.Context

@@ -21,8 +21,9 @@ import (
 // outgrew its first 2 KiB into 4 KiB before (as it waited, and then again
 // as it took its answer). Without the race detector only, whose builds
 // give every frame twice the room (make test runs it so, alone). A
-// Fetch[T]'s callers are not held to it: each decodes the value for
-// itself once answered, as deep as its codec goes.
+// Fetch[T]'s callers are not held to it: the one that decodes the value
+// for the others goes as deep as its codec, and each takes its answer
+// through frames of its own (typed.go).
 func TestStampede_WaitersKeepTheirFirstStack(t *testing.T) {
 	ttl := time.Minute
 	calls := map[string]func(c *corral.Cache, ctx context.Context, load func(context.Context) ([]byte, error)) error{

@@ -19,10 +19,11 @@ import (
 // and stored anew (Stats.DecodeFailures counts it; a warning is logged once
 // per key); a freshly loaded value that does not decode returns the codec's
 // error, wrapped. Options.CodecVersion spares a new release from even trying
-// to decode old entries. With the near cache on, a copy is kept decoded, per
-// key and per type T, so a near hit does not decode again: treat the value
-// returned as read-only, as it may be shared with other callers (its slices,
-// maps and pointers).
+// to decode old entries. Callers answered together (those that waited for
+// one load or one read of the key) share one decode of the value, and with
+// the near cache on a copy is kept decoded, per key and per type T, so a
+// near hit does not decode again: treat the value returned as read-only, as
+// it may be shared with other callers (its slices, maps and pointers).
 func Fetch[T any](ctx context.Context, c *Cache, key string, ttl time.Duration, load func(ctx context.Context) (T, error)) (T, error) {
 	if c.tracer != nil {
 		return fetchTypedTraced(ctx, c, key, ttl, load)
@@ -71,7 +72,7 @@ func serveTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	}
 	h.draw(c)
 	encoded := args.Encoded(load, c.opts.Codec.Marshal)
-	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h, nil)
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h, nil, nil)
 	return typedAnswer(ctx, c, key, typ, v, a, keep, err)
 }
 
@@ -81,7 +82,7 @@ func joinedTyped[T any](ctx context.Context, c *Cache, key string, load func(ctx
 	h.draw(c) // for a fetch again, after an entry that did not decode
 	l := loader{ttl: w.ttl, bytes: args.Encoded(load, c.opts.Codec.Marshal)}
 	first := c.joinedAnswer(ctx, key, l, h, w)
-	v, a, keep, err := fromRedisAs[T](ctx, c, key, l, h, &first)
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, l, h, &first, w.decodedSlot())
 	return typedAnswer(ctx, c, key, nil, v, a, keep, err)
 }
 
@@ -106,11 +107,15 @@ func typedAnswer[T any](ctx context.Context, c *Cache, key string, typ reflect.T
 // codec's). An entry that does not decode is asked for again as missing
 // (h.skip), up to 3 times while joined flights answer it again; a fresh
 // load, or another entry, that does not decode is the codec's error. first,
-// when not nil, is the first answer, a joined call's (joinedTyped).
-func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how, first *answer) (v T, a answer, keep *peekCopy, err error) {
+// when not nil, is the first answer, a joined call's (joinedTyped), and
+// slot where its value may be found decoded, and is kept once decoded.
+func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how, first *answer, slot *near.Decoded) (v T, a answer, keep *peekCopy, err error) {
 	for tries := 0; ; tries++ {
 		if tries == 0 && first != nil {
 			a = *first // a joined call's (joinedTyped)
+			if sv, ok := near.DecodedAs[T](slot, a.val); ok && a.err == nil {
+				return sv, a, keep, nil
+			}
 		} else {
 			a, keep = c.fromRedis(ctx, key, l, h)
 		}
@@ -118,6 +123,9 @@ func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h h
 			return v, a, keep, nil
 		}
 		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
+			if tries == 0 && slot != nil {
+				near.KeepDecoded(slot, a.val, v)
+			}
 			return v, a, keep, nil
 		}
 		if a.soft == 0 || h.skip != 0 && a.soft != h.skip || tries == 3 {

@@ -1,0 +1,34 @@
+package near
+
+import (
+	"reflect"
+	"sync/atomic"
+)
+
+// Decoded holds a value decoded from some bytes, for the other callers
+// answered with those very bytes (in the root, the callers of one flight
+// or one peek), so that a stampede's callers of a typed Fetch do not each
+// decode the value again. Its zero value holds nothing; it is safe for
+// concurrent use.
+type Decoded struct{ p atomic.Pointer[decoded] }
+
+type decoded struct {
+	src []byte // kept, so that its memory is not reused while held
+	typ reflect.Type
+	v   any
+}
+
+// DecodedAs returns the value of type T that d holds decoded from src
+// itself: the same memory, not just equal bytes (ok false otherwise, and
+// for an empty src).
+func DecodedAs[T any](d *Decoded, src []byte) (v T, ok bool) {
+	if h := d.p.Load(); h != nil && h.typ == reflect.TypeFor[T]() && len(src) > 0 && len(h.src) == len(src) && &h.src[0] == &src[0] {
+		v, ok = h.v.(T)
+	}
+	return v, ok
+}
+
+// KeepDecoded records v, decoded from src, in d.
+func KeepDecoded[T any](d *Decoded, src []byte, v T) {
+	d.p.Store(&decoded{src: src, typ: reflect.TypeFor[T](), v: v})
+}
