@@ -319,7 +319,7 @@ func (c *Cache) afterPeek(ctx context.Context, key string, pc *peekCall, perr er
 		c.firstUse()
 		if out, ok := c.servable(&pc.r, &h); ok {
 			val, err := entryAnswer(pc.r.payload, pc.r.Flags.Kind)
-			a := answer{val: val, err: err, out: out, soft: pc.r.Soft}
+			a := answer{val: val, err: err, out: out, soft: pc.r.Soft, dec: &pc.decoded}
 			if c.near != nil && (out == outHit || out == outNegative) {
 				return a, &peekCopy{reply: pc.r, seq: pc.seq}, true, nil
 			}

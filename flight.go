@@ -62,6 +62,7 @@ type answer struct {
 	// not given it (outLate), since a call that began after a value's TTL
 	// ended must not be served it (answerFor).
 	until int64
+	dec   *near.Decoded // its flight's or peek's: val decoded once for its Fetch[T] callers (typed.go)
 }
 
 // outcome is how a call was answered (Stats, and the Observer's outcome
@@ -154,6 +155,7 @@ func (f *flight) answerFor(joined bool, at int64) answer {
 	if a.val, a.err, a.out = f.answer.taken(joined, at); a.out == outLate {
 		return answer{out: outLate}
 	}
+	a.dec = &f.decoded
 	return a
 }
 

@@ -114,16 +114,6 @@ func (w *underWay) handed() bool {
 	return true
 }
 
-// decodedSlot is where a Fetch[T] that waited for w finds its answer's
-// value decoded by another of its callers, and keeps it once decoded:
-// w.f's, else w.pc's (near.DecodedAs checks it is the same bytes).
-func (w *underWay) decodedSlot() *near.Decoded {
-	if w.f != nil {
-		return &w.f.decoded
-	}
-	return &w.pc.decoded
-}
-
 // answeredByFlight takes w.f's answer as answerFor would.
 func (c *Cache) answeredByFlight(ctx context.Context, key string, w *underWay) (val []byte, err error, ok bool) {
 	val, err, out := w.f.answer.taken(!w.first, w.joined)
@@ -166,10 +156,10 @@ func (c *Cache) joinedBytes(ctx context.Context, key string, l loader, w *underW
 // stack), or what the peek leads to; asked again from Redis (askAgain)
 // when the call joined too late for it (answerFor).
 func (c *Cache) joinedAnswer(ctx context.Context, key string, l loader, h how, w *underWay) (a answer) {
-	if w.ended {
-		w.handed() // w.f: the flight w.pc was handed over to, if any
-	}
 	f, joined := w.f, !w.first
+	if f == nil && w.ended {
+		f, joined = handedTo(w.pc)
+	}
 	switch {
 	case f != nil && w.ended:
 		a = f.answerFor(joined, w.joined)

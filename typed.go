@@ -72,7 +72,7 @@ func serveTyped[T any](ctx context.Context, c *Cache, key string, ttl time.Durat
 	}
 	h.draw(c)
 	encoded := args.Encoded(load, c.opts.Codec.Marshal)
-	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h, nil, nil)
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, loader{ttl: ttl, bytes: encoded}, h, nil)
 	return typedAnswer(ctx, c, key, typ, v, a, keep, err)
 }
 
@@ -82,7 +82,7 @@ func joinedTyped[T any](ctx context.Context, c *Cache, key string, load func(ctx
 	h.draw(c) // for a fetch again, after an entry that did not decode
 	l := loader{ttl: w.ttl, bytes: args.Encoded(load, c.opts.Codec.Marshal)}
 	first := c.joinedAnswer(ctx, key, l, h, w)
-	v, a, keep, err := fromRedisAs[T](ctx, c, key, l, h, &first, w.decodedSlot())
+	v, a, keep, err := fromRedisAs[T](ctx, c, key, l, h, &first)
 	return typedAnswer(ctx, c, key, nil, v, a, keep, err)
 }
 
@@ -107,24 +107,27 @@ func typedAnswer[T any](ctx context.Context, c *Cache, key string, typ reflect.T
 // codec's). An entry that does not decode is asked for again as missing
 // (h.skip), up to 3 times while joined flights answer it again; a fresh
 // load, or another entry, that does not decode is the codec's error. first,
-// when not nil, is the first answer, a joined call's (joinedTyped), and
-// slot where its value may be found decoded, and is kept once decoded.
-func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how, first *answer, slot *near.Decoded) (v T, a answer, keep *peekCopy, err error) {
+// when not nil, is the first answer, a joined call's (joinedTyped). The
+// callers answered together (by one flight or one peek: answer.dec) share
+// one decode of the value.
+func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h how, first *answer) (v T, a answer, keep *peekCopy, err error) {
 	for tries := 0; ; tries++ {
 		if tries == 0 && first != nil {
 			a = *first // a joined call's (joinedTyped)
-			if sv, ok := near.DecodedAs[T](slot, a.val); ok && a.err == nil {
-				return sv, a, keep, nil
-			}
 		} else {
 			a, keep = c.fromRedis(ctx, key, l, h)
 		}
 		if a.err != nil {
 			return v, a, keep, nil
 		}
+		if a.dec != nil {
+			if sv, ok := near.DecodedAs[T](a.dec, a.val); ok {
+				return sv, a, keep, nil
+			}
+		}
 		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
-			if tries == 0 && slot != nil {
-				near.KeepDecoded(slot, a.val, v)
+			if a.dec != nil {
+				near.KeepDecoded(a.dec, a.val, v)
 			}
 			return v, a, keep, nil
 		}

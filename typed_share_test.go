@@ -51,32 +51,43 @@ func typedCallers(t *testing.T, c *corral.Cache, key string, n int, load func(co
 // The waiters of a Fetch[T] stampede take the value decoded once, not
 // each their own decode: 2,000 callers decoding 1 KiB of JSON each kept
 // 2 cores busy for 22 ms after the load (BenchmarkTypedStampede). Here 300
-// callers wait for one load; the codec counts the decodes. A few may
-// decode at once, as they wake together on every processor; 300, each
-// its own, is what the test rules out.
+// callers wait for one load, with and without a near cache (whose callers
+// wait in another path); the codec counts the decodes. A few may decode at
+// once, as they wake together on every processor; 300, each its own, is
+// what the test rules out.
 func TestTypedFetch_StampedeDecodesOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
-	codec := &countingCodec{}
-	c := newCache(t, e.srv.Client(), &corral.Options{Codec: codec})
-	const n = 300
-	gate := make(chan struct{})
-	load := func(context.Context) (sharedRecord, error) {
-		<-gate
-		return sharedValue, nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		typedCallers(t, c, "k", n, load)
-	}()
-	eventually(t, 10*time.Second, "every caller joined the load", func() bool { return c.Stats().Joined == n-1 })
-	close(gate)
-	<-done
-	if d := codec.decodes.Load(); d > n/10 {
-		t.Fatalf("%d callers decoded the value %d times; want a few", n, d)
-	} else {
-		t.Logf("%d callers, %d decodes", n, d)
+	for _, near := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Redis", true: "near cache"}[near], func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			codec := &countingCodec{}
+			opts := &corral.Options{Codec: codec}
+			if near {
+				opts = nearOpts()
+				opts.Codec = codec
+			}
+			c := newCache(t, e.srv.Client(), opts)
+			const n = 300
+			gate := make(chan struct{})
+			load := func(context.Context) (sharedRecord, error) {
+				<-gate
+				return sharedValue, nil
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				typedCallers(t, c, "k", n, load)
+			}()
+			eventually(t, 10*time.Second, "every caller joined the load", func() bool { return c.Stats().Joined == n-1 })
+			close(gate)
+			<-done
+			if d := codec.decodes.Load(); d > n/10 {
+				t.Fatalf("%d callers decoded the value %d times; want a few", n, d)
+			} else {
+				t.Logf("%d callers, %d decodes", n, d)
+			}
+		})
 	}
 }
 
@@ -159,19 +170,23 @@ func TestTypedFetch_SharedDecodeKeepsTypes(t *testing.T) {
 
 // BenchmarkTypedStampede is a stampede of 2,000 callers on one Cache and a
 // cold key with a 20 ms origin, with Fetch (bytes) and with Fetch[T] (1 KiB
-// of JSON): p99-after-load-µs is the 99th percentile caller's answer after
-// the load returned, which the typed callers once spent decoding the value
-// each for itself.
+// of JSON), the latter also with a near cache: p99-after-load-µs is the
+// 99th percentile caller's answer after the load returned, which the typed
+// callers once spent decoding the value each for itself.
 func BenchmarkTypedStampede(b *testing.B) {
-	c := corral.Must(corral.New(benchClient(b), &corral.Options{Logger: quiet}))
-	defer c.Close()
 	raw, err := json.Marshal(sharedValue)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, typed := range []bool{false, true} {
-		name := map[bool]string{false: "bytes", true: "typed"}[typed]
+	rdb := benchClient(b)
+	for _, name := range []string{"bytes", "typed", "typed-near"} {
 		b.Run(name, func(b *testing.B) {
+			o := &corral.Options{Logger: quiet}
+			if name == "typed-near" {
+				o.NearCache.Size = 1000
+			}
+			c := corral.Must(corral.New(rdb, o))
+			defer c.Close()
 			var after []float64
 			for i := range b.N {
 				key := "bench:typed-stampede:" + name + ":" + strconv.Itoa(i) + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -189,10 +204,10 @@ func BenchmarkTypedStampede(b *testing.B) {
 						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 						defer cancel()
 						var err error
-						if typed {
-							_, err = corral.Fetch(ctx, c, key, time.Minute, func(context.Context) (sharedRecord, error) { origin(); return sharedValue, nil })
-						} else {
+						if name == "bytes" {
 							_, err = c.Fetch(ctx, key, time.Minute, func(context.Context) ([]byte, error) { origin(); return raw, nil })
+						} else {
+							_, err = corral.Fetch(ctx, c, key, time.Minute, func(context.Context) (sharedRecord, error) { origin(); return sharedValue, nil })
 						}
 						if err != nil {
 							b.Error(err)
