@@ -9,14 +9,16 @@ import (
 	"github.com/corralhq/corral/internal/wire"
 )
 
-// An entry's hard expiry is its soft expiry plus its stale window, to the
-// millisecond, however long the commit took on the server: an entry
-// without a stale window must not outlive its soft expiry, or fetch.lua
-// would serve it as stale past its TTL (and Expire keep it, stale). Here
-// the commit first deletes a key of another type at the entry's name, a
-// set of 300,000 members whose DEL takes the server tens of milliseconds;
-// commit.lua's PEXPIRE once counted the window from after it, and gave the
-// entry a stale window that long.
+// An entry's hard expiry is its soft expiry plus its stale window, however
+// long the commit took on the server: an entry without a stale window must
+// not outlive its soft expiry, or fetch.lua would serve it as stale past
+// its TTL (and Expire keep it, stale). Here the commit first deletes a key
+// of another type at the entry's name, a set of 300,000 members whose DEL
+// takes the server tens of milliseconds; commit.lua's PEXPIRE once counted
+// the window from after it, and gave the entry a stale window that long.
+// The test times the DEL of a twin set and allows half of it: a server
+// descheduled between two adjacent commands of the script (a loaded
+// machine; no script can rule it out) lengthened the window by 4 ms once.
 func TestCommit_HardExpiryIsSoftPlusWindow(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
@@ -31,9 +33,15 @@ func TestCommit_HardExpiryIsSoftPlusWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "exact-" + tc.name
 			name := wire.EntryName("corral", key)
-			if err := e.rdb.Eval(ctx, "for i = 1, 300000 do redis.call('SADD', KEYS[1], 'm' .. i) end return 1", []string{name}).Err(); err != nil {
+			twin := "twin-" + key
+			if err := e.rdb.Eval(ctx, "for i = 1, 300000 do redis.call('SADD', KEYS[1], 'm' .. i) redis.call('SADD', KEYS[2], 'm' .. i) end return 1", []string{name, twin}).Err(); err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
+			if err := e.rdb.Del(ctx, twin).Err(); err != nil {
+				t.Fatal(err)
+			}
+			slack := max(time.Since(start).Milliseconds()/2, 1)
 			v, err := e.c.FetchEntry(ctx, key, func(context.Context) (corral.Entry, error) {
 				return corral.Entry{Value: []byte("v"), TTL: time.Hour, StaleTTL: tc.stale}, nil
 			})
@@ -48,22 +56,24 @@ func TestCommit_HardExpiryIsSoftPlusWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := hard - soft; d < tc.window || d > tc.window+1 {
-				t.Fatalf("hard expiry %d ms after the soft one; want %d (or 1 ms more, the clock's rounding)", d, tc.window)
+			if d := hard - soft; d < tc.window || d > tc.window+slack {
+				t.Fatalf("hard expiry %d ms after the soft one; want %d (or up to %d ms more: half the DEL of a twin set)", d, tc.window, slack)
 			}
 		})
 	}
 }
 
-// Expire keeps an entry's stale window as it was, to the millisecond, however
-// long expire.lua is held up on the server: the new soft expiry is the
-// script's clock, and the hard one that clock plus the window. Here the
-// entry's soft expiry is written with 5 MB of leading spaces (which Lua's
-// tonumber skips), so that reading it holds the script up for tens of
-// milliseconds after its TIME. PEXPIRE counts from when it runs and PTTL to
-// when it ran, so the script must read one just before the other; a
-// version that read TIME again before its PEXPIRE (as commit.lua does, where
-// the window comes from arguments) shortened the window by the hold-up.
+// Expire keeps an entry's stale window as it was, however long expire.lua is
+// held up on the server: the new soft expiry is the script's clock, and the
+// hard one that clock plus the window. Here the entry's soft expiry is
+// written with 5 MB of leading spaces (which Lua's tonumber skips), so that
+// reading it holds the script up for tens of milliseconds after its TIME.
+// PEXPIRE counts from when it runs and PTTL to when it ran, so the script
+// must read one just before the other; a version that read TIME again
+// before its PEXPIRE (as commit.lua does, where the window comes from
+// arguments) shortened the window by the hold-up, 25 ms. Never shorter,
+// then; a few ms longer is a server descheduled between the two adjacent
+// commands (a loaded machine), which no script can rule out.
 func TestExpire_KeepsStaleWindowExactly(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
@@ -89,7 +99,7 @@ return 1`, []string{name}, window).Err()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := hard - soft; d < window || d > window+1 {
-		t.Fatalf("hard expiry %d ms after the new soft one; want %d (or 1 ms more, the clock's rounding)", d, window)
+	if d := hard - soft; d < window || d > window+20 {
+		t.Fatalf("hard expiry %d ms after the new soft one; want %d (or a few ms more: a server descheduled)", d, window)
 	}
 }
