@@ -104,7 +104,8 @@ func (c *Cache) FetchManyEntries(ctx context.Context, keys []string, loadMany fu
 // loadMany); a value loadMany returned that does not encode, or does not
 // decode, fails its key alone, with the codec's error, wrapped. The result
 // and its errors are those of Cache.FetchMany; treat its values as
-// read-only when the near cache is on, as with Fetch[T].
+// read-only when the near cache is on (its copies are shared; without it,
+// each FetchMany decodes its own).
 func FetchMany[T any](ctx context.Context, c *Cache, keys []string, ttl time.Duration, loadMany func(ctx context.Context, missing []string) (map[string]T, error)) (map[string]T, error) {
 	if err := c.ready(ctx, refuse.TTL(ttl), loadMany == nil); err != nil {
 		return nil, c.refusedMany(ctx, keys, err)

@@ -8,9 +8,13 @@ import (
 // Decoded holds a value decoded from some bytes, for the other callers
 // answered with those very bytes (in the root, the callers of one flight
 // or one peek), so that a stampede's callers of a typed Fetch do not each
-// decode the value again. Its zero value holds nothing; it is safe for
-// concurrent use.
-type Decoded struct{ p atomic.Pointer[decoded] }
+// decode the value again. The first decode is not kept (most answers have
+// one caller, whose hit should not pay for keeping it); the second is.
+// Its zero value holds nothing; it is safe for concurrent use.
+type Decoded struct {
+	p      atomic.Pointer[decoded]
+	before atomic.Bool // a decode was made and not kept
+}
 
 type decoded struct {
 	src []byte // kept, so that its memory is not reused while held
@@ -28,7 +32,10 @@ func DecodedAs[T any](d *Decoded, src []byte) (v T, ok bool) {
 	return v, ok
 }
 
-// KeepDecoded records v, decoded from src, in d.
+// KeepDecoded records v, decoded from src, in d, unless it is d's first
+// decode.
 func KeepDecoded[T any](d *Decoded, src []byte, v T) {
-	d.p.Store(&decoded{src: src, typ: reflect.TypeFor[T](), v: v})
+	if d.before.Swap(true) {
+		d.p.Store(&decoded{src: src, typ: reflect.TypeFor[T](), v: v})
+	}
 }
