@@ -79,20 +79,28 @@ func TestTypedFetch_StampedeDecodesOnce(t *testing.T) {
 				<-gate
 				return sharedValue, nil
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				typedCallers(t, c, "k", n, load)
-			}()
-			eventually(t, 10*time.Second, "every caller joined the load", func() bool { return c.Stats().Joined == n-1 })
-			close(gate)
-			<-done
-			if d := codec.decodes.Load(); d > fewDecodes(n) {
-				t.Fatalf("%d callers decoded the value %d times; want at most %d", n, d, fewDecodes(n))
-			} else {
-				t.Logf("%d callers, %d decodes", n, d)
-			}
+			decodedOnce(t, c, codec, n, load, func() bool { return c.Stats().Joined == n-1 }, func() { close(gate) })
 		})
+	}
+}
+
+// decodedOnce runs n typed callers of "k" on c (load for a miss), lets them
+// be answered with release once joined says every one of them waits, and
+// checks how often the codec decoded (fewDecodes).
+func decodedOnce(t *testing.T, c *corral.Cache, codec *countingCodec, n int, load func(context.Context) (sharedRecord, error), joined func() bool, release func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		typedCallers(t, c, "k", n, load)
+	}()
+	eventually(t, 10*time.Second, "every caller joined", joined)
+	release()
+	<-done
+	if d := codec.decodes.Load(); d > fewDecodes(n) {
+		t.Fatalf("%d callers decoded the value %d times; want at most %d", n, d, fewDecodes(n))
+	} else {
+		t.Logf("%d callers, %d decodes", n, d)
 	}
 }
 
@@ -108,23 +116,19 @@ func TestTypedFetch_PeekJoinersDecodeOnce(t *testing.T) {
 	store := func(context.Context) ([]byte, error) { return raw, nil }
 	c, held, release := heldPeek(t, &corral.Options{Codec: codec}, "k", store, sharedValue.Notes)
 	const n = 300
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		typedCallers(t, c, "k", n, func(context.Context) (sharedRecord, error) {
-			t.Error("a warm key was loaded")
-			return sharedRecord{}, nil
-		})
-	}()
-	heldBack(t, held, "peek's reply")
-	eventually(t, 10*time.Second, "every caller joined the peek", func() bool { return corral.PeekCallers(c, "k") == n })
-	release()
-	<-done
-	if d := codec.decodes.Load(); d > fewDecodes(n) {
-		t.Fatalf("%d callers decoded the value %d times; want at most %d", n, d, fewDecodes(n))
-	} else {
-		t.Logf("%d callers, %d decodes", n, d)
+	load := func(context.Context) (sharedRecord, error) {
+		t.Error("a warm key was loaded")
+		return sharedRecord{}, nil
 	}
+	joined := func() bool {
+		select {
+		case <-held: // the peek's reply is held back
+			return corral.PeekCallers(c, "k") == n
+		default:
+			return false
+		}
+	}
+	decodedOnce(t, c, codec, n, load, joined, release)
 }
 
 // Callers of one load that ask for it as different types each get their
