@@ -120,15 +120,11 @@ func fromRedisAs[T any](ctx context.Context, c *Cache, key string, l loader, h h
 		if a.err != nil {
 			return v, a, keep, nil
 		}
-		if a.dec != nil {
-			if sv, ok := near.DecodedAs[T](a.dec, a.val); ok {
-				return sv, a, keep, nil
-			}
+		if sv, ok := near.DecodedAs[T](a.dec, a.val); ok {
+			return sv, a, keep, nil
 		}
 		if err = c.opts.Codec.Unmarshal(a.val, &v); err == nil {
-			if a.dec != nil {
-				near.KeepDecoded(a.dec, a.val, v)
-			}
+			near.KeepDecoded(a.dec, a.val, v)
 			return v, a, keep, nil
 		}
 		if a.soft == 0 || h.skip != 0 && a.soft != h.skip || tries == 3 {

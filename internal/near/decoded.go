@@ -23,9 +23,12 @@ type decoded struct {
 }
 
 // DecodedAs returns the value of type T that d holds decoded from src
-// itself: the same memory, not just equal bytes (ok false otherwise, and
-// for an empty src).
+// itself: the same memory, not just equal bytes (ok false otherwise, for an
+// empty src, and for a nil d).
 func DecodedAs[T any](d *Decoded, src []byte) (v T, ok bool) {
+	if d == nil {
+		return v, false
+	}
 	if h := d.p.Load(); h != nil && h.typ == reflect.TypeFor[T]() && len(src) > 0 && len(h.src) == len(src) && &h.src[0] == &src[0] {
 		v, ok = h.v.(T)
 	}
@@ -33,9 +36,9 @@ func DecodedAs[T any](d *Decoded, src []byte) (v T, ok bool) {
 }
 
 // KeepDecoded records v, decoded from src, in d, unless it is d's first
-// decode.
+// decode; a nil d keeps nothing.
 func KeepDecoded[T any](d *Decoded, src []byte, v T) {
-	if d.before.Swap(true) {
+	if d != nil && d.before.Swap(true) {
 		d.p.Store(&decoded{src: src, typ: reflect.TypeFor[T](), v: v})
 	}
 }

@@ -39,6 +39,10 @@ func TestDecoded(t *testing.T) {
 	if _, ok := DecodedAs[any](&e, []byte{}); ok {
 		t.Fatal("empty bytes were taken for the same")
 	}
+	KeepDecoded[int](nil, src, 1) // a nil Decoded keeps nothing, and holds nothing
+	if _, ok := DecodedAs[int](nil, src); ok {
+		t.Fatal("a nil Decoded held a value")
+	}
 	KeepDecoded[error](&e, src, nil)
 	if _, ok := DecodedAs[error](&e, src); ok {
 		t.Fatal("a nil interface value was handed out")
